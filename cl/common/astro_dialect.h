@@ -1,0 +1,38 @@
+/* One set of qualifiers for the three kernel dialects (OpenCL C 1.2, CUDA C++, SYCL 2020), so per-element
+ * physics headers are written once. Launch geometry and memory use stay idiomatic in each dialect's own
+ * kernel file; only the arithmetic lives in shared headers.
+ *
+ * ASTRO_FN        qualifier for a device function
+ * ASTRO_RSQRT(x)  reciprocal square root, float or double overload
+ * ASTRO_REAL      the working floating type (float or double), chosen by the including kernel
+ */
+#ifndef ASTRO_DIALECT_H
+#define ASTRO_DIALECT_H
+
+#if defined(__OPENCL_C_VERSION__) || defined(__OPENCL_VERSION__)
+#  define ASTRO_DIALECT_OPENCL 1
+#  define ASTRO_FN static inline
+#  define ASTRO_RSQRT(x) rsqrt(x)
+#  ifdef cl_khr_fp64
+#    pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#  endif
+#elif defined(__CUDACC__)
+#  define ASTRO_DIALECT_CUDA 1
+#  define ASTRO_FN static __device__ __forceinline__
+/* CUDA's C++ math API overloads rsqrt for float and double. */
+#  define ASTRO_RSQRT(x) rsqrt(x)
+#elif defined(SYCL_LANGUAGE_VERSION) || defined(__SYCL_DEVICE_ONLY__)
+#  define ASTRO_DIALECT_SYCL 1
+#  define ASTRO_FN static inline
+#  define ASTRO_RSQRT(x) sycl::rsqrt(x)
+#else
+/* Plain C/C++ (host tools, tests). */
+#  include <math.h>
+#  define ASTRO_FN static inline
+#  define ASTRO_RSQRT(x) (1 / sqrt(x))
+#endif
+
+#define ASTRO_CAT_(a, b) a##_##b
+#define ASTRO_CAT(a, b) ASTRO_CAT_(a, b)
+
+#endif /* ASTRO_DIALECT_H */

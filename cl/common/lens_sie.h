@@ -1,0 +1,32 @@
+/* Pseudo-elliptical SIS (LENSTOOL potential type 5) deflection gradient: the per-halo-pixel physics shared
+ * by cl/lens.cl, ports/cuda/lens.cu and ports/sycl/lens.cpp. Include astro_dialect.h and define ASTRO_REAL
+ * first. No include guard on purpose: C++ ports include it once per ASTRO_REAL, each time inside its own
+ * namespace (ports/cuda/lens.cu); OpenCL and SYCL build one program per precision and include it once.
+ *
+ * Per halo k the host precomputes the symmetric matrix N = b * R^T diag(1-e, 1+e) R * b (b = strength in
+ * arcsec incl. D_LS/D_S, e = potential ellipticity, R = rotation by the position angle). Then
+ *     g = N d / sqrt(d^T N d)                      (research/lens.md 2.1; equals the rotate/divide/rotate form)
+ * which costs 15 flops and one rsqrt per halo-pixel.
+ *
+ * The offset d = x - x0 is formed exactly (research/lens.md 3): the halo centre is stored as an integer
+ * pixel index i_k plus a small remainder delta_k = x(i_k) - x0 computed in float64 on the host, so
+ * d = (i - i_k) * h + delta_k has no catastrophic cancellation near the centre, even in float32.
+ */
+/* Adds halo k's deflection at offset (dx, dy) to (*gx, *gy). The exact centre (d = 0) contributes 0: the
+ * gradient has no limit there, and 0 is the symmetric convention the f64 reference uses too. */
+ASTRO_FN void lens_sie_accumulate(ASTRO_REAL dx, ASTRO_REAL dy, ASTRO_REAL n11, ASTRO_REAL n12,
+                                  ASTRO_REAL n22, ASTRO_REAL *gx, ASTRO_REAL *gy)
+{
+    ASTRO_REAL mx = n11 * dx + n12 * dy;
+    ASTRO_REAL my = n12 * dx + n22 * dy;
+    ASTRO_REAL q = dx * mx + dy * my;
+    ASTRO_REAL r = q > (ASTRO_REAL)0 ? ASTRO_RSQRT(q) : (ASTRO_REAL)0;
+    *gx += mx * r;
+    *gy += my * r;
+}
+
+/* Exact offset of pixel index i from a halo stored as (integer pixel index ik, remainder delta). */
+ASTRO_FN ASTRO_REAL lens_exact_offset(int i, int ik, ASTRO_REAL h, ASTRO_REAL delta)
+{
+    return (ASTRO_REAL)(i - ik) * h + delta;
+}

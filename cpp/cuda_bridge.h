@@ -1,0 +1,12 @@
+// CUDA bridge: a g++ translation unit that includes rust/cxx.h and forwards to the plain C++ API of
+// ports/cuda/cuda_host.h (compiled by nvcc), so that no .cu file sees cxx headers.
+#pragma once
+#include "astroport/src/backend/native.rs.h"
+#include "rust/cxx.h"
+
+namespace astroport {
+rust::Vec<NativeDevice> cuda_devices();          // throws std::runtime_error("no CUDA driver ...") etc.
+rust::String cuda_runtime_version();             // "runtime 13.0, driver 13.0"
+NativeOutcome cuda_run_job(int32_t device, const NativeJob &job, rust::Slice<const NativeArg> args,
+                           rust::Slice<const uint8_t> inputs);
+}  // namespace astroport
