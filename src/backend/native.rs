@@ -74,3 +74,131 @@ pub mod ffi {
         pub compute_units: u32,
     }
 }
+
+use super::{Accelerator, BackendError, DType, DeviceInfo, HostVec, JobOutput, KernelArg, KernelJob, Model, Resources};
+
+/// Signature of a model's C++ `run_job` entry point (through cxx, C++ exceptions become `Err`).
+pub type RunJobFn = fn(i32, &ffi::NativeJob, &[ffi::NativeArg], &[u8]) -> Result<ffi::NativeOutcome, cxx::Exception>;
+
+/// A device of a C++-hosted model (CUDA or SYCL). The Rust half of the host plumbing, written once.
+pub struct NativeAccelerator {
+    pub model: Model,
+    pub index: i32,
+    pub info: DeviceInfo,
+    pub toolchain: String,
+    pub run_job: RunJobFn,
+}
+
+impl NativeAccelerator {
+    pub fn from_native(model: Model, d: &ffi::NativeDevice, platform: &str, toolchain: String, run_job: RunJobFn) -> Self {
+        NativeAccelerator {
+            model,
+            index: d.index,
+            info: DeviceInfo {
+                name: d.name.clone(),
+                vendor: d.vendor.clone(),
+                platform: platform.into(),
+                driver: d.driver.clone(),
+                is_gpu: d.is_gpu,
+                compute_units: d.compute_units,
+                global_mem_bytes: d.global_mem_bytes,
+                max_alloc_bytes: d.max_alloc_bytes,
+                fp64: d.fp64,
+            },
+            toolchain,
+            run_job,
+        }
+    }
+}
+
+/// Flattens a job into the bridge's types: the job, its arguments, and one blob with every input.
+pub fn flatten(job: &KernelJob, source: &str) -> (ffi::NativeJob, Vec<ffi::NativeArg>, Vec<u8>) {
+    let mut blob = Vec::new();
+    let mut args = Vec::with_capacity(job.args.len());
+    for a in &job.args {
+        let (role, dtype, count, offset, bits) = match *a {
+            KernelArg::Input(s) => {
+                let off = blob.len() as u64;
+                blob.extend_from_slice(s.bytes());
+                (0u8, s.dtype(), s.len() as u64, off, 0u64)
+            }
+            KernelArg::Output { dtype, len } => (1, dtype, len as u64, 0, 0),
+            KernelArg::I32(v) => (2, DType::I32, 1, 0, v as u32 as u64),
+            KernelArg::F32(v) => (2, DType::F32, 1, 0, v.to_bits() as u64),
+            KernelArg::F64(v) => (2, DType::F64, 1, 0, v.to_bits()),
+        };
+        args.push(ffi::NativeArg { role, dtype: dtype as u8, count, offset, scalar_bits: bits });
+    }
+    let native = ffi::NativeJob {
+        program: job.program.name.into(),
+        source: source.into(),
+        defines: job.defines.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+        header_names: job.program.headers.iter().map(|(n, _)| n.to_string()).collect(),
+        header_texts: job.program.headers.iter().map(|(_, t)| t.to_string()).collect(),
+        kernel: job.kernel.clone(),
+        global: job.global as u64,
+        local: job.local.unwrap_or(0) as u64,
+        warmup: job.warmup,
+        repeats: job.repeats,
+    };
+    (native, args, blob)
+}
+
+/// Splits the concatenated output bytes back into typed buffers, in argument order.
+pub fn unflatten(job: &KernelJob, outcome: ffi::NativeOutcome) -> Result<JobOutput, BackendError> {
+    let mut outputs = Vec::new();
+    let mut at = 0usize;
+    for a in &job.args {
+        if let KernelArg::Output { dtype, len } = *a {
+            let n = len * dtype.bytes();
+            let bytes = outcome.outputs.get(at..at + n).ok_or_else(|| {
+                BackendError::Runtime(format!("native host returned {} output bytes, expected more", outcome.outputs.len()))
+            })?;
+            outputs.push(HostVec::from_bytes(dtype, bytes));
+            at += n;
+        }
+    }
+    Ok(JobOutput {
+        outputs,
+        times_s: outcome.times_s,
+        build_s: outcome.build_s,
+        resources: Resources {
+            regs_per_thread: u32::try_from(outcome.regs_per_thread).ok(),
+            occupancy: (outcome.occupancy >= 0.0).then_some(outcome.occupancy),
+            source: outcome.resources_source,
+        },
+        build_options: outcome.build_options,
+        local_used: outcome.local_used as usize,
+    })
+}
+
+impl Accelerator for NativeAccelerator {
+    fn model(&self) -> Model {
+        self.model
+    }
+    fn id(&self) -> String {
+        format!("{}:{}", self.model.name(), self.index)
+    }
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+    fn toolchain(&self) -> String {
+        self.toolchain.clone()
+    }
+    fn run(&self, job: &KernelJob) -> Result<JobOutput, BackendError> {
+        let source = match self.model {
+            Model::Sycl => job.program.sycl,
+            _ => "",
+        };
+        let (native, args, blob) = flatten(job, source);
+        let outcome = (self.run_job)(self.index, &native, &args, &blob).map_err(|e| {
+            let msg = e.what().to_string();
+            if msg.contains("build") || msg.contains("compil") {
+                BackendError::Build { program: job.program.name.into(), device: self.id(), log: msg }
+            } else {
+                BackendError::Runtime(msg)
+            }
+        })?;
+        unflatten(job, outcome)
+    }
+}

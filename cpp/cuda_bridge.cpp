@@ -1,0 +1,21 @@
+// CUDA bridge (g++ through cxx_build): converts the cxx types and forwards to the plain C++ API that
+// ports/cuda/cuda_host.cu (nvcc) implements. No CUDA header is included here, and no cxx header reaches nvcc.
+// Include dirs: only cxx_build's own (it exports the crate as "astroport/..."); nothing extra.
+#include "astroport/cpp/cuda_bridge.h"
+
+#include "astroport/cpp/native_convert.h"
+#include "astroport/ports/cuda/cuda_host.h"
+
+namespace astroport {
+
+rust::Vec<NativeDevice> cuda_devices() { return from_plain(astroport_cuda::devices()); }
+
+rust::String cuda_runtime_version() { return rust::String(astroport_cuda::runtime_version()); }
+
+NativeOutcome cuda_run_job(int32_t device, const NativeJob &job, rust::Slice<const NativeArg> args,
+                           rust::Slice<const uint8_t> inputs) {
+    return from_plain(astroport_cuda::run_job(static_cast<int>(device), to_plain(job), to_plain(args),
+                                              inputs.data(), inputs.size()));
+}
+
+}  // namespace astroport

@@ -1,0 +1,21 @@
+// SYCL bridge (g++ through cxx_build): converts the cxx types and forwards to the plain C++ API that
+// cpp/sycl_host.cpp implements. Include dirs: cxx_build's crate dir (for "astroport/...") and the DPC++
+// headers (sycl_host.cpp only; this file includes no SYCL header).
+#include "astroport/cpp/sycl_bridge.h"
+
+#include "astroport/cpp/native_convert.h"
+#include "astroport/cpp/sycl_host.h"
+
+namespace astroport {
+
+rust::Vec<NativeDevice> sycl_devices() { return from_plain(astroport_sycl::devices()); }
+
+rust::String sycl_runtime_version() { return rust::String::lossy(astroport_sycl::runtime_version()); }
+
+NativeOutcome sycl_run_job(int32_t device, const NativeJob &job, rust::Slice<const NativeArg> args,
+                           rust::Slice<const uint8_t> inputs) {
+    return from_plain(astroport_sycl::run_job(static_cast<int>(device), to_plain(job), to_plain(args),
+                                              inputs.data(), inputs.size()));
+}
+
+}  // namespace astroport

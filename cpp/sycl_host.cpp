@@ -1,0 +1,476 @@
+// SYCL host plumbing (see sycl_host.h). Plain C++17 host code compiled by g++ against DPC++'s runtime
+// headers; kernels are SYCL free-function kernels compiled at run time (sycl_ext_oneapi_kernel_compiler,
+// source_language::sycl, served by libsycl-jit.so).
+//
+// Device enumeration, as measured with the DPC++ 2026.1.2 wheel (libsycl.so.9), Intel's OpenCL CPU runtime
+// (libintelocl.so) and Debian's PoCL 3.1:
+//  * SYCL reaches OpenCL only through the ICD loader that the process has loaded under the soname
+//    libOpenCL.so.1: the wheel's Khronos loader, or Debian's ocl-icd when something (Rust's opencl3) loaded it
+//    first. Both honour OCL_ICD_VENDORS, and it is read once per process, when the loader first initialises.
+//    With nothing set, the loader reads /etc/OpenCL/vendors, which lists only PoCL, so SYCL sees no Intel
+//    device at all. With OCL_ICD_VENDORS=<repo>/.tools/icd it sees PoCL and Intel's CPU device.
+//  * Enumerating the PoCL device does not fail; building for it does: PoCL 3.1 takes no SPIR-V (IL version
+//    n/a) and build() throws UR_RESULT_ERROR_INVALID_BINARY. It also has no USM.
+//  * So devices() keeps the devices that support USM device allocations, which this plumbing needs anyway;
+//    that drops PoCL whatever the platform order, with no environment variable. Nothing here calls setenv:
+//      - ONEAPI_DEVICE_SELECTOR=opencl:<n> also works but <n> depends on the ICD loader's platform order;
+//      - SYCL_DEVICE_ALLOWLIST=PlatformName:{{Intel.*}} works but prints deprecation warnings; the
+//        non-deprecated DeviceVendorId key cannot tell them apart (both report 0x8086);
+//      - setting OCL_ICD_VENDORS/OCL_ICD_FILENAMES here would also change what the OpenCL backend sees in the
+//        same process, and only if SYCL happened to initialise the loader first (Debian's ocl-icd ignores
+//        OCL_ICD_FILENAMES altogether).
+//    A user-set ONEAPI_DEVICE_SELECTOR / SYCL_DEVICE_ALLOWLIST is honoured by the runtime as usual.
+#include "astroport/cpp/sycl_host.h"
+
+#include <sycl/sycl.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+namespace syclex = sycl::ext::oneapi::experimental;
+using astroport_native::Arg;
+using astroport_native::Device;
+using astroport_native::Job;
+using astroport_native::Outcome;
+
+namespace astroport_sycl {
+namespace {
+
+// One usable device with its context and a profiling, in-order queue whose asynchronous errors are collected
+// (SYCL's default async handler would terminate the process).
+struct DeviceState {
+    sycl::device dev;
+    sycl::context ctx;
+    std::vector<std::string> async_errors;
+    std::unique_ptr<sycl::queue> queue;
+
+    explicit DeviceState(const sycl::device &d) : dev(d), ctx(d) {
+        auto handler = [this](sycl::exception_list list) {
+            for (auto &e : list) {
+                try {
+                    std::rethrow_exception(e);
+                } catch (const std::exception &ex) {
+                    async_errors.emplace_back(ex.what());
+                } catch (...) {
+                    async_errors.emplace_back("unknown asynchronous SYCL error");
+                }
+            }
+        };
+        queue = std::make_unique<sycl::queue>(
+            ctx, dev, handler,
+            sycl::property_list{sycl::property::queue::enable_profiling{}, sycl::property::queue::in_order{}});
+    }
+
+    // Waits for the queue and turns collected asynchronous errors into an exception.
+    void sync(const char *what) {
+        queue->wait_and_throw();
+        if (!async_errors.empty()) {
+            std::string msg = std::string("SYCL asynchronous error during ") + what + ": " + async_errors.front();
+            async_errors.clear();
+            throw std::runtime_error(msg);
+        }
+    }
+};
+
+struct Built {
+    sycl::kernel_bundle<sycl::bundle_state::executable> bundle;
+};
+
+struct State {
+    std::mutex mutex;  // serialises everything: enumeration, builds and launches (timings stay undisturbed)
+    bool enumerated = false;
+    std::vector<std::unique_ptr<DeviceState>> devices;
+    std::vector<std::string> skipped;  // devices the runtime sees but this plumbing cannot use, with why
+    std::map<std::string, Built> cache;
+};
+
+State &state() {
+    static State *s = new State();  // never destroyed: SYCL objects must not outlive the runtime at exit
+    return *s;
+}
+
+std::string describe(const sycl::device &d) {
+    std::string s = d.get_info<sycl::info::device::name>();
+    try {
+        s += " [" + d.get_platform().get_info<sycl::info::platform::name>() + ", driver " +
+             d.get_info<sycl::info::device::driver_version>() + "]";
+    } catch (...) {
+    }
+    return s;
+}
+
+// Enumerates once per process; caller holds the mutex. Retries on the next call if it threw.
+void enumerate_locked(State &st) {
+    if (st.enumerated) return;
+    std::vector<sycl::device> all;
+    try {
+        all = sycl::device::get_devices();
+    } catch (const std::exception &e) {
+        throw std::runtime_error(std::string("SYCL runtime could not enumerate devices: ") + e.what());
+    }
+    std::vector<std::unique_ptr<DeviceState>> usable;
+    std::vector<std::string> skipped;
+    for (const auto &d : all) {
+        if (!d.has(sycl::aspect::usm_device_allocations)) {
+            skipped.push_back(describe(d) + ": no USM device allocations (e.g. PoCL: no SPIR-V, no USM)");
+            continue;
+        }
+        try {
+            usable.push_back(std::make_unique<DeviceState>(d));
+        } catch (const std::exception &e) {
+            skipped.push_back(describe(d) + ": context/queue creation failed: " + e.what());
+        }
+    }
+    if (usable.empty()) {
+        std::ostringstream m;
+        // "no device" in the text: src/backend/sycl.rs classifies the absence by it.
+        m << "SYCL runtime started but found no device this host can use (" << all.size() << " seen";
+        for (const auto &s : skipped) m << "; skipped " << s;
+        m << "). SYCL reaches Intel's OpenCL CPU runtime through the OpenCL ICD loader: set OCL_ICD_VENDORS to a "
+             "folder holding an .icd file that names libintelocl.so (this repo: .tools/icd) before the process "
+             "starts; ONEAPI_DEVICE_SELECTOR/SYCL_DEVICE_ALLOWLIST, if set, must not exclude it.";
+        throw std::runtime_error(m.str());
+    }
+    st.devices = std::move(usable);
+    st.skipped = std::move(skipped);
+    st.enumerated = true;
+}
+
+DeviceState &device_locked(State &st, int index) {
+    enumerate_locked(st);
+    if (index < 0 || static_cast<size_t>(index) >= st.devices.size())
+        throw std::runtime_error("SYCL device index " + std::to_string(index) + " out of range (" +
+                                 std::to_string(st.devices.size()) + " usable devices)");
+    return *st.devices[static_cast<size_t>(index)];
+}
+
+std::string join(const std::vector<std::string> &v, const char *sep) {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (i) out += sep;
+        out += v[i];
+    }
+    return out;
+}
+
+// USM device allocation freed on every path.
+struct UsmBuffer {
+    void *ptr = nullptr;
+    size_t bytes = 0;
+    const sycl::context *ctx = nullptr;
+    UsmBuffer() = default;
+    UsmBuffer(const UsmBuffer &) = delete;
+    UsmBuffer &operator=(const UsmBuffer &) = delete;
+    UsmBuffer(UsmBuffer &&o) noexcept : ptr(o.ptr), bytes(o.bytes), ctx(o.ctx) { o.ptr = nullptr; }
+    ~UsmBuffer() {
+        if (ptr) {
+            try {
+                sycl::free(ptr, *ctx);
+            } catch (...) {
+            }
+        }
+    }
+};
+
+// A kernel argument ready for handler::set_arg.
+struct LaunchArg {
+    uint8_t kind = 0;  // 0 pointer, else astroport_native::DType of a scalar
+    void *ptr = nullptr;
+    uint64_t bits = 0;
+};
+
+void set_arg(sycl::handler &h, int i, const LaunchArg &a, bool is_ptr) {
+    if (is_ptr) {
+        h.set_arg(i, a.ptr);
+        return;
+    }
+    switch (a.kind) {
+        case astroport_native::kI32: {
+            int32_t v = static_cast<int32_t>(static_cast<uint32_t>(a.bits));
+            h.set_arg(i, v);
+            break;
+        }
+        case astroport_native::kU32: {
+            uint32_t v = static_cast<uint32_t>(a.bits);
+            h.set_arg(i, v);
+            break;
+        }
+        case astroport_native::kF32: {
+            uint32_t b = static_cast<uint32_t>(a.bits);
+            float v;
+            std::memcpy(&v, &b, sizeof v);
+            h.set_arg(i, v);
+            break;
+        }
+        case astroport_native::kF64: {
+            double v;
+            std::memcpy(&v, &a.bits, sizeof v);
+            h.set_arg(i, v);
+            break;
+        }
+        case astroport_native::kU64: {
+            uint64_t v = a.bits;
+            h.set_arg(i, v);
+            break;
+        }
+        default:
+            throw std::runtime_error("scalar argument " + std::to_string(i) + ": unknown dtype " +
+                                     std::to_string(a.kind));
+    }
+}
+
+template <typename Info>
+std::string kernel_info(const sycl::kernel &k, const sycl::device &d, const char *name) {
+    try {
+        return std::string(name) + "=" + std::to_string(k.get_info<Info>(d));
+    } catch (...) {
+        return std::string();
+    }
+}
+
+Outcome run_job_locked(State &st, int device, const Job &job, const std::vector<Arg> &args,
+                       const uint8_t *inputs, size_t inputs_len) {
+    DeviceState &ds = device_locked(st, device);
+    sycl::queue &q = *ds.queue;
+    Outcome out;
+
+    if (job.header_names.size() != job.header_texts.size())
+        throw std::runtime_error("job " + job.program + ": header_names and header_texts differ in length");
+    if (job.global == 0) throw std::runtime_error("job " + job.program + ": global work size is 0");
+
+    // ---- build (cached per device, program and defines) ----
+    std::vector<std::string> opts;
+    opts.reserve(job.defines.size());
+    for (const auto &d : job.defines) opts.push_back("-D" + d);
+    out.build_options = join(opts, " ");
+    std::string key = std::to_string(device) + '\x1f' + job.program + '\x1f' + join(job.defines, "\x1e");
+    auto it = st.cache.find(key);
+    if (it == st.cache.end()) {
+        std::string log;
+        auto t0 = std::chrono::steady_clock::now();
+        try {
+            syclex::include_files inc;
+            for (size_t i = 0; i < job.header_names.size(); ++i) inc.add(job.header_names[i], job.header_texts[i]);
+            auto src = syclex::create_kernel_bundle_from_source(ds.ctx, syclex::source_language::sycl, job.source,
+                                                                syclex::properties{inc});
+            auto exe = syclex::build(src, std::vector<sycl::device>{ds.dev},
+                                     syclex::properties{syclex::build_options{opts}, syclex::save_log{&log}});
+            out.build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            it = st.cache.emplace(key, Built{std::move(exe)}).first;
+        } catch (const std::exception &e) {
+            std::string msg = "SYCL build of program '" + job.program + "' (" + out.build_options + ") on " +
+                              describe(ds.dev) + " failed: " + e.what();
+            if (!log.empty() && std::string(e.what()).find(log) == std::string::npos) msg += "\nbuild log:\n" + log;
+            throw std::runtime_error(msg);
+        }
+    }
+    auto &bundle = it->second.bundle;  // ext_oneapi_get_kernel is non-const
+    if (!bundle.ext_oneapi_has_kernel(job.kernel))
+        throw std::runtime_error("program '" + job.program + "' has no kernel '" + job.kernel +
+                                 "' (free-function kernels must be extern \"C\")");
+    sycl::kernel kernel = bundle.ext_oneapi_get_kernel(job.kernel);
+
+    // ---- launch geometry ----
+    size_t kernel_max = ds.dev.get_info<sycl::info::device::max_work_group_size>();
+    try {
+        kernel_max = std::min(kernel_max, kernel.get_info<sycl::info::kernel_device_specific::work_group_size>(ds.dev));
+    } catch (...) {
+    }
+    uint64_t local = job.local ? job.local : std::min<uint64_t>(kernel_max, 256);
+    if (local == 0) local = 1;
+    uint64_t global = (job.global + local - 1) / local * local;
+    out.local_used = local;
+
+    // ---- resources: SYCL exposes no register count; report what the kernel info offers ----
+    out.regs_per_thread = -1;
+    out.occupancy = -1;
+    {
+        std::string plat;
+        try {
+            plat = ds.dev.get_platform().get_info<sycl::info::platform::name>();
+        } catch (...) {
+        }
+        std::string s = "n/a: SYCL on " + plat + " (" + (ds.dev.is_gpu() ? "GPU" : ds.dev.is_cpu() ? "CPU" : "device") +
+                        ") exposes no register count or occupancy";
+        std::vector<std::string> info;
+        for (auto &x : {kernel_info<sycl::info::kernel_device_specific::private_mem_size>(kernel, ds.dev,
+                                                                                          "private_mem_size_bytes"),
+                        kernel_info<sycl::info::kernel_device_specific::work_group_size>(kernel, ds.dev,
+                                                                                        "max_work_group_size"),
+                        kernel_info<sycl::info::kernel_device_specific::preferred_work_group_size_multiple>(
+                            kernel, ds.dev, "preferred_work_group_size_multiple")})
+            if (!x.empty()) info.push_back(x);
+        if (!info.empty()) s += "; kernel info: " + join(info, ", ");
+        out.resources_source = s;
+    }
+
+    // ---- buffers ----
+    const uint64_t max_alloc = ds.dev.get_info<sycl::info::device::max_mem_alloc_size>();
+    std::vector<UsmBuffer> buffers;  // freed on every path
+    buffers.reserve(args.size());
+    // Declared after `buffers`, so destroyed first: on an error path, work already queued finishes before
+    // its allocations are freed.
+    struct QueueDrain {
+        sycl::queue &q;
+        ~QueueDrain() {
+            try {
+                q.wait();
+            } catch (...) {
+            }
+        }
+    } drain{q};
+    std::vector<LaunchArg> largs(args.size());
+    std::vector<size_t> outputs;  // indices into buffers, in argument order
+    std::vector<size_t> output_bytes;
+    size_t total_out = 0;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const Arg &a = args[i];
+        if (a.role == astroport_native::kScalar) {
+            if (a.dtype > astroport_native::kU64)
+                throw std::runtime_error("argument " + std::to_string(i) + ": unknown scalar dtype " +
+                                         std::to_string(a.dtype));
+            largs[i].kind = a.dtype;
+            largs[i].bits = a.scalar_bits;
+            continue;
+        }
+        if (a.role != astroport_native::kInput && a.role != astroport_native::kOutput)
+            throw std::runtime_error("argument " + std::to_string(i) + ": unknown role " + std::to_string(a.role));
+        if (a.dtype > astroport_native::kU64)
+            throw std::runtime_error("argument " + std::to_string(i) + ": unknown dtype " + std::to_string(a.dtype));
+        const size_t elem = astroport_native::dtype_bytes(a.dtype);
+        if (a.count > (SIZE_MAX / elem)) throw std::runtime_error("argument " + std::to_string(i) + ": count overflows");
+        const size_t bytes = static_cast<size_t>(a.count) * elem;
+        if (bytes > max_alloc)
+            throw std::runtime_error("argument " + std::to_string(i) + ": " + std::to_string(bytes) +
+                                     " bytes exceed the device's max allocation of " + std::to_string(max_alloc));
+        if (a.role == astroport_native::kInput && (a.offset > inputs_len || bytes > inputs_len - a.offset))
+            throw std::runtime_error("argument " + std::to_string(i) + ": input bytes [" + std::to_string(a.offset) +
+                                     ", +" + std::to_string(bytes) + ") outside the input blob of " +
+                                     std::to_string(inputs_len) + " bytes");
+        UsmBuffer b;
+        b.ctx = &ds.ctx;
+        b.bytes = bytes;
+        b.ptr = sycl::malloc_device(std::max<size_t>(bytes, elem), ds.dev, ds.ctx);  // never a null pointer arg
+        if (!b.ptr)
+            throw std::runtime_error("argument " + std::to_string(i) + ": sycl::malloc_device of " +
+                                     std::to_string(bytes) + " bytes failed");
+        largs[i].ptr = b.ptr;
+        if (a.role == astroport_native::kInput) {
+            if (bytes) q.memcpy(b.ptr, inputs + a.offset, bytes);
+        } else {
+            outputs.push_back(buffers.size());
+            output_bytes.push_back(bytes);
+            total_out += bytes;
+        }
+        buffers.push_back(std::move(b));
+    }
+    auto poison = [&]() {
+        for (size_t k = 0; k < outputs.size(); ++k)
+            if (output_bytes[k]) q.memset(buffers[outputs[k]].ptr, 0xFF, output_bytes[k]);  // NaN for f32/f64
+    };
+    poison();
+    ds.sync("upload/poison");
+
+    const sycl::nd_range<1> range{sycl::range<1>(static_cast<size_t>(global)), sycl::range<1>(static_cast<size_t>(local))};
+    auto launch = [&]() {
+        return q.submit([&](sycl::handler &h) {
+            for (size_t i = 0; i < args.size(); ++i)
+                set_arg(h, static_cast<int>(i), largs[i], args[i].role != astroport_native::kScalar);
+            h.parallel_for(range, kernel);
+        });
+    };
+
+    // ---- warm-up, timed repeats, verification run ----
+    for (uint32_t w = 0; w < job.warmup; ++w) launch();
+    ds.sync("warm-up");
+    out.times_s.reserve(job.repeats);
+    for (uint32_t r = 0; r < job.repeats; ++r) {
+        sycl::event ev = launch();
+        ev.wait();
+        ds.sync("timed launch");
+        const uint64_t t0 = ev.get_profiling_info<sycl::info::event_profiling::command_start>();
+        const uint64_t t1 = ev.get_profiling_info<sycl::info::event_profiling::command_end>();
+        out.times_s.push_back(t1 >= t0 ? static_cast<double>(t1 - t0) * 1e-9 : 0.0);
+    }
+    poison();
+    launch();
+    out.outputs.resize(total_out);
+    size_t pos = 0;
+    for (size_t k = 0; k < outputs.size(); ++k) {
+        if (output_bytes[k]) q.memcpy(out.outputs.data() + pos, buffers[outputs[k]].ptr, output_bytes[k]);
+        pos += output_bytes[k];
+    }
+    ds.sync("verification run");
+    return out;
+}
+
+}  // namespace
+
+std::vector<Device> devices() {
+    State &st = state();
+    std::lock_guard<std::mutex> lock(st.mutex);
+    try {
+        enumerate_locked(st);
+        std::vector<Device> out;
+        for (size_t i = 0; i < st.devices.size(); ++i) {
+            const sycl::device &d = st.devices[i]->dev;
+            Device r;
+            r.index = static_cast<int>(i);
+            r.name = d.get_info<sycl::info::device::name>();
+            r.vendor = d.get_info<sycl::info::device::vendor>();
+            r.driver = d.get_info<sycl::info::device::driver_version>();
+            r.is_gpu = d.is_gpu();
+            r.global_mem_bytes = d.get_info<sycl::info::device::global_mem_size>();
+            r.max_alloc_bytes = d.get_info<sycl::info::device::max_mem_alloc_size>();
+            r.fp64 = d.has(sycl::aspect::fp64);
+            r.compute_units = d.get_info<sycl::info::device::max_compute_units>();
+            out.push_back(std::move(r));
+        }
+        return out;
+    } catch (const sycl::exception &e) {
+        throw std::runtime_error(std::string("SYCL device query failed: ") + e.what());
+    }
+}
+
+std::string runtime_version() {
+    State &st = state();
+    std::lock_guard<std::mutex> lock(st.mutex);
+    std::ostringstream s;
+    s << "DPC++ libsycl " << __LIBSYCL_MAJOR_VERSION << '.' << __LIBSYCL_MINOR_VERSION << '.'
+      << __LIBSYCL_PATCH_VERSION << " (headers " << __SYCL_COMPILER_VERSION << "), kernels built at run time "
+      << "(sycl_ext_oneapi_kernel_compiler)";
+    try {
+        enumerate_locked(st);
+        for (size_t i = 0; i < st.devices.size(); ++i) {
+            const sycl::device &d = st.devices[i]->dev;
+            s << "; device " << i << ": " << d.get_info<sycl::info::device::name>() << " on "
+              << d.get_platform().get_info<sycl::info::platform::name>() << " ("
+              << d.get_platform().get_info<sycl::info::platform::version>() << "), driver "
+              << d.get_info<sycl::info::device::driver_version>();
+        }
+        for (const auto &k : st.skipped) s << "; skipped " << k;
+    } catch (const std::exception &e) {
+        s << "; no usable device: " << e.what();
+    }
+    return s.str();
+}
+
+Outcome run_job(int device, const Job &job, const std::vector<Arg> &args, const uint8_t *inputs,
+                size_t inputs_len) {
+    State &st = state();
+    std::lock_guard<std::mutex> lock(st.mutex);
+    try {
+        return run_job_locked(st, device, job, args, inputs, inputs_len);
+    } catch (const sycl::exception &e) {
+        throw std::runtime_error("SYCL job '" + job.program + "' kernel '" + job.kernel + "': " + e.what());
+    }
+}
+
+}  // namespace astroport_sycl

@@ -1,0 +1,455 @@
+//! One interface for every compute model.
+//!
+//! A workload describes device work as a [`KernelJob`]: a program (the OpenCL C / SYCL source plus the
+//! shared headers, or a CUDA kernel already compiled by nvcc), a kernel name, its arguments and a 1-D launch
+//! size. Each model implements [`Accelerator::run`] once, for every workload: upload, poison the outputs,
+//! warm up, time repeats with device events, re-poison, run once more and return that run's outputs. The
+//! `cpu` model is the exception: it runs the workload's own Rust code (the f64 reference) through rayon.
+
+pub mod cpu;
+pub mod native;
+pub mod occupancy;
+pub mod opencl;
+
+#[cfg(has_cuda)]
+pub mod cuda;
+#[cfg(has_sycl)]
+pub mod sycl;
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The four programming models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Model {
+    Cpu,
+    Opencl,
+    Cuda,
+    Sycl,
+}
+
+impl Model {
+    pub const ALL: [Model; 4] = [Model::Cpu, Model::Opencl, Model::Cuda, Model::Sycl];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Model::Cpu => "cpu",
+            Model::Opencl => "opencl",
+            Model::Cuda => "cuda",
+            Model::Sycl => "sycl",
+        }
+    }
+}
+
+impl fmt::Display for Model {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Floating-point precision of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    F32,
+    F64,
+}
+
+impl Precision {
+    pub const ALL: [Precision; 2] = [Precision::F32, Precision::F64];
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F64 => "f64",
+        }
+    }
+    /// The C type name used in kernel sources.
+    pub fn c_type(self) -> &'static str {
+        match self {
+            Precision::F32 => "float",
+            Precision::F64 => "double",
+        }
+    }
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "f32" => Ok(Precision::F32),
+            "f64" => Ok(Precision::F64),
+            _ => Err(format!("unknown precision '{s}' (expected f32 or f64)")),
+        }
+    }
+}
+
+/// Why a backend cannot run, from the three availability levels of DESIGN.md §2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unavailable {
+    /// The cargo feature is off or its compiler was not found at build time.
+    NotBuilt,
+    /// The runtime library (ICD loader, CUDA driver, SYCL runtime) is missing or failed to start.
+    NoRuntime,
+    /// The runtime works but offers no device (or not the one asked for).
+    NoDevice,
+}
+
+impl Unavailable {
+    pub fn status(self) -> &'static str {
+        match self {
+            Unavailable::NotBuilt => "not_built",
+            Unavailable::NoRuntime => "no_runtime",
+            Unavailable::NoDevice => "no_device",
+        }
+    }
+}
+
+/// A backend that could not be offered, with the reason shown to the user.
+#[derive(Debug, Clone)]
+pub struct Absent {
+    pub model: Model,
+    /// The id the user would have used (for example `cuda` or `opencl:1:0`).
+    pub id: String,
+    pub why: Unavailable,
+    pub reason: String,
+}
+
+/// What a device is, for tables and provenance.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct DeviceInfo {
+    pub name: String,
+    pub vendor: String,
+    pub platform: String,
+    pub driver: String,
+    pub is_gpu: bool,
+    pub compute_units: u32,
+    pub global_mem_bytes: u64,
+    pub max_alloc_bytes: u64,
+    pub fp64: bool,
+}
+
+/// Element type of a buffer or scalar argument (matches `native::ffi::NativeArg::dtype`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DType {
+    I32 = 0,
+    U32 = 1,
+    F32 = 2,
+    F64 = 3,
+    U64 = 4,
+}
+
+impl DType {
+    pub fn bytes(self) -> usize {
+        match self {
+            DType::F64 | DType::U64 => 8,
+            _ => 4,
+        }
+    }
+}
+
+/// Host data handed to a kernel as an input buffer.
+#[derive(Debug, Clone, Copy)]
+pub enum HostSlice<'a> {
+    I32(&'a [i32]),
+    F32(&'a [f32]),
+    F64(&'a [f64]),
+}
+
+impl HostSlice<'_> {
+    pub fn dtype(&self) -> DType {
+        match self {
+            HostSlice::I32(_) => DType::I32,
+            HostSlice::F32(_) => DType::F32,
+            HostSlice::F64(_) => DType::F64,
+        }
+    }
+    pub fn len(&self) -> usize {
+        match self {
+            HostSlice::I32(s) => s.len(),
+            HostSlice::F32(s) => s.len(),
+            HostSlice::F64(s) => s.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            HostSlice::I32(s) => bytemuck::cast_slice(s),
+            HostSlice::F32(s) => bytemuck::cast_slice(s),
+            HostSlice::F64(s) => bytemuck::cast_slice(s),
+        }
+    }
+}
+
+/// An output buffer returned by a job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostVec {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    I32(Vec<i32>),
+}
+
+impl HostVec {
+    /// Decodes `count` elements of `dtype` from little-endian bytes.
+    pub fn from_bytes(dtype: DType, bytes: &[u8]) -> HostVec {
+        match dtype {
+            DType::F32 => HostVec::F32(bytemuck::pod_collect_to_vec(bytes)),
+            DType::F64 => HostVec::F64(bytemuck::pod_collect_to_vec(bytes)),
+            DType::I32 | DType::U32 => HostVec::I32(bytemuck::pod_collect_to_vec(bytes)),
+            DType::U64 => HostVec::F64(bytemuck::pod_collect_to_vec(bytes)),
+        }
+    }
+    /// Values widened to f64 (for verification).
+    pub fn to_f64(&self) -> Vec<f64> {
+        match self {
+            HostVec::F32(v) => v.iter().map(|&x| x as f64).collect(),
+            HostVec::F64(v) => v.clone(),
+            HostVec::I32(v) => v.iter().map(|&x| x as f64).collect(),
+        }
+    }
+}
+
+/// One kernel argument, in the kernel's signature order.
+#[derive(Debug, Clone, Copy)]
+pub enum KernelArg<'a> {
+    Input(HostSlice<'a>),
+    Output { dtype: DType, len: usize },
+    I32(i32),
+    F32(f32),
+    F64(f64),
+}
+
+impl KernelArg<'_> {
+    /// A floating scalar in the given precision.
+    pub fn real(p: Precision, v: f64) -> Self {
+        match p {
+            Precision::F32 => KernelArg::F32(v as f32),
+            Precision::F64 => KernelArg::F64(v),
+        }
+    }
+}
+
+/// Kernel source of one workload in every dialect. Headers are shared by all three dialects.
+#[derive(Debug, Clone, Copy)]
+pub struct Program {
+    pub name: &'static str,
+    pub opencl: &'static str,
+    pub sycl: &'static str,
+    /// (file name, text) of the headers the sources include, from `cl/common/`.
+    pub headers: &'static [(&'static str, &'static str)],
+}
+
+impl Program {
+    /// The source with this program's own `#include "name"` lines replaced by the header text, so the
+    /// binary needs no kernel files at run time (OpenCL builds take no in-memory headers).
+    pub fn inline_headers(&self, source: &str) -> String {
+        let mut out = String::with_capacity(source.len() + 4096);
+        for line in source.lines() {
+            let included = line
+                .trim()
+                .strip_prefix("#include")
+                .map(|rest| rest.trim().trim_matches('"'))
+                .and_then(|name| self.headers.iter().find(|(n, _)| *n == name));
+            match included {
+                Some((_, text)) => out.push_str(&self.inline_headers(text)),
+                None => out.push_str(line),
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// One unit of device work: a kernel launch, repeated for timing.
+#[derive(Debug, Clone)]
+pub struct KernelJob<'a> {
+    pub program: &'a Program,
+    /// Preprocessor definitions for OpenCL and SYCL builds (CUDA instantiates templates instead).
+    pub defines: Vec<(String, String)>,
+    pub kernel: String,
+    pub args: Vec<KernelArg<'a>>,
+    /// Total work-items (1-D); the backend rounds up to a multiple of the work-group size.
+    pub global: usize,
+    /// Preferred work-group size on GPUs; `None` lets the backend choose.
+    pub local: Option<usize>,
+    pub warmup: u32,
+    pub repeats: u32,
+}
+
+/// Registers and occupancy, with where they came from (or why absent).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Resources {
+    pub regs_per_thread: Option<u32>,
+    pub occupancy: Option<f64>,
+    pub source: String,
+}
+
+/// What a job returns.
+#[derive(Debug, Clone)]
+pub struct JobOutput {
+    /// Outputs of the final verification run, in argument order.
+    pub outputs: Vec<HostVec>,
+    /// Device-timer times of the timed repeats, seconds.
+    pub times_s: Vec<f64>,
+    /// Program build / JIT time, seconds (0 when the program came from the per-process cache).
+    pub build_s: f64,
+    pub resources: Resources,
+    pub build_options: String,
+    pub local_used: usize,
+}
+
+/// Errors from a backend, with the stage that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("program build failed for {program} on {device}:\n{log}")]
+    Build { program: String, device: String, log: String },
+    #[error("{0}")]
+    Runtime(String),
+}
+
+/// A device of a non-`cpu` model.
+pub trait Accelerator: Send + Sync {
+    fn model(&self) -> Model;
+    /// Stable id, as accepted by `--backend` (for example `opencl:0:1`).
+    fn id(&self) -> String;
+    fn info(&self) -> &DeviceInfo;
+    /// Toolchain text for provenance (compiler/runtime versions).
+    fn toolchain(&self) -> String;
+    fn run(&self, job: &KernelJob) -> Result<JobOutput, BackendError>;
+}
+
+/// A runnable target: the Rust `cpu` model or a device of another model.
+pub enum Target {
+    Cpu(cpu::CpuTarget),
+    Device(Box<dyn Accelerator>),
+}
+
+impl Target {
+    pub fn id(&self) -> String {
+        match self {
+            Target::Cpu(_) => "cpu".into(),
+            Target::Device(d) => d.id(),
+        }
+    }
+    pub fn model(&self) -> Model {
+        match self {
+            Target::Cpu(_) => Model::Cpu,
+            Target::Device(d) => d.model(),
+        }
+    }
+    pub fn info(&self) -> &DeviceInfo {
+        match self {
+            Target::Cpu(c) => &c.info,
+            Target::Device(d) => d.info(),
+        }
+    }
+    pub fn toolchain(&self) -> String {
+        match self {
+            Target::Cpu(c) => c.toolchain(),
+            Target::Device(d) => d.toolchain(),
+        }
+    }
+}
+
+/// Everything found on this machine: runnable targets, and what is absent with the reason.
+pub struct Discovery {
+    pub targets: Vec<Target>,
+    pub absent: Vec<Absent>,
+}
+
+/// Probes all four models. Never fails: an unavailable model becomes an [`Absent`] entry.
+pub fn discover() -> Discovery {
+    let mut targets = vec![Target::Cpu(cpu::CpuTarget::new())];
+    let mut absent = Vec::new();
+    let mut add = |found: Result<Vec<Box<dyn Accelerator>>, Absent>| match found {
+        Ok(list) => targets.extend(list.into_iter().map(Target::Device)),
+        Err(a) => absent.push(a),
+    };
+    add(opencl::discover());
+    add(discover_cuda());
+    add(discover_sycl());
+    Discovery { targets, absent }
+}
+
+fn discover_cuda() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
+    #[cfg(has_cuda)]
+    {
+        cuda::discover()
+    }
+    #[cfg(not(has_cuda))]
+    {
+        Err(Absent { model: Model::Cuda, id: "cuda".into(), why: Unavailable::NotBuilt, reason: env!("ASTROPORT_CUDA_STATUS").into() })
+    }
+}
+
+fn discover_sycl() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
+    #[cfg(has_sycl)]
+    {
+        sycl::discover()
+    }
+    #[cfg(not(has_sycl))]
+    {
+        Err(Absent { model: Model::Sycl, id: "sycl".into(), why: Unavailable::NotBuilt, reason: env!("ASTROPORT_SYCL_STATUS").into() })
+    }
+}
+
+/// A `--backend` selector: a whole model (`opencl`) or one device (`opencl:0:1`, `cuda:0`, `sycl:0`, `cpu`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selector {
+    pub model: Model,
+    /// Index path after the model name, empty for "every device of the model".
+    pub path: Vec<usize>,
+}
+
+impl std::str::FromStr for Selector {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut parts = s.split(':');
+        let head = parts.next().unwrap_or_default();
+        let model = Model::ALL.into_iter().find(|m| m.name() == head).ok_or_else(|| {
+            format!("unknown backend '{s}': expected cpu, opencl[:P:D], cuda[:N] or sycl[:N] (see `astroport devices`)")
+        })?;
+        let path = parts
+            .map(|p| p.parse::<usize>().map_err(|_| format!("unknown backend '{s}': '{p}' is not a device index")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let max = match model {
+            Model::Cpu => 0,
+            Model::Opencl => 2,
+            Model::Cuda | Model::Sycl => 1,
+        };
+        if path.len() > max {
+            return Err(format!("unknown backend '{s}': {model} takes at most {max} indices"));
+        }
+        Ok(Selector { model, path })
+    }
+}
+
+impl Selector {
+    /// Does the device id (for example `opencl:0:1`) fall under this selector?
+    pub fn matches(&self, id: &str) -> bool {
+        let mut want = self.model.name().to_string();
+        for p in &self.path {
+            want.push_str(&format!(":{p}"));
+        }
+        id == want || id.starts_with(&format!("{want}:"))
+    }
+}
+
+impl fmt::Display for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.model.name())?;
+        for p in &self.path {
+            write!(f, ":{p}")?;
+        }
+        Ok(())
+    }
+}
