@@ -66,6 +66,9 @@ pub struct Common {
     /// 110,130 is the realistic variant, research/lens.md §7).
     #[arg(long, default_value = "10,15")]
     pub galaxy_sigma: String,
+    /// Cap on device memory per run in MiB, below what the device reports (forces tiling into bands).
+    #[arg(long)]
+    pub device_mem_mib: Option<u64>,
 }
 
 /// Runs the program; returns the process exit code (0 ok, 1 a run failed verification, 2 bad input).
@@ -99,7 +102,12 @@ fn parse_sigma(s: &str) -> Result<(f64, f64), String> {
 
 fn lens_problem(common: &Common) -> Result<LensProblem, String> {
     let preset: Preset = common.preset.parse()?;
-    let opts = LensOptions { n: common.size, galaxy_sigma: parse_sigma(&common.galaxy_sigma)?, ..Default::default() };
+    let opts = LensOptions {
+        n: common.size,
+        galaxy_sigma: parse_sigma(&common.galaxy_sigma)?,
+        device_mem_limit: common.device_mem_mib.map(|m| m << 20),
+        ..Default::default()
+    };
     LensProblem::preset(preset, &opts).map_err(|e| format!("--preset {} / --size: {e}", common.preset))
 }
 

@@ -73,6 +73,9 @@ pub mod ffi {
         pub fp64: bool,
         pub compute_units: u32,
     }
+
+    // Vec<NativeDevice> crosses the CUDA and SYCL bridges: its C++ instantiation lives here, once.
+    impl Vec<NativeDevice> {}
 }
 
 use super::{Accelerator, BackendError, DType, DeviceInfo, HostVec, JobOutput, KernelArg, KernelJob, Model, Resources};

@@ -224,6 +224,8 @@ pub struct LensProblem {
     pub halos: Halos,
     f32_halos: KernelHalos<f32>,
     f64_halos: KernelHalos<f64>,
+    /// See [`LensOptions::device_mem_limit`].
+    pub device_mem_limit: Option<u64>,
 }
 
 /// Options beyond the preset.
@@ -232,11 +234,13 @@ pub struct LensOptions {
     pub n: Option<usize>,
     pub galaxy_sigma: (f64, f64),
     pub seed: u64,
+    /// Caps the device memory a band may use (bytes), below what the device reports: forces tiling.
+    pub device_mem_limit: Option<u64>,
 }
 
 impl Default for LensOptions {
     fn default() -> Self {
-        LensOptions { n: None, galaxy_sigma: (10.0, 15.0), seed: DEFAULT_SEED }
+        LensOptions { n: None, galaxy_sigma: (10.0, 15.0), seed: DEFAULT_SEED, device_mem_limit: None }
     }
 }
 
@@ -280,7 +284,9 @@ impl LensProblem {
             let t = rng.random_range(0.0..std::f64::consts::PI);
             halos.push(x, y, b0_arcsec(sigma) * dls_ds, e, t);
         }
-        Self::new(preset.name(), n, pixel, cosmology, halos)
+        let mut p = Self::new(preset.name(), n, pixel, cosmology, halos)?;
+        p.device_mem_limit = opts.device_mem_limit;
+        Ok(p)
     }
 
     pub fn new(preset: &str, n: usize, pixel: f64, cosmology: Cosmology, halos: Halos) -> Result<Self, LensError> {
@@ -305,6 +311,7 @@ impl LensProblem {
             halos: sorted,
             f32_halos: KernelHalos::default(),
             f64_halos: KernelHalos::default(),
+            device_mem_limit: None,
         };
         p.f32_halos = p.kernel_halos(|v| v as f32);
         p.f64_halos = p.kernel_halos(|v| v);
@@ -348,11 +355,11 @@ impl LensProblem {
         out
     }
 
-    /// Rows of one device band so that each output buffer fits `max_alloc` and both fit 80 % of `mem`.
-    /// `ASTROPORT_DEVICE_MEM_LIMIT` (bytes) lowers the budget, to exercise tiling on small problems.
+    /// Rows of one device band so that each output buffer fits `max_alloc` and both fit 80 % of `mem`
+    /// (or of `device_mem_limit` when lower): grids larger than the device are tiled, not refused.
     pub fn band_rows(&self, elem: usize, max_alloc: u64, mem: u64) -> usize {
         let mut mem = if mem == 0 { u64::MAX } else { mem };
-        if let Some(limit) = std::env::var("ASTROPORT_DEVICE_MEM_LIMIT").ok().and_then(|v| v.parse::<u64>().ok()) {
+        if let Some(limit) = self.device_mem_limit {
             mem = mem.min(limit);
         }
         let row_bytes = (self.n * elem) as u64;

@@ -1,0 +1,162 @@
+//! Cross-backend agreement and the host plumbing's guarantees, on whatever this machine offers.
+//!
+//! Backends that must be present are named in ASTROPORT_REQUIRE (comma-separated: `opencl-pocl`,
+//! `opencl-intel`, `sycl`, `cuda`); scripts/test.sh sets it from what scripts/setup.sh installed, so a
+//! missing runtime fails CI instead of being skipped silently.
+
+use astroport::backend::{discover, DType, HostVec, KernelArg, KernelJob, Model, Precision, Program, Target};
+use astroport::bench::{self, Choice, RunOptions};
+use astroport::results::Status;
+use astroport::workload::lens::{LensOptions, LensProblem, Preset, TOL_F32_ABS, TOL_F64_REL};
+use astroport::workload::Workload;
+
+fn required() -> Vec<String> {
+    std::env::var("ASTROPORT_REQUIRE")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn kind(t: &Target) -> Option<&'static str> {
+    let info = t.info();
+    match t.model() {
+        Model::Opencl if info.platform.contains("Portable Computing Language") => Some("opencl-pocl"),
+        Model::Opencl if info.platform.contains("Intel") => Some("opencl-intel"),
+        Model::Sycl => Some("sycl"),
+        Model::Cuda => Some("cuda"),
+        _ => None,
+    }
+}
+
+#[test]
+fn required_backends_are_present() {
+    let d = discover();
+    let kinds: Vec<&str> = d.targets.iter().filter_map(kind).collect();
+    for want in required() {
+        let absent: Vec<String> = d.absent.iter().map(|a| format!("{}: {} ({})", a.id, a.why.status(), a.reason)).collect();
+        assert!(kinds.contains(&want.as_str()), "required backend {want} not found; found {kinds:?}; absent {absent:?}");
+    }
+}
+
+/// Every backend found agrees with the f64 cpu reference at the tiny preset within the stated
+/// tolerances (f32: |Δg| ≤ 1e-4″; f64: relative 1e-10), and every f32 backend reaches ≤ 2e-5″.
+#[test]
+fn all_backends_agree_with_reference_tiny() {
+    let problem = LensProblem::preset(Preset::Tiny, &LensOptions::default()).unwrap();
+    let d = discover();
+    let choices: Vec<Choice> = d.targets.iter().map(Choice::Run).collect();
+    let opts = RunOptions { precisions: Precision::ALL.to_vec(), selectors: vec![], warmup: 1, repeats: 2 };
+    let rows = bench::run(&problem, &choices, &opts, |_| {});
+    assert_eq!(rows.len(), 2 * d.targets.len());
+    for r in &rows {
+        assert_eq!(r.status, Status::Ok, "{} {}: {}", r.backend, r.precision, r.reason);
+        let a = r.accuracy.as_ref().unwrap();
+        assert_eq!(a.non_finite, 0);
+        match r.precision.as_str() {
+            "f32" => assert!(a.max_abs <= 2e-5 && a.max_abs <= TOL_F32_ABS, "{}: f32 max_abs {}", r.backend, a.max_abs),
+            _ => assert!(a.max_rel <= TOL_F64_REL, "{}: f64 max_rel {}", r.backend, a.max_rel),
+        }
+        let t = r.time_s.as_ref().unwrap();
+        assert!(t.min > 0.0 && t.min <= t.median && t.median <= t.max, "{}: times {t:?}", r.backend);
+        assert_eq!(t.repeats, 2);
+    }
+    eprintln!("{}", astroport::report::terminal(&rows));
+}
+
+/// Same at the ci preset (1024² × 702 halos), on the device backends only (the cpu rows are the
+/// reference). Also checks that the device f32 result is not a copy of the cpu f32 result.
+#[test]
+fn device_backends_agree_at_ci() {
+    let problem = LensProblem::preset(Preset::Ci, &LensOptions::default()).unwrap();
+    let d = discover();
+    let choices: Vec<Choice> = d.targets.iter().filter(|t| t.model() != Model::Cpu).map(Choice::Run).collect();
+    let opts = RunOptions { precisions: Precision::ALL.to_vec(), selectors: vec![], warmup: 0, repeats: 1 };
+    let rows = bench::run(&problem, &choices, &opts, |_| {});
+    for r in &rows {
+        assert_eq!(r.status, Status::Ok, "{} {}: {}", r.backend, r.precision, r.reason);
+        let a = r.accuracy.as_ref().unwrap();
+        if r.precision == "f32" {
+            assert!(a.max_abs > 0.0, "{}: an f32 result identical to f64 means the f32 path was not used", r.backend);
+        }
+        eprintln!("{} {} max_abs {:.3e} max_rel {:.3e}", r.backend, r.precision, a.max_abs, a.max_rel);
+    }
+}
+
+/// A grid split into bands (tiling) gives the same result as one launch.
+#[test]
+fn tiled_run_equals_single_band() {
+    let tiled_opts = LensOptions { n: Some(200), device_mem_limit: Some(200 * 4 * 2 * 7), ..Default::default() };
+    let tiled = LensProblem::preset(Preset::Tiny, &tiled_opts).unwrap();
+    let whole = LensProblem::preset(Preset::Tiny, &LensOptions { n: Some(200), ..Default::default() }).unwrap();
+    let plan = tiled.plan(Precision::F32, u64::MAX, 1 << 40, 0, 1);
+    assert!(plan.jobs.len() > 10, "expected many bands, got {}", plan.jobs.len());
+    let d = discover();
+    let devices: Vec<&Target> = d.targets.iter().filter(|t| t.model() != Model::Cpu).collect();
+    for t in devices {
+        let choices = vec![Choice::Run(t)];
+        let opts = RunOptions { precisions: vec![Precision::F32], selectors: vec![], warmup: 0, repeats: 1 };
+        let a = bench::run(&tiled, &choices, &opts, |_| {});
+        let b = bench::run(&whole, &choices, &opts, |_| {});
+        assert_eq!(a[0].status, Status::Ok, "{}", a[0].reason);
+        assert!(a[0].launch.as_ref().unwrap().bands > 10);
+        assert_eq!(b[0].launch.as_ref().unwrap().bands, 1);
+        assert_eq!(a[0].accuracy, b[0].accuracy, "{}: tiled and single-band results differ", t.id());
+    }
+}
+
+static NOOP: Program = Program {
+    name: "noop",
+    opencl: "__kernel void writes_nothing(__global float *out, const int n) { }\n",
+    sycl: "#include <sycl/sycl.hpp>\nnamespace syclexp = sycl::ext::oneapi::experimental;\n\
+           extern \"C\" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))\n\
+           void writes_nothing(float *out, int n) { }\n",
+    headers: &[],
+};
+
+/// Output buffers are poisoned: a kernel that writes nothing returns NaN, never stale or zero data.
+#[test]
+fn unwritten_outputs_stay_poisoned() {
+    let d = discover();
+    for t in d.targets.iter().filter(|t| matches!(t.model(), Model::Opencl | Model::Sycl)) {
+        let Target::Device(dev) = t else { unreachable!() };
+        let job = KernelJob {
+            program: &NOOP,
+            defines: vec![],
+            kernel: "writes_nothing".into(),
+            args: vec![KernelArg::Output { dtype: DType::F32, len: 1000 }, KernelArg::I32(1000)],
+            global: 1000,
+            local: None,
+            warmup: 1,
+            repeats: 1,
+        };
+        let out = dev.run(&job).unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        match &out.outputs[0] {
+            HostVec::F32(v) => assert!(v.len() == 1000 && v.iter().all(|x| x.is_nan()), "{}: not poisoned", t.id()),
+            other => panic!("unexpected output {other:?}"),
+        }
+    }
+}
+
+/// A kernel that does not compile surfaces the build log, naming the program and device.
+#[test]
+fn build_failure_shows_the_log() {
+    static BROKEN: Program = Program { name: "broken", opencl: "__kernel void k(__global float *o) { o[0] = undefined_name; }\n", sycl: "", headers: &[] };
+    let d = discover();
+    for t in d.targets.iter().filter(|t| t.model() == Model::Opencl) {
+        let Target::Device(dev) = t else { unreachable!() };
+        let job = KernelJob {
+            program: &BROKEN,
+            defines: vec![],
+            kernel: "k".into(),
+            args: vec![KernelArg::Output { dtype: DType::F32, len: 1 }],
+            global: 1,
+            local: None,
+            warmup: 0,
+            repeats: 1,
+        };
+        let err = dev.run(&job).err().expect("build must fail").to_string();
+        assert!(err.contains("broken") && err.contains("undefined_name"), "{}: {err}", t.id());
+    }
+}
