@@ -84,25 +84,34 @@ fn device_backends_agree_at_ci() {
     }
 }
 
-/// A grid split into bands (tiling) gives the same result as one launch.
+/// A grid split into bands (tiling) gives the same result as one launch, to f32 rounding (a vectorising
+/// compiler may treat band edges differently: a few ulp of the ~30″ total, ulp(32) = 3.8e-6″).
 #[test]
 fn tiled_run_equals_single_band() {
     let tiled_opts = LensOptions { n: Some(200), device_mem_limit: Some(200 * 4 * 2 * 7), ..Default::default() };
     let tiled = LensProblem::preset(Preset::Tiny, &tiled_opts).unwrap();
     let whole = LensProblem::preset(Preset::Tiny, &LensOptions { n: Some(200), ..Default::default() }).unwrap();
-    let plan = tiled.plan(Precision::F32, u64::MAX, 1 << 40, 0, 1);
-    assert!(plan.jobs.len() > 10, "expected many bands, got {}", plan.jobs.len());
     let d = discover();
-    let devices: Vec<&Target> = d.targets.iter().filter(|t| t.model() != Model::Cpu).collect();
-    for t in devices {
-        let choices = vec![Choice::Run(t)];
-        let opts = RunOptions { precisions: vec![Precision::F32], selectors: vec![], warmup: 0, repeats: 1 };
-        let a = bench::run(&tiled, &choices, &opts, |_| {});
-        let b = bench::run(&whole, &choices, &opts, |_| {});
-        assert_eq!(a[0].status, Status::Ok, "{}", a[0].reason);
-        assert!(a[0].launch.as_ref().unwrap().bands > 10);
-        assert_eq!(b[0].launch.as_ref().unwrap().bands, 1);
-        assert_eq!(a[0].accuracy, b[0].accuracy, "{}: tiled and single-band results differ", t.id());
+    for t in d.targets.iter().filter(|t| t.model() != Model::Cpu) {
+        let Target::Device(dev) = t else { unreachable!() };
+        let run = |p: &LensProblem| {
+            let plan = p.plan(Precision::F32, dev.info().max_alloc_bytes, dev.info().global_mem_bytes, 0, 1);
+            let bands = plan.jobs.len();
+            let outs = plan.jobs.iter().map(|j| dev.run(j).unwrap_or_else(|e| panic!("{}: {e}", t.id())).outputs).collect();
+            (bands, p.assemble(outs))
+        };
+        let (bands_a, a) = run(&tiled);
+        let (bands_b, b) = run(&whole);
+        assert!(bands_a > 10 && bands_b == 1, "{}: bands {bands_a} / {bands_b}", t.id());
+        let mut worst = 0.0f64;
+        for c in 0..2 {
+            assert_eq!(a.components[c].len(), 200 * 200);
+            for (x, y) in a.components[c].iter().zip(&b.components[c]) {
+                assert!(x.is_finite(), "{}: unwritten pixel in the tiled run", t.id());
+                worst = worst.max((x - y).abs());
+            }
+        }
+        assert!(worst <= 8e-6, "{}: tiled and single-band results differ by {worst:e}″", t.id());
     }
 }
 

@@ -118,3 +118,11 @@ fn circular_sis_has_constant_deflection() {
         assert!((gx * dy - gy * dx).abs() < 1e-12 * dx.hypot(dy) * 1.7, "radial");
     }
 }
+
+/// The host's launch geometry and the kernels' shared header agree on pixels per work-item.
+#[test]
+fn pixels_per_item_matches_the_kernel_header() {
+    let header = include_str!("../cl/common/lens_sie.h");
+    let want = format!("#define LENS_PIXELS_PER_ITEM {}", astroport::workload::lens::PIXELS_PER_ITEM);
+    assert!(header.contains(&want), "cl/common/lens_sie.h must contain '{want}'");
+}

@@ -25,8 +25,16 @@ ASTRO_FN void lens_sie_accumulate(ASTRO_REAL dx, ASTRO_REAL dy, ASTRO_REAL n11, 
     *gy += my * r;
 }
 
-/* Exact offset of pixel index i from a halo stored as (integer pixel index ik, remainder delta). */
-ASTRO_FN ASTRO_REAL lens_exact_offset(int i, int ik, ASTRO_REAL h, ASTRO_REAL delta)
+/* Pixels along x computed by one work-item: the halo's parameters are loaded once for all of them, and the
+ * y offset is shared. (Launch geometry: the host launches ceil(nx / LENS_PIXELS_PER_ITEM) items per row;
+ * src/workload/lens.rs mirrors this constant and a test checks they agree.) */
+#define LENS_PIXELS_PER_ITEM 4
+
+/* Exact offset of a pixel from a halo stored as (integer pixel index ik, remainder delta): di is the
+ * integer i - ik held in ASTRO_REAL (exact below 2^24), so di * h + delta has no cancellation. Adding a
+ * small integer p to di stays exact, which lets a work-item step through its pixels without int-to-float
+ * conversions. */
+ASTRO_FN ASTRO_REAL lens_exact_offset(ASTRO_REAL di, ASTRO_REAL h, ASTRO_REAL delta)
 {
-    return (ASTRO_REAL)(i - ik) * h + delta;
+    return di * h + delta;
 }

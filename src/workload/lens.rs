@@ -29,6 +29,9 @@ pub const DEFAULT_SEED: u64 = 100_340;
 /// Work-group size used on GPUs (a multiple of 32 and of 64).
 const GPU_GROUP: usize = 256;
 
+/// Pixels per work-item along x; must equal LENS_PIXELS_PER_ITEM in cl/common/lens_sie.h (tested).
+pub const PIXELS_PER_ITEM: usize = 4;
+
 /// Float32 tolerance on |Δg| in arcsec: 1/300 of an HFF pixel. Float64: relative.
 pub const TOL_F32_ABS: f64 = 1e-4;
 pub const TOL_F64_REL: f64 = 1e-10;
@@ -508,6 +511,7 @@ impl Workload for LensProblem {
         while row0 < self.n {
             let rows = band.min(self.n - row0);
             let len = rows * self.n;
+            let items = rows * self.n.div_ceil(PIXELS_PER_ITEM);
             jobs.push(KernelJob {
                 program: &PROGRAM,
                 defines: vec![
@@ -531,7 +535,7 @@ impl Workload for LensProblem {
                     KernelArg::Output { dtype, len },
                     KernelArg::Output { dtype, len },
                 ],
-                global: len,
+                global: items,
                 local: Some(GPU_GROUP),
                 warmup,
                 repeats,
