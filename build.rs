@@ -6,6 +6,7 @@
 //!   compiled for sm_90 (Hopper) plus PTX for newer GPUs and linked with the static CUDA runtime.
 //! - `sycl`: the DPC++ runtime from $ASTROPORT_SYCL_ROOT, else `.tools/sycl`. Host glue is plain C++17
 //!   built by g++; kernels are compiled at run time (TOOLCHAIN.md).
+//!
 //! Provenance (git commit, dirty flag, rustc, features) is embedded for the result rows.
 
 use std::env;
@@ -14,7 +15,9 @@ use std::process::Command;
 
 fn output(cmd: &str, args: &[&str]) -> Option<String> {
     let out = Command::new(cmd).args(args).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 fn main() {
@@ -29,8 +32,11 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(has_sycl)");
 
     // Provenance.
-    let commit = output("git", &["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    let dirty = output("git", &["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty()).unwrap_or(false);
+    let commit =
+        output("git", &["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let dirty = output("git", &["status", "--porcelain", "--untracked-files=no"])
+        .map(|s| !s.is_empty())
+        .unwrap_or(false);
     let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     let rustc_version = output(&rustc, &["--version"]).unwrap_or_else(|| "rustc (unknown)".into());
     let features: Vec<String> = ["cuda", "sycl"]
@@ -41,8 +47,16 @@ fn main() {
     println!("cargo:rustc-env=ASTROPORT_GIT_COMMIT={commit}");
     println!("cargo:rustc-env=ASTROPORT_GIT_DIRTY={dirty}");
     println!("cargo:rustc-env=ASTROPORT_RUSTC_VERSION={rustc_version}");
-    println!("cargo:rustc-env=ASTROPORT_FEATURES={}", if features.is_empty() { "none".into() } else { features.join(",") });
-    let target_cpu = env::var("ASTROPORT_TARGET_CPU").unwrap_or_else(|_| "x86-64-v3 (.cargo/config.toml)".into());
+    println!(
+        "cargo:rustc-env=ASTROPORT_FEATURES={}",
+        if features.is_empty() {
+            "none".into()
+        } else {
+            features.join(",")
+        }
+    );
+    let target_cpu = env::var("ASTROPORT_TARGET_CPU")
+        .unwrap_or_else(|_| "x86-64-v3 (.cargo/config.toml)".into());
     println!("cargo:rustc-env=ASTROPORT_TARGET_CPU={target_cpu}");
 
     let mut bridges: Vec<&str> = Vec::new();
@@ -74,8 +88,12 @@ fn main() {
     let sycl_status = if env::var("CARGO_FEATURE_SYCL").is_err() {
         "built without the `sycl` cargo feature".to_string()
     } else {
-        let sycl_root = env::var("ASTROPORT_SYCL_ROOT").map(PathBuf::from).unwrap_or_else(|_| root.join(".tools/sycl"));
-        if sycl_root.join("include/sycl/sycl.hpp").exists() && sycl_root.join("lib/libsycl.so").exists() {
+        let sycl_root = env::var("ASTROPORT_SYCL_ROOT")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| root.join(".tools/sycl"));
+        if sycl_root.join("include/sycl/sycl.hpp").exists()
+            && sycl_root.join("lib/libsycl.so").exists()
+        {
             bridges.push("src/backend/sycl.rs");
             bridge_sources.push(root.join("cpp/sycl_bridge.cpp"));
             bridge_sources.push(root.join("cpp/sycl_host.cpp"));
@@ -149,18 +167,24 @@ fn build_cuda(root: &Path, nvcc: &Path) {
         .and_then(|v| v.lines().last().map(str::to_string))
         .unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=ASTROPORT_NVCC_VERSION={version}");
-    println!("cargo:rustc-env=ASTROPORT_NVCC_FLAGS={}", NVCC_FLAGS.join(" "));
+    println!(
+        "cargo:rustc-env=ASTROPORT_NVCC_FLAGS={}",
+        NVCC_FLAGS.join(" ")
+    );
     let mut b = cc::Build::new();
     // No -G even in dev builds (cc adds it when DEBUG is set: unoptimised kernels, 2-3x the registers).
     b.cuda(true).cudart("static").debug(false).opt_level(3);
     for f in NVCC_FLAGS {
         b.flag(f);
     }
-    b.define("ASTROPORT_NVCC_FLAGS", Some(format!("\"{}\"", NVCC_FLAGS.join(" ")).as_str()))
-        .include(root.join("cl/common"))
-        .include(root.join("cpp"))
-        .include(root.join("ports/cuda"))
-        .warnings(false);
+    b.define(
+        "ASTROPORT_NVCC_FLAGS",
+        Some(format!("\"{}\"", NVCC_FLAGS.join(" ")).as_str()),
+    )
+    .include(root.join("cl/common"))
+    .include(root.join("cpp"))
+    .include(root.join("ports/cuda"))
+    .warnings(false);
     let mut units: Vec<PathBuf> = std::fs::read_dir(root.join("ports/cuda"))
         .unwrap()
         .flatten()
@@ -172,7 +196,9 @@ fn build_cuda(root: &Path, nvcc: &Path) {
     // code), which raised the f64 lens kernel from 42 to 54 registers on sm_90.
     for unit in &units {
         let stem = unit.file_stem().unwrap().to_string_lossy().to_string();
-        b.clone().file(unit).compile(&format!("astroport_cuda_{stem}"));
+        b.clone()
+            .file(unit)
+            .compile(&format!("astroport_cuda_{stem}"));
     }
     // The wheel's libcudart_static.a lives beside nvcc's bin folder.
     let lib = bin.parent().unwrap().join("lib");

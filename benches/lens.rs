@@ -9,7 +9,9 @@ use criterion::{criterion_group, criterion_main, Criterion};
 fn lens_cpu(c: &mut Criterion) {
     let problem = LensProblem::preset(Preset::Tiny, &LensOptions::default()).expect("tiny preset");
     for p in Precision::ALL {
-        c.bench_function(&format!("lens tiny cpu {p}"), |b| b.iter(|| problem.run_cpu(p)));
+        c.bench_function(&format!("lens tiny cpu {p}"), |b| {
+            b.iter(|| problem.run_cpu(p))
+        });
     }
 }
 

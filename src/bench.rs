@@ -32,13 +32,20 @@ pub fn select<'a>(discovery: &'a Discovery, selectors: &[Selector]) -> Vec<Choic
     }
     let mut out = Vec::new();
     for sel in selectors {
-        let matched: Vec<&Target> = discovery.targets.iter().filter(|t| sel.matches(&t.id())).collect();
+        let matched: Vec<&Target> = discovery
+            .targets
+            .iter()
+            .filter(|t| sel.matches(&t.id()))
+            .collect();
         if !matched.is_empty() {
             out.extend(matched.into_iter().map(Choice::Run));
             continue;
         }
         let absent = match discovery.absent.iter().find(|a| a.model == sel.model) {
-            Some(a) => Absent { id: sel.to_string(), ..a.clone() },
+            Some(a) => Absent {
+                id: sel.to_string(),
+                ..a.clone()
+            },
             None => Absent {
                 model: sel.model,
                 id: sel.to_string(),
@@ -61,7 +68,12 @@ struct Measured {
     build_options: String,
 }
 
-fn execute(workload: &dyn Workload, target: &Target, p: Precision, opts: &RunOptions) -> Result<Measured, String> {
+fn execute(
+    workload: &dyn Workload,
+    target: &Target,
+    p: Precision,
+    opts: &RunOptions,
+) -> Result<Measured, String> {
     match target {
         Target::Cpu(_) => {
             let mut samples = Vec::new();
@@ -76,7 +88,8 @@ fn execute(workload: &dyn Workload, target: &Target, p: Precision, opts: &RunOpt
             }
             Ok(Measured {
                 field: field.ok_or("no run")?,
-                times: TimeStats::from_samples(&samples, opts.warmup, "host clock").ok_or("no timed run")?,
+                times: TimeStats::from_samples(&samples, opts.warmup, "host clock")
+                    .ok_or("no timed run")?,
                 build_s: None,
                 resources: Some(crate::backend::Resources {
                     regs_per_thread: None,
@@ -84,7 +97,10 @@ fn execute(workload: &dyn Workload, target: &Target, p: Precision, opts: &RunOpt
                     source: "n/a: Rust on the host (rayon)".into(),
                 }),
                 launch: None,
-                build_options: format!("rustc -C opt-level=3, target-cpu {}", env!("ASTROPORT_TARGET_CPU")),
+                build_options: format!(
+                    "rustc -C opt-level=3, target-cpu {}",
+                    env!("ASTROPORT_TARGET_CPU")
+                ),
             })
         }
         Target::Device(dev) => {
@@ -92,7 +108,13 @@ fn execute(workload: &dyn Workload, target: &Target, p: Precision, opts: &RunOpt
             if p == Precision::F64 && !info.fp64 {
                 return Err("device has no fp64 support".into());
             }
-            let plan = workload.plan(p, info.max_alloc_bytes, info.global_mem_bytes, opts.warmup, opts.repeats);
+            let plan = workload.plan(
+                p,
+                info.max_alloc_bytes,
+                info.global_mem_bytes,
+                opts.warmup,
+                opts.repeats,
+            );
             let bands = plan.jobs.len();
             let mut outputs = Vec::with_capacity(bands);
             let (mut median, mut min, mut max, mut build) = (0.0, 0.0, 0.0, 0.0);
@@ -117,17 +139,35 @@ fn execute(workload: &dyn Workload, target: &Target, p: Precision, opts: &RunOpt
             }
             Ok(Measured {
                 field: workload.assemble(outputs),
-                times: TimeStats { median, min, max, repeats: opts.repeats, warmup: opts.warmup, timer: "device events" },
+                times: TimeStats {
+                    median,
+                    min,
+                    max,
+                    repeats: opts.repeats,
+                    warmup: opts.warmup,
+                    timer: "device events",
+                },
                 build_s: Some(build),
                 resources,
-                launch: Some(Launch { global, local, bands: bands as u32 }),
+                launch: Some(Launch {
+                    global,
+                    local,
+                    bands: bands as u32,
+                }),
                 build_options,
             })
         }
     }
 }
 
-fn base_row(workload: &dyn Workload, backend: String, model: Model, device: String, p: Precision, prov: Provenance) -> Row {
+fn base_row(
+    workload: &dyn Workload,
+    backend: String,
+    model: Model,
+    device: String,
+    p: Precision,
+    prov: Provenance,
+) -> Row {
     Row {
         schema: SCHEMA,
         workload: workload.name().into(),
@@ -164,7 +204,14 @@ pub fn run(
         for &p in &opts.precisions {
             let row = match choice {
                 Choice::Absent(a) => {
-                    let mut r = base_row(workload, a.id.clone(), a.model, "-".into(), p, Provenance::new(String::new(), String::new(), String::new()));
+                    let mut r = base_row(
+                        workload,
+                        a.id.clone(),
+                        a.model,
+                        "-".into(),
+                        p,
+                        Provenance::new(String::new(), String::new(), String::new()),
+                    );
                     r.status = match a.why {
                         Unavailable::NotBuilt => Status::NotBuilt,
                         Unavailable::NoRuntime => Status::NoRuntime,
@@ -175,14 +222,31 @@ pub fn run(
                 }
                 Choice::Run(target) => {
                     let info = target.info();
-                    eprintln!("  running {} {} {} on {} ({}) ...", workload.name(), workload.preset(), p, target.id(), info.name);
+                    eprintln!(
+                        "  running {} {} {} on {} ({}) ...",
+                        workload.name(),
+                        workload.preset(),
+                        p,
+                        target.id(),
+                        info.name
+                    );
                     let reference = reference.get_or_insert_with(|| {
                         let t = Instant::now();
                         let r = workload.reference();
-                        eprintln!("  f64 cpu reference computed in {:.2} s", t.elapsed().as_secs_f64());
+                        eprintln!(
+                            "  f64 cpu reference computed in {:.2} s",
+                            t.elapsed().as_secs_f64()
+                        );
                         r
                     });
-                    let mut r = base_row(workload, target.id(), target.model(), info.name.clone(), p, Provenance::new(target.toolchain(), info.driver.clone(), String::new()));
+                    let mut r = base_row(
+                        workload,
+                        target.id(),
+                        target.model(),
+                        info.name.clone(),
+                        p,
+                        Provenance::new(target.toolchain(), info.driver.clone(), String::new()),
+                    );
                     r.device_type = if info.is_gpu { "gpu" } else { "cpu" }.into();
                     match execute(workload, target, p, opts) {
                         Err(e) if e == "device has no fp64 support" => {
@@ -196,7 +260,10 @@ pub fn run(
                         Ok(m) => {
                             let acc = workload.compare(&m.field, reference, p);
                             let w = workload.work();
-                            r.throughput = Some(Throughput { value: w.units / m.times.median, unit: format!("{}/s", w.unit_name) });
+                            r.throughput = Some(Throughput {
+                                value: w.units / m.times.median,
+                                unit: format!("{}/s", w.unit_name),
+                            });
                             r.limit = floor_for(workload, info, p).map(|(floor_s, basis)| Limit {
                                 floor_s,
                                 fraction: floor_s / m.times.median,

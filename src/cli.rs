@@ -10,7 +10,11 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
-#[command(name = "astroport", version, about = "Published GPU algorithms on every compute model, verified against float64, with the cost of portability measured.")]
+#[command(
+    name = "astroport",
+    version,
+    about = "Published GPU algorithms on every compute model, verified against float64, with the cost of portability measured."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -108,11 +112,16 @@ fn lens_problem(common: &Common) -> Result<LensProblem, String> {
         device_mem_limit: common.device_mem_mib.map(|m| m << 20),
         ..Default::default()
     };
-    LensProblem::preset(preset, &opts).map_err(|e| format!("--preset {} / --size: {e}", common.preset))
+    LensProblem::preset(preset, &opts)
+        .map_err(|e| format!("--preset {} / --size: {e}", common.preset))
 }
 
 fn selectors(common: &Common) -> Result<Vec<Selector>, String> {
-    common.backends.iter().map(|b| b.parse::<Selector>()).collect()
+    common
+        .backends
+        .iter()
+        .map(|b| b.parse::<Selector>())
+        .collect()
 }
 
 fn execute(cli: Cli) -> Result<i32, String> {
@@ -121,7 +130,11 @@ fn execute(cli: Cli) -> Result<i32, String> {
             print!("{}", devices_text());
             Ok(0)
         }
-        Command::Run { workload: _, common, precision } => {
+        Command::Run {
+            workload: _,
+            common,
+            precision,
+        } => {
             let problem = lens_problem(&common)?;
             let sels = selectors(&common)?;
             if sels.is_empty() {
@@ -132,7 +145,11 @@ fn execute(cli: Cli) -> Result<i32, String> {
         Command::Bench { common, precision } => {
             let problem = lens_problem(&common)?;
             let sels = selectors(&common)?;
-            let precisions = if precision.is_empty() { Precision::ALL.to_vec() } else { precision };
+            let precisions = if precision.is_empty() {
+                Precision::ALL.to_vec()
+            } else {
+                precision
+            };
             let mut common = common;
             common.out.get_or_insert_with(|| PathBuf::from("out"));
             run_and_report(&problem, &common, sels, precisions, "astroport bench")
@@ -152,18 +169,42 @@ fn run_and_report(
     }
     let discovery = discover();
     let choices = bench::select(&discovery, &selectors);
-    let opts = RunOptions { precisions, selectors, warmup: common.warmup, repeats: common.repeats };
-    eprintln!("{title}: {} {} ({})", workload.name(), workload.preset(), workload.describe());
+    let opts = RunOptions {
+        precisions,
+        selectors,
+        warmup: common.warmup,
+        repeats: common.repeats,
+    };
+    eprintln!(
+        "{title}: {} {} ({})",
+        workload.name(),
+        workload.preset(),
+        workload.describe()
+    );
     let rows = bench::run(workload, &choices, &opts, |r: &Row| {
-        eprintln!("  -> {} {} {}: {}", r.backend, r.precision, r.workload, r.status.name());
+        eprintln!(
+            "  -> {} {} {}: {}",
+            r.backend,
+            r.precision,
+            r.workload,
+            r.status.name()
+        );
     });
     println!("{}", report::terminal(&rows));
     if let Some(dir) = &common.out {
-        let path = append_jsonl(dir, &rows).map_err(|e| format!("writing {}/results.jsonl: {e}", dir.display()))?;
-        let md = report::markdown(&format!("{title}: {} ({})", workload.name(), workload.preset()), &rows);
+        let path = append_jsonl(dir, &rows)
+            .map_err(|e| format!("writing {}/results.jsonl: {e}", dir.display()))?;
+        let md = report::markdown(
+            &format!("{title}: {} ({})", workload.name(), workload.preset()),
+            &rows,
+        );
         let md_path = dir.join("report.md");
         write_atomic(&md_path, &md).map_err(|e| format!("writing {}: {e}", md_path.display()))?;
-        eprintln!("rows appended to {}; report in {}", path.display(), md_path.display());
+        eprintln!(
+            "rows appended to {}; report in {}",
+            path.display(),
+            md_path.display()
+        );
     }
     let failed = rows.iter().filter(|r| r.status == Status::Failed).count();
     if failed > 0 {
@@ -200,7 +241,13 @@ pub fn devices_text() -> String {
         ));
     }
     for a in &d.absent {
-        out.push_str(&format!("{:<13} {:<7} -     {}: {}\n", a.id, a.model.name(), a.why.status(), a.reason));
+        out.push_str(&format!(
+            "{:<13} {:<7} -     {}: {}\n",
+            a.id,
+            a.model.name(),
+            a.why.status(),
+            a.reason
+        ));
     }
     out
 }

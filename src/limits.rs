@@ -14,21 +14,61 @@ pub struct Peak {
 
 /// NVIDIA data-centre GPUs (CUDA C++ Programming Guide arithmetic-throughput table; datasheet clocks).
 const PEAKS: &[(&str, Peak)] = &[
-    ("H200", Peak { name: "H200 SXM", fp32_lanes_per_cu: 128.0, fp64_lanes_per_cu: 64.0, clock_hz: 1.98e9 }),
-    ("H100", Peak { name: "H100", fp32_lanes_per_cu: 128.0, fp64_lanes_per_cu: 64.0, clock_hz: 1.98e9 }),
-    ("A100", Peak { name: "A100", fp32_lanes_per_cu: 64.0, fp64_lanes_per_cu: 32.0, clock_hz: 1.41e9 }),
-    ("V100", Peak { name: "V100", fp32_lanes_per_cu: 64.0, fp64_lanes_per_cu: 32.0, clock_hz: 1.53e9 }),
+    (
+        "H200",
+        Peak {
+            name: "H200 SXM",
+            fp32_lanes_per_cu: 128.0,
+            fp64_lanes_per_cu: 64.0,
+            clock_hz: 1.98e9,
+        },
+    ),
+    (
+        "H100",
+        Peak {
+            name: "H100",
+            fp32_lanes_per_cu: 128.0,
+            fp64_lanes_per_cu: 64.0,
+            clock_hz: 1.98e9,
+        },
+    ),
+    (
+        "A100",
+        Peak {
+            name: "A100",
+            fp32_lanes_per_cu: 64.0,
+            fp64_lanes_per_cu: 32.0,
+            clock_hz: 1.41e9,
+        },
+    ),
+    (
+        "V100",
+        Peak {
+            name: "V100",
+            fp32_lanes_per_cu: 64.0,
+            fp64_lanes_per_cu: 32.0,
+            clock_hz: 1.53e9,
+        },
+    ),
 ];
 
 pub fn peak(info: &DeviceInfo) -> Option<Peak> {
     if !info.is_gpu || info.compute_units == 0 {
         return None;
     }
-    PEAKS.iter().find(|(key, _)| info.name.contains(key)).map(|(_, p)| *p)
+    PEAKS
+        .iter()
+        .find(|(key, _)| info.name.contains(key))
+        .map(|(_, p)| *p)
 }
 
 /// Time floor for `units` of work needing `instr` pipe instructions each, on `info`'s FP32 or FP64 pipe.
-pub fn pipe_floor(info: &DeviceInfo, precision: Precision, units: f64, instr: f64) -> Option<(f64, String)> {
+pub fn pipe_floor(
+    info: &DeviceInfo,
+    precision: Precision,
+    units: f64,
+    instr: f64,
+) -> Option<(f64, String)> {
     let p = peak(info)?;
     let lanes = match precision {
         Precision::F32 => p.fp32_lanes_per_cu,

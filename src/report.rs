@@ -8,10 +8,18 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 pub fn native_ratio(row: &Row, rows: &[Row]) -> Option<(f64, &'static str)> {
     let t = row.time_s.as_ref()?.median;
     let same = |r: &&Row| {
-        r.status == Status::Ok && r.workload == row.workload && r.preset == row.preset && r.precision == row.precision
+        r.status == Status::Ok
+            && r.workload == row.workload
+            && r.preset == row.preset
+            && r.precision == row.precision
     };
     let (native, label) = if row.device_type == "gpu" {
-        (rows.iter().filter(same).find(|r| r.model == "cuda" && r.device == row.device), "cuda")
+        (
+            rows.iter()
+                .filter(same)
+                .find(|r| r.model == "cuda" && r.device == row.device),
+            "cuda",
+        )
     } else {
         (rows.iter().filter(same).find(|r| r.model == "cpu"), "cpu")
     };
@@ -28,25 +36,41 @@ fn fmt_time(s: f64) -> String {
 
 fn cells(row: &Row, rows: &[Row]) -> Vec<String> {
     let dash = || "-".to_string();
-    let time = row.time_s.as_ref().map(|t| fmt_time(t.median)).unwrap_or_else(dash);
+    let time = row
+        .time_s
+        .as_ref()
+        .map(|t| fmt_time(t.median))
+        .unwrap_or_else(dash);
     let spread = row
         .time_s
         .as_ref()
         .map(|t| format!("{}–{} ×{}", fmt_time(t.min), fmt_time(t.max), t.repeats))
         .unwrap_or_else(dash);
-    let thr = row.throughput.as_ref().map(|t| format!("{:.3e} {}", t.value, t.unit)).unwrap_or_else(dash);
+    let thr = row
+        .throughput
+        .as_ref()
+        .map(|t| format!("{:.3e} {}", t.value, t.unit))
+        .unwrap_or_else(dash);
     let limit = match (&row.limit, &row.time_s) {
         (Some(l), _) => format!("{:.0} %", l.fraction * 100.0),
         (None, Some(_)) => "n/a".into(),
         _ => dash(),
     };
-    let ratio = native_ratio(row, rows).map(|(r, m)| format!("{r:.2} vs {m}")).unwrap_or_else(dash);
+    let ratio = native_ratio(row, rows)
+        .map(|(r, m)| format!("{r:.2} vs {m}"))
+        .unwrap_or_else(dash);
     let regs = match &row.resources {
-        Some(r) => r.regs_per_thread.map(|v| v.to_string()).unwrap_or_else(|| "n/a".into()),
+        Some(r) => r
+            .regs_per_thread
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| "n/a".into()),
         None => dash(),
     };
     let occ = match &row.resources {
-        Some(r) => r.occupancy.map(|v| format!("{:.0} %", v * 100.0)).unwrap_or_else(|| "n/a".into()),
+        Some(r) => r
+            .occupancy
+            .map(|v| format!("{:.0} %", v * 100.0))
+            .unwrap_or_else(|| "n/a".into()),
         None => dash(),
     };
     let (abs, rel) = match &row.accuracy {
@@ -72,14 +96,27 @@ fn cells(row: &Row, rows: &[Row]) -> Vec<String> {
 }
 
 const HEADERS: [&str; 14] = [
-    "workload", "backend", "device", "prec", "status", "median", "min–max ×n", "throughput", "of limit",
-    "ratio", "regs", "occupancy", "max abs", "max rel",
+    "workload",
+    "backend",
+    "device",
+    "prec",
+    "status",
+    "median",
+    "min–max ×n",
+    "throughput",
+    "of limit",
+    "ratio",
+    "regs",
+    "occupancy",
+    "max abs",
+    "max rel",
 ];
 
 /// The terminal table, followed by the reasons of rows that are not `ok`.
 pub fn terminal(rows: &[Row]) -> String {
     let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED).set_header(HEADERS.to_vec());
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_header(HEADERS.to_vec());
     for r in rows {
         t.add_row(cells(r, rows));
     }
@@ -93,7 +130,14 @@ fn reasons(rows: &[Row]) -> String {
     let mut out = String::new();
     for r in rows.iter().filter(|r| r.status != Status::Ok) {
         let first = r.reason.lines().next().unwrap_or_default();
-        out.push_str(&format!("  {} {} {}: {} — {}\n", r.backend, r.precision, r.workload, r.status.name(), first));
+        out.push_str(&format!(
+            "  {} {} {}: {} — {}\n",
+            r.backend,
+            r.precision,
+            r.workload,
+            r.status.name(),
+            first
+        ));
     }
     out
 }
@@ -109,21 +153,37 @@ pub fn markdown(title: &str, rows: &[Row]) -> String {
             r.size,
             r.provenance.astroport_version,
             r.provenance.git_commit,
-            if r.provenance.git_dirty { ", dirty" } else { "" },
+            if r.provenance.git_dirty {
+                ", dirty"
+            } else {
+                ""
+            },
             r.provenance.features
         ));
     }
     md.push_str(&format!("| {} |\n", HEADERS.join(" | ")));
     md.push_str(&format!("|{}\n", "---|".repeat(HEADERS.len())));
     for r in rows {
-        md.push_str(&format!("| {} |\n", cells(r, rows).join(" | ").replace('\n', " ")));
+        md.push_str(&format!(
+            "| {} |\n",
+            cells(r, rows).join(" | ").replace('\n', " ")
+        ));
     }
     md.push_str("\nRatio: this row's median time over the native model's on the same device (CUDA on NVIDIA GPUs, the Rust `cpu` model on CPUs); above 1 is slower.\n\n");
     md.push_str("## Details\n\n");
     for r in rows {
-        md.push_str(&format!("- `{}` {} ({}): **{}**", r.backend, r.precision, r.device, r.status.name()));
+        md.push_str(&format!(
+            "- `{}` {} ({}): **{}**",
+            r.backend,
+            r.precision,
+            r.device,
+            r.status.name()
+        ));
         if !r.reason.is_empty() {
-            md.push_str(&format!(" — {}", r.reason.lines().next().unwrap_or_default()));
+            md.push_str(&format!(
+                " — {}",
+                r.reason.lines().next().unwrap_or_default()
+            ));
         }
         if let Some(a) = &r.accuracy {
             md.push_str(&format!(

@@ -54,8 +54,19 @@ impl TimeStats {
         let mut s = samples.to_vec();
         s.sort_by(f64::total_cmp);
         let mid = s.len() / 2;
-        let median = if s.len() % 2 == 1 { s[mid] } else { 0.5 * (s[mid - 1] + s[mid]) };
-        Some(TimeStats { median, min: s[0], max: s[s.len() - 1], repeats: s.len() as u32, warmup, timer })
+        let median = if s.len() % 2 == 1 {
+            s[mid]
+        } else {
+            0.5 * (s[mid - 1] + s[mid])
+        };
+        Some(TimeStats {
+            median,
+            min: s[0],
+            max: s[s.len() - 1],
+            repeats: s.len() as u32,
+            warmup,
+            timer,
+        })
     }
 }
 
@@ -103,7 +114,10 @@ impl Provenance {
             toolchain,
             driver,
             build_options,
-            host: std::fs::read_to_string("/etc/hostname").unwrap_or_default().trim().to_string(),
+            host: std::fs::read_to_string("/etc/hostname")
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
             unix_time: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_secs())
@@ -145,7 +159,10 @@ pub fn append_jsonl(dir: &Path, rows: &[Row]) -> std::io::Result<std::path::Path
         text.push_str(&serde_json::to_string(r).map_err(std::io::Error::other)?);
         text.push('\n');
     }
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)?;
     f.write_all(text.as_bytes())?;
     f.sync_all()?;
     Ok(path)

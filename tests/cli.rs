@@ -4,8 +4,16 @@
 use std::process::Command;
 
 fn astroport(args: &[&str], out: &std::path::Path) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_astroport")).args(args).current_dir(out).output().expect("binary runs");
-    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
+    let o = Command::new(env!("CARGO_BIN_EXE_astroport"))
+        .args(args)
+        .current_dir(out)
+        .output()
+        .expect("binary runs");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
 }
 
 #[test]
@@ -14,7 +22,11 @@ fn devices_lists_every_model() {
     let (code, out, _) = astroport(&["devices"], dir.path());
     assert_eq!(code, 0);
     for model in ["cpu", "opencl", "cuda", "sycl"] {
-        assert!(out.lines().any(|l| l.split_whitespace().nth(1) == Some(model)), "no {model} line in:\n{out}");
+        assert!(
+            out.lines()
+                .any(|l| l.split_whitespace().nth(1) == Some(model)),
+            "no {model} line in:\n{out}"
+        );
     }
 }
 
@@ -22,24 +34,59 @@ fn devices_lists_every_model() {
 fn unavailable_backend_gets_a_row_with_a_reason() {
     let dir = tempfile::tempdir().unwrap();
     // cuda:7 exists nowhere: built or not, it must be a row that says why, not a crash.
-    let (code, out, err) =
-        astroport(&["run", "lens", "--preset", "tiny", "--backend", "cuda:7", "--backend", "cpu", "--out", "o"], dir.path());
+    let (code, out, err) = astroport(
+        &[
+            "run",
+            "lens",
+            "--preset",
+            "tiny",
+            "--backend",
+            "cuda:7",
+            "--backend",
+            "cpu",
+            "--out",
+            "o",
+        ],
+        dir.path(),
+    );
     assert_eq!(code, 0, "{out}\n{err}");
     let text = std::fs::read_to_string(dir.path().join("o/results.jsonl")).unwrap();
-    let rows: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(rows.len(), 2);
-    let cuda = rows.iter().find(|r| r["backend"] == "cuda:7").expect("cuda row");
+    let cuda = rows
+        .iter()
+        .find(|r| r["backend"] == "cuda:7")
+        .expect("cuda row");
     assert!(["not_built", "no_runtime", "no_device"].contains(&cuda["status"].as_str().unwrap()));
     assert!(!cuda["reason"].as_str().unwrap().is_empty());
     let cpu = rows.iter().find(|r| r["backend"] == "cpu").unwrap();
     assert_eq!(cpu["status"], "ok");
-    for key in ["schema", "workload", "preset", "backend", "device", "precision", "status", "reason", "time_s", "accuracy", "resources", "provenance"] {
+    for key in [
+        "schema",
+        "workload",
+        "preset",
+        "backend",
+        "device",
+        "precision",
+        "status",
+        "reason",
+        "time_s",
+        "accuracy",
+        "resources",
+        "provenance",
+    ] {
         assert!(cpu.get(key).is_some(), "row lacks {key}");
     }
     assert_eq!(cpu["schema"], "astroport.row/1");
     assert!(cpu["time_s"]["median"].as_f64().unwrap() > 0.0);
     assert!(cpu["provenance"]["git_commit"].as_str().is_some());
-    assert!(out.contains("cuda:7"), "terminal table shows the unavailable row:\n{out}");
+    assert!(
+        out.contains("cuda:7"),
+        "terminal table shows the unavailable row:\n{out}"
+    );
     assert!(dir.path().join("o/report.md").exists());
 }
 
@@ -47,19 +94,40 @@ fn unavailable_backend_gets_a_row_with_a_reason() {
 fn bad_arguments_give_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let cases: &[(&[&str], &str)] = &[
-        (&["run", "lens", "--backend", "metal"], "unknown backend 'metal'"),
-        (&["run", "lens", "--backend", "opencl:x"], "not a device index"),
-        (&["run", "lens", "--backend", "cpu", "--preset", "huge"], "unknown preset 'huge'"),
-        (&["run", "lens", "--backend", "cpu", "--size", "0"], "at least 1 pixel"),
-        (&["run", "lens", "--backend", "cpu", "--precision", "f16"], "f16"),
-        (&["run", "lens", "--backend", "cpu", "--galaxy-sigma", "15,10"], "galaxy sigma"),
+        (
+            &["run", "lens", "--backend", "metal"],
+            "unknown backend 'metal'",
+        ),
+        (
+            &["run", "lens", "--backend", "opencl:x"],
+            "not a device index",
+        ),
+        (
+            &["run", "lens", "--backend", "cpu", "--preset", "huge"],
+            "unknown preset 'huge'",
+        ),
+        (
+            &["run", "lens", "--backend", "cpu", "--size", "0"],
+            "at least 1 pixel",
+        ),
+        (
+            &["run", "lens", "--backend", "cpu", "--precision", "f16"],
+            "f16",
+        ),
+        (
+            &["run", "lens", "--backend", "cpu", "--galaxy-sigma", "15,10"],
+            "galaxy sigma",
+        ),
         (&["run", "lens"], "--backend"),
         (&["run", "quasar", "--backend", "cpu"], "quasar"),
     ];
     for (args, want) in cases {
         let (code, out, err) = astroport(args, dir.path());
         assert_eq!(code, 2, "{args:?} should exit 2; stdout {out} stderr {err}");
-        assert!(err.contains(want), "{args:?}: stderr lacks '{want}':\n{err}");
+        assert!(
+            err.contains(want),
+            "{args:?}: stderr lacks '{want}':\n{err}"
+        );
         assert!(!err.contains("panicked"), "{args:?} panicked:\n{err}");
     }
 }

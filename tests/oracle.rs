@@ -11,8 +11,12 @@ fn oracle() -> Value {
         .map(PathBuf::from)
         .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"));
     let path = shared.join("vectors/lens/sie_vectors.json");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("oracle file {} is required for this test: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "oracle file {} is required for this test: {e}",
+            path.display()
+        )
+    });
     serde_json::from_str(&text).expect("oracle JSON parses")
 }
 
@@ -27,7 +31,13 @@ fn num(v: &Value) -> f64 {
 fn oracle_halos(o: &Value) -> Halos {
     let mut h = Halos::default();
     for halo in o["sie"]["halos"].as_array().unwrap() {
-        h.push(num(&halo["x0"]), num(&halo["y0"]), num(&halo["b_arcsec"]), num(&halo["e_pot"]), num(&halo["theta_rad"]));
+        h.push(
+            num(&halo["x0"]),
+            num(&halo["y0"]),
+            num(&halo["b_arcsec"]),
+            num(&halo["e_pot"]),
+            num(&halo["theta_rad"]),
+        );
     }
     h
 }
@@ -37,7 +47,10 @@ fn distance_ratio_matches_mpmath() {
     let o = oracle();
     let want = num(&o["cosmology"]["Dls_over_Ds"]);
     let got = Cosmology::default().dls_over_ds();
-    assert!(((got - want) / want).abs() < 1e-12, "D_LS/D_S {got} vs oracle {want}");
+    assert!(
+        ((got - want) / want).abs() < 1e-12,
+        "D_LS/D_S {got} vs oracle {want}"
+    );
 }
 
 #[test]
@@ -63,7 +76,11 @@ fn reference_gradient_matches_oracle_to_1e_12() {
         let (ax, ay) = gradient_at(&halos, x, y);
         let rel = ((ax - gx).hypot(ay - gy)) / gx.hypot(gy);
         worst = worst.max(rel);
-        assert!(rel <= 1e-12, "point ({x}, {y}) [{}]: got ({ax}, {ay}) want ({gx}, {gy}), rel {rel:e}", p[4]);
+        assert!(
+            rel <= 1e-12,
+            "point ({x}, {y}) [{}]: got ({ax}, {ay}) want ({gx}, {gy}), rel {rel:e}",
+            p[4]
+        );
     }
     eprintln!("worst relative error of the f64 reference against mpmath: {worst:e}");
 }
@@ -73,15 +90,29 @@ fn per_halo_contributions_match_oracle() {
     let o = oracle();
     let halos = oracle_halos(&o);
     let points = o["sie"]["points"].as_array().unwrap();
-    for (i, per) in o["sie"]["per_halo_first40"].as_array().unwrap().iter().enumerate() {
+    for (i, per) in o["sie"]["per_halo_first40"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+    {
         let p = points[i].as_array().unwrap();
         let (x, y) = (num(&p[0]), num(&p[1]));
         for (k, g) in per.as_array().unwrap().iter().enumerate() {
             let mut one = Halos::default();
-            one.push(halos.x0[k], halos.y0[k], halos.b[k], halos.e[k], halos.theta[k]);
+            one.push(
+                halos.x0[k],
+                halos.y0[k],
+                halos.b[k],
+                halos.e[k],
+                halos.theta[k],
+            );
             let (ax, ay) = gradient_at(&one, x, y);
             let (gx, gy) = (num(&g[0]), num(&g[1]));
-            assert!((ax - gx).hypot(ay - gy) <= 1e-12 * gx.hypot(gy), "point {i} halo {k}");
+            assert!(
+                (ax - gx).hypot(ay - gy) <= 1e-12 * gx.hypot(gy),
+                "point {i} halo {k}"
+            );
         }
     }
 }
@@ -98,7 +129,10 @@ fn grid_code_matches_textbook_form() {
     for j in (0..problem.n).step_by(3) {
         for i in 0..problem.n {
             let (ax, ay) = gradient_at(&problem.halos, problem.coord(i), problem.coord(j));
-            let (gx, gy) = (grid.components[0][j * problem.n + i], grid.components[1][j * problem.n + i]);
+            let (gx, gy) = (
+                grid.components[0][j * problem.n + i],
+                grid.components[1][j * problem.n + i],
+            );
             let rel = (ax - gx).hypot(ay - gy) / ax.hypot(ay);
             worst = worst.max(rel);
         }
@@ -115,7 +149,10 @@ fn circular_sis_has_constant_deflection() {
         let (gx, gy) = gradient_at(&h, x, y);
         assert!((gx.hypot(gy) - 1.7).abs() < 1e-13);
         let (dx, dy) = (x - 0.3, y + 0.7);
-        assert!((gx * dy - gy * dx).abs() < 1e-12 * dx.hypot(dy) * 1.7, "radial");
+        assert!(
+            (gx * dy - gy * dx).abs() < 1e-12 * dx.hypot(dy) * 1.7,
+            "radial"
+        );
     }
 }
 
@@ -123,6 +160,12 @@ fn circular_sis_has_constant_deflection() {
 #[test]
 fn pixels_per_item_matches_the_kernel_header() {
     let header = include_str!("../cl/common/lens_sie.h");
-    let want = format!("#define LENS_PIXELS_PER_ITEM {}", astroport::workload::lens::PIXELS_PER_ITEM);
-    assert!(header.contains(&want), "cl/common/lens_sie.h must contain '{want}'");
+    let want = format!(
+        "#define LENS_PIXELS_PER_ITEM {}",
+        astroport::workload::lens::PIXELS_PER_ITEM
+    );
+    assert!(
+        header.contains(&want),
+        "cl/common/lens_sie.h must contain '{want}'"
+    );
 }

@@ -29,7 +29,11 @@ impl CpuTarget {
     }
 
     pub fn toolchain(&self) -> String {
-        format!("{}; target-cpu {}", env!("ASTROPORT_RUSTC_VERSION"), env!("ASTROPORT_TARGET_CPU"))
+        format!(
+            "{}; target-cpu {}",
+            env!("ASTROPORT_RUSTC_VERSION"),
+            env!("ASTROPORT_TARGET_CPU")
+        )
     }
 }
 

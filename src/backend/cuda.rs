@@ -14,12 +14,22 @@ mod ffi {
         type NativeDevice = crate::backend::native::ffi::NativeDevice;
         fn cuda_devices() -> Result<Vec<NativeDevice>>;
         fn cuda_runtime_version() -> Result<String>;
-        fn cuda_run_job(device: i32, job: &NativeJob, args: &[NativeArg], inputs: &[u8]) -> Result<NativeOutcome>;
+        fn cuda_run_job(
+            device: i32,
+            job: &NativeJob,
+            args: &[NativeArg],
+            inputs: &[u8],
+        ) -> Result<NativeOutcome>;
     }
 }
 
 pub fn discover() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
-    let absent = |why, reason: String| Absent { model: Model::Cuda, id: "cuda".into(), why, reason };
+    let absent = |why, reason: String| Absent {
+        model: Model::Cuda,
+        id: "cuda".into(),
+        why,
+        reason,
+    };
     let devices: Vec<NativeDevice> = ffi::cuda_devices().map_err(|e| {
         let msg = e.what().to_string();
         let why = if msg.contains("no CUDA-capable device") || msg.contains("no device") {
@@ -30,16 +40,27 @@ pub fn discover() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
         absent(why, msg)
     })?;
     if devices.is_empty() {
-        return Err(absent(Unavailable::NoDevice, "the CUDA runtime reports no device".into()));
+        return Err(absent(
+            Unavailable::NoDevice,
+            "the CUDA runtime reports no device".into(),
+        ));
     }
     let version = ffi::cuda_runtime_version().unwrap_or_default();
-    let toolchain = format!("nvcc {}; {version}; flags {}", env!("ASTROPORT_NVCC_VERSION"), env!("ASTROPORT_NVCC_FLAGS"));
+    let toolchain = format!(
+        "nvcc {}; {version}; flags {}",
+        env!("ASTROPORT_NVCC_VERSION"),
+        env!("ASTROPORT_NVCC_FLAGS")
+    );
     Ok(devices
         .iter()
         .map(|d| {
-            Box::new(NativeAccelerator::from_native(Model::Cuda, d, "CUDA", toolchain.clone(), |i, j, a, b| {
-                ffi::cuda_run_job(i, j, a, b)
-            })) as Box<dyn Accelerator>
+            Box::new(NativeAccelerator::from_native(
+                Model::Cuda,
+                d,
+                "CUDA",
+                toolchain.clone(),
+                ffi::cuda_run_job,
+            )) as Box<dyn Accelerator>
         })
         .collect())
 }

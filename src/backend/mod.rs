@@ -311,7 +311,11 @@ pub struct JobOutput {
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
     #[error("program build failed for {program} on {device}:\n{log}")]
-    Build { program: String, device: String, log: String },
+    Build {
+        program: String,
+        device: String,
+        log: String,
+    },
     #[error("{0}")]
     Runtime(String),
 }
@@ -387,7 +391,12 @@ fn discover_cuda() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
     }
     #[cfg(not(has_cuda))]
     {
-        Err(Absent { model: Model::Cuda, id: "cuda".into(), why: Unavailable::NotBuilt, reason: env!("ASTROPORT_CUDA_STATUS").into() })
+        Err(Absent {
+            model: Model::Cuda,
+            id: "cuda".into(),
+            why: Unavailable::NotBuilt,
+            reason: env!("ASTROPORT_CUDA_STATUS").into(),
+        })
     }
 }
 
@@ -398,7 +407,12 @@ fn discover_sycl() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
     }
     #[cfg(not(has_sycl))]
     {
-        Err(Absent { model: Model::Sycl, id: "sycl".into(), why: Unavailable::NotBuilt, reason: env!("ASTROPORT_SYCL_STATUS").into() })
+        Err(Absent {
+            model: Model::Sycl,
+            id: "sycl".into(),
+            why: Unavailable::NotBuilt,
+            reason: env!("ASTROPORT_SYCL_STATUS").into(),
+        })
     }
 }
 
@@ -419,7 +433,10 @@ impl std::str::FromStr for Selector {
             format!("unknown backend '{s}': expected cpu, opencl[:P:D], cuda[:N] or sycl[:N] (see `astroport devices`)")
         })?;
         let path = parts
-            .map(|p| p.parse::<usize>().map_err(|_| format!("unknown backend '{s}': '{p}' is not a device index")))
+            .map(|p| {
+                p.parse::<usize>()
+                    .map_err(|_| format!("unknown backend '{s}': '{p}' is not a device index"))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let max = match model {
             Model::Cpu => 0,
@@ -427,7 +444,9 @@ impl std::str::FromStr for Selector {
             Model::Cuda | Model::Sycl => 1,
         };
         if path.len() > max {
-            return Err(format!("unknown backend '{s}': {model} takes at most {max} indices"));
+            return Err(format!(
+                "unknown backend '{s}': {model} takes at most {max} indices"
+            ));
         }
         Ok(Selector { model, path })
     }

@@ -78,10 +78,18 @@ pub mod ffi {
     impl Vec<NativeDevice> {}
 }
 
-use super::{Accelerator, BackendError, DType, DeviceInfo, HostVec, JobOutput, KernelArg, KernelJob, Model, Resources};
+use super::{
+    Accelerator, BackendError, DType, DeviceInfo, HostVec, JobOutput, KernelArg, KernelJob, Model,
+    Resources,
+};
 
 /// Signature of a model's C++ `run_job` entry point (through cxx, C++ exceptions become `Err`).
-pub type RunJobFn = fn(i32, &ffi::NativeJob, &[ffi::NativeArg], &[u8]) -> Result<ffi::NativeOutcome, cxx::Exception>;
+pub type RunJobFn = fn(
+    i32,
+    &ffi::NativeJob,
+    &[ffi::NativeArg],
+    &[u8],
+) -> Result<ffi::NativeOutcome, cxx::Exception>;
 
 /// A device of a C++-hosted model (CUDA or SYCL). The Rust half of the host plumbing, written once.
 pub struct NativeAccelerator {
@@ -93,7 +101,13 @@ pub struct NativeAccelerator {
 }
 
 impl NativeAccelerator {
-    pub fn from_native(model: Model, d: &ffi::NativeDevice, platform: &str, toolchain: String, run_job: RunJobFn) -> Self {
+    pub fn from_native(
+        model: Model,
+        d: &ffi::NativeDevice,
+        platform: &str,
+        toolchain: String,
+        run_job: RunJobFn,
+    ) -> Self {
         NativeAccelerator {
             model,
             index: d.index,
@@ -130,14 +144,34 @@ pub fn flatten(job: &KernelJob, source: &str) -> (ffi::NativeJob, Vec<ffi::Nativ
             KernelArg::F32(v) => (2, DType::F32, 1, 0, v.to_bits() as u64),
             KernelArg::F64(v) => (2, DType::F64, 1, 0, v.to_bits()),
         };
-        args.push(ffi::NativeArg { role, dtype: dtype as u8, count, offset, scalar_bits: bits });
+        args.push(ffi::NativeArg {
+            role,
+            dtype: dtype as u8,
+            count,
+            offset,
+            scalar_bits: bits,
+        });
     }
     let native = ffi::NativeJob {
         program: job.program.name.into(),
         source: source.into(),
-        defines: job.defines.iter().map(|(k, v)| format!("{k}={v}")).collect(),
-        header_names: job.program.headers.iter().map(|(n, _)| n.to_string()).collect(),
-        header_texts: job.program.headers.iter().map(|(_, t)| t.to_string()).collect(),
+        defines: job
+            .defines
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect(),
+        header_names: job
+            .program
+            .headers
+            .iter()
+            .map(|(n, _)| n.to_string())
+            .collect(),
+        header_texts: job
+            .program
+            .headers
+            .iter()
+            .map(|(_, t)| t.to_string())
+            .collect(),
         kernel: job.kernel.clone(),
         global: job.global as u64,
         local: job.local.unwrap_or(0) as u64,
@@ -155,7 +189,10 @@ pub fn unflatten(job: &KernelJob, outcome: ffi::NativeOutcome) -> Result<JobOutp
         if let KernelArg::Output { dtype, len } = *a {
             let n = len * dtype.bytes();
             let bytes = outcome.outputs.get(at..at + n).ok_or_else(|| {
-                BackendError::Runtime(format!("native host returned {} output bytes, expected more", outcome.outputs.len()))
+                BackendError::Runtime(format!(
+                    "native host returned {} output bytes, expected more",
+                    outcome.outputs.len()
+                ))
             })?;
             outputs.push(HostVec::from_bytes(dtype, bytes));
             at += n;
@@ -197,7 +234,11 @@ impl Accelerator for NativeAccelerator {
         let outcome = (self.run_job)(self.index, &native, &args, &blob).map_err(|e| {
             let msg = e.what().to_string();
             if msg.contains("build") || msg.contains("compil") {
-                BackendError::Build { program: job.program.name.into(), device: self.id(), log: msg }
+                BackendError::Build {
+                    program: job.program.name.into(),
+                    device: self.id(),
+                    log: msg,
+                }
             } else {
                 BackendError::Runtime(msg)
             }

@@ -10,10 +10,14 @@ pub fn parse_ptxas_registers(log: &str, kernel: &str) -> Option<u32> {
     for line in log.lines() {
         if line.contains("Compiling entry function") || line.contains("Function properties for") {
             any_kernel_named = true;
-            in_kernel = line.contains(&format!("'{kernel}'")) || line.contains(&format!(" {kernel}"));
+            in_kernel =
+                line.contains(&format!("'{kernel}'")) || line.contains(&format!(" {kernel}"));
         }
         if let Some(pos) = line.find("Used ") {
-            let regs = line[pos + 5..].split_whitespace().next().and_then(|n| n.parse::<u32>().ok());
+            let regs = line[pos + 5..]
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u32>().ok());
             if let Some(r) = regs {
                 if line[pos..].contains("registers") {
                     if in_kernel {

@@ -5,8 +5,8 @@
 //! poisoning, device-event timing, and on NVIDIA the `-cl-nv-verbose` register report.
 
 use super::{
-    occupancy, Absent, Accelerator, BackendError, DType, DeviceInfo, HostVec, JobOutput, KernelArg, KernelJob,
-    Model, Resources, Unavailable,
+    occupancy, Absent, Accelerator, BackendError, DType, DeviceInfo, HostVec, JobOutput, KernelArg,
+    KernelJob, Model, Resources, Unavailable,
 };
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
 use opencl3::context::Context;
@@ -42,12 +42,23 @@ struct BuiltProgram {
 
 /// Lists every OpenCL platform and device. No ICD loader, or no platform, becomes an [`Absent`].
 pub fn discover() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
-    let absent = |why, reason: String| Absent { model: Model::Opencl, id: "opencl".into(), why, reason };
+    let absent = |why, reason: String| Absent {
+        model: Model::Opencl,
+        id: "opencl".into(),
+        why,
+        reason,
+    };
     let platforms = get_platforms().map_err(|e| {
-        absent(Unavailable::NoRuntime, format!("no OpenCL runtime (ICD loader or platform): {e}"))
+        absent(
+            Unavailable::NoRuntime,
+            format!("no OpenCL runtime (ICD loader or platform): {e}"),
+        )
     })?;
     if platforms.is_empty() {
-        return Err(absent(Unavailable::NoDevice, "the OpenCL loader found no platform".into()));
+        return Err(absent(
+            Unavailable::NoDevice,
+            "the OpenCL loader found no platform".into(),
+        ));
     }
     let mut found: Vec<Box<dyn Accelerator>> = Vec::new();
     let mut errors = Vec::new();
@@ -67,7 +78,10 @@ pub fn discover() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
         }
     }
     if found.is_empty() {
-        return Err(absent(Unavailable::NoDevice, format!("no usable OpenCL device ({})", errors.join("; "))));
+        return Err(absent(
+            Unavailable::NoDevice,
+            format!("no usable OpenCL device ({})", errors.join("; ")),
+        ));
     }
     Ok(found)
 }
@@ -76,9 +90,13 @@ impl OpenClDevice {
     fn new(p: usize, d: usize, platform: String, device: Device) -> Result<Self, String> {
         let name = device.name().map_err(|e| e.to_string())?.trim().to_string();
         let vendor = device.vendor().unwrap_or_default().trim().to_string();
-        let nvidia = vendor.to_uppercase().contains("NVIDIA") || platform.to_uppercase().contains("NVIDIA");
+        let nvidia =
+            vendor.to_uppercase().contains("NVIDIA") || platform.to_uppercase().contains("NVIDIA");
         let compute_capability = if nvidia {
-            match (device.compute_capability_major_nv(), device.compute_capability_minor_nv()) {
+            match (
+                device.compute_capability_major_nv(),
+                device.compute_capability_minor_nv(),
+            ) {
                 (Ok(a), Ok(b)) => Some((a, b)),
                 _ => None,
             }
@@ -94,15 +112,19 @@ impl OpenClDevice {
                 device.version().unwrap_or_default().trim(),
                 device.driver_version().unwrap_or_default().trim()
             ),
-            is_gpu: device.dev_type().map(|t| t & CL_DEVICE_TYPE_GPU != 0).unwrap_or(false),
+            is_gpu: device
+                .dev_type()
+                .map(|t| t & CL_DEVICE_TYPE_GPU != 0)
+                .unwrap_or(false),
             compute_units: device.max_compute_units().unwrap_or(0),
             global_mem_bytes: device.global_mem_size().unwrap_or(0),
             max_alloc_bytes: device.max_mem_alloc_size().unwrap_or(0),
             fp64: device.double_fp_config().map(|c| c != 0).unwrap_or(false),
         };
         let context = Context::from_device(&device).map_err(|e| format!("context: {e}"))?;
-        let queue = CommandQueue::create_default_with_properties(&context, CL_QUEUE_PROFILING_ENABLE, 0)
-            .map_err(|e| format!("queue: {e}"))?;
+        let queue =
+            CommandQueue::create_default_with_properties(&context, CL_QUEUE_PROFILING_ENABLE, 0)
+                .map_err(|e| format!("queue: {e}"))?;
         Ok(OpenClDevice {
             id: format!("opencl:{p}:{d}"),
             info,
@@ -133,7 +155,9 @@ impl OpenClDevice {
             let mut program = ClProgram::create_from_source(&self.context, &source)
                 .map_err(|e| BackendError::Runtime(format!("clCreateProgramWithSource: {e}")))?;
             let built = program.build(self.context.devices(), &options);
-            let log = program.get_build_log(self.context.default_device()).unwrap_or_default();
+            let log = program
+                .get_build_log(self.context.default_device())
+                .unwrap_or_default();
             if let Err(e) = built {
                 return Err(BackendError::Build {
                     program: job.program.name.into(),
@@ -142,11 +166,21 @@ impl OpenClDevice {
                 });
             }
             build_s = start.elapsed().as_secs_f64();
-            cache.insert(key.clone(), BuiltProgram { program, options: options.clone(), log });
+            cache.insert(
+                key.clone(),
+                BuiltProgram {
+                    program,
+                    options: options.clone(),
+                    log,
+                },
+            );
         }
         let built = &cache[&key];
         let kernel = Kernel::create(&built.program, &job.kernel).map_err(|e| {
-            BackendError::Runtime(format!("kernel '{}' not found in {}: {e}", job.kernel, job.program.name))
+            BackendError::Runtime(format!(
+                "kernel '{}' not found in {}: {e}",
+                job.kernel, job.program.name
+            ))
         })?;
         Ok((kernel, build_s, built.options.clone(), built.log.clone()))
     }
@@ -156,12 +190,17 @@ impl OpenClDevice {
             return Resources {
                 regs_per_thread: None,
                 occupancy: None,
-                source: format!("n/a: {} exposes no register count through OpenCL", self.info.platform),
+                source: format!(
+                    "n/a: {} exposes no register count through OpenCL",
+                    self.info.platform
+                ),
             };
         }
         match occupancy::parse_ptxas_registers(log, kernel) {
             Some(regs) => {
-                let occ = self.compute_capability.and_then(|cc| occupancy::theoretical(cc, regs, local));
+                let occ = self
+                    .compute_capability
+                    .and_then(|cc| occupancy::theoretical(cc, regs, local));
                 Resources {
                     regs_per_thread: Some(regs),
                     occupancy: occ,
@@ -176,7 +215,8 @@ impl OpenClDevice {
             None => Resources {
                 regs_per_thread: None,
                 occupancy: None,
-                source: "n/a: -cl-nv-verbose log had no ptxas report (set CUDA_CACHE_DISABLE=1)".into(),
+                source: "n/a: -cl-nv-verbose log had no ptxas report (set CUDA_CACHE_DISABLE=1)"
+                    .into(),
             },
         }
     }
@@ -205,7 +245,10 @@ impl Accelerator for OpenClDevice {
         &self.info
     }
     fn toolchain(&self) -> String {
-        format!("opencl3 0.12 via ICD loader; platform {}; options {BASE_BUILD_OPTIONS}", self.info.platform)
+        format!(
+            "opencl3 0.12 via ICD loader; platform {}; options {BASE_BUILD_OPTIONS}",
+            self.info.platform
+        )
     }
 
     fn run(&self, job: &KernelJob) -> Result<JobOutput, BackendError> {
@@ -231,7 +274,12 @@ impl OpenClDevice {
                 KernelArg::Input(data) => {
                     let bytes = data.bytes();
                     let mut buf = unsafe {
-                        Buffer::<u8>::create(&self.context, CL_MEM_READ_WRITE, bytes.len().max(1), std::ptr::null_mut())
+                        Buffer::<u8>::create(
+                            &self.context,
+                            CL_MEM_READ_WRITE,
+                            bytes.len().max(1),
+                            std::ptr::null_mut(),
+                        )
                     }
                     .map_err(cl_err("clCreateBuffer (input)"))?;
                     if !bytes.is_empty() {
@@ -242,7 +290,12 @@ impl OpenClDevice {
                 }
                 KernelArg::Output { dtype, len } => {
                     let buf = unsafe {
-                        Buffer::<u8>::create(&self.context, CL_MEM_READ_WRITE, (len * dtype.bytes()).max(1), std::ptr::null_mut())
+                        Buffer::<u8>::create(
+                            &self.context,
+                            CL_MEM_READ_WRITE,
+                            (len * dtype.bytes()).max(1),
+                            std::ptr::null_mut(),
+                        )
                     }
                     .map_err(cl_err("clCreateBuffer (output)"))?;
                     Slot::Buffer(buf, Some(dtype))
@@ -252,7 +305,11 @@ impl OpenClDevice {
                 KernelArg::F64(v) => Slot::F64(v),
             });
         }
-        let local = if self.info.is_gpu { Some(job.local.unwrap_or(256)) } else { None };
+        let local = if self.info.is_gpu {
+            Some(job.local.unwrap_or(256))
+        } else {
+            None
+        };
         let global = match local {
             Some(l) => job.global.div_ceil(l) * l,
             None => job.global,
@@ -284,10 +341,15 @@ impl OpenClDevice {
             if let Some(l) = local {
                 exec.set_local_work_size(l);
             }
-            let event = unsafe { exec.enqueue_nd_range(q) }.map_err(cl_err("clEnqueueNDRangeKernel"))?;
+            let event =
+                unsafe { exec.enqueue_nd_range(q) }.map_err(cl_err("clEnqueueNDRangeKernel"))?;
             event.wait().map_err(cl_err("kernel execution"))?;
-            let start = event.profiling_command_start().map_err(cl_err("profiling start"))?;
-            let end = event.profiling_command_end().map_err(cl_err("profiling end"))?;
+            let start = event
+                .profiling_command_start()
+                .map_err(cl_err("profiling start"))?;
+            let end = event
+                .profiling_command_end()
+                .map_err(cl_err("profiling end"))?;
             Ok(end.saturating_sub(start) as f64 * 1e-9)
         };
         poison(&mut slots)?;

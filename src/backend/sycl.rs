@@ -14,12 +14,22 @@ mod ffi {
         type NativeDevice = crate::backend::native::ffi::NativeDevice;
         fn sycl_devices() -> Result<Vec<NativeDevice>>;
         fn sycl_runtime_version() -> Result<String>;
-        fn sycl_run_job(device: i32, job: &NativeJob, args: &[NativeArg], inputs: &[u8]) -> Result<NativeOutcome>;
+        fn sycl_run_job(
+            device: i32,
+            job: &NativeJob,
+            args: &[NativeArg],
+            inputs: &[u8],
+        ) -> Result<NativeOutcome>;
     }
 }
 
 pub fn discover() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
-    let absent = |why, reason: String| Absent { model: Model::Sycl, id: "sycl".into(), why, reason };
+    let absent = |why, reason: String| Absent {
+        model: Model::Sycl,
+        id: "sycl".into(),
+        why,
+        reason,
+    };
     let devices: Vec<NativeDevice> = ffi::sycl_devices().map_err(|e| {
         let msg = e.what().to_string();
         let why = if msg.contains("no device") || msg.contains("No device") {
@@ -30,16 +40,23 @@ pub fn discover() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
         absent(why, format!("SYCL runtime: {msg}"))
     })?;
     if devices.is_empty() {
-        return Err(absent(Unavailable::NoDevice, "the SYCL runtime reports no device".into()));
+        return Err(absent(
+            Unavailable::NoDevice,
+            "the SYCL runtime reports no device".into(),
+        ));
     }
     let version = ffi::sycl_runtime_version().unwrap_or_default();
     let toolchain = format!("DPC++ runtime {version}; run-time compilation (kernel_compiler)");
     Ok(devices
         .iter()
         .map(|d| {
-            Box::new(NativeAccelerator::from_native(Model::Sycl, d, "SYCL", toolchain.clone(), |i, j, a, b| {
-                ffi::sycl_run_job(i, j, a, b)
-            })) as Box<dyn Accelerator>
+            Box::new(NativeAccelerator::from_native(
+                Model::Sycl,
+                d,
+                "SYCL",
+                toolchain.clone(),
+                ffi::sycl_run_job,
+            )) as Box<dyn Accelerator>
         })
         .collect())
 }

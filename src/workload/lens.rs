@@ -16,7 +16,10 @@ pub static PROGRAM: Program = Program {
     opencl: include_str!("../../cl/lens.cl"),
     sycl: include_str!("../../ports/sycl/lens.cpp"),
     headers: &[
-        ("astro_dialect.h", include_str!("../../cl/common/astro_dialect.h")),
+        (
+            "astro_dialect.h",
+            include_str!("../../cl/common/astro_dialect.h"),
+        ),
         ("lens_sie.h", include_str!("../../cl/common/lens_sie.h")),
     ],
 };
@@ -50,7 +53,9 @@ impl std::str::FromStr for Preset {
             "tiny" => Ok(Preset::Tiny),
             "ci" => Ok(Preset::Ci),
             "hff" => Ok(Preset::Hff),
-            _ => Err(format!("unknown preset '{s}' for lens (expected tiny, ci or hff)")),
+            _ => Err(format!(
+                "unknown preset '{s}' for lens (expected tiny, ci or hff)"
+            )),
         }
     }
 }
@@ -75,7 +80,11 @@ pub struct Cosmology {
 
 impl Default for Cosmology {
     fn default() -> Self {
-        Cosmology { omega_m: 0.3, z_lens: 0.3, z_source: 2.0 }
+        Cosmology {
+            omega_m: 0.3,
+            z_lens: 0.3,
+            z_source: 2.0,
+        }
     }
 }
 
@@ -243,7 +252,12 @@ pub struct LensOptions {
 
 impl Default for LensOptions {
     fn default() -> Self {
-        LensOptions { n: None, galaxy_sigma: (10.0, 15.0), seed: DEFAULT_SEED, device_mem_limit: None }
+        LensOptions {
+            n: None,
+            galaxy_sigma: (10.0, 15.0),
+            seed: DEFAULT_SEED,
+            device_mem_limit: None,
+        }
     }
 }
 
@@ -282,7 +296,11 @@ impl LensProblem {
         for _ in 0..galaxies {
             let x = rng.random_range(-60.0..60.0);
             let y = rng.random_range(-60.0..60.0);
-            let sigma = if hi > lo { rng.random_range(lo..hi) } else { lo };
+            let sigma = if hi > lo {
+                rng.random_range(lo..hi)
+            } else {
+                lo
+            };
             let e = rng.random_range(0.0..0.15);
             let t = rng.random_range(0.0..std::f64::consts::PI);
             halos.push(x, y, b0_arcsec(sigma) * dls_ds, e, t);
@@ -292,7 +310,13 @@ impl LensProblem {
         Ok(p)
     }
 
-    pub fn new(preset: &str, n: usize, pixel: f64, cosmology: Cosmology, halos: Halos) -> Result<Self, LensError> {
+    pub fn new(
+        preset: &str,
+        n: usize,
+        pixel: f64,
+        cosmology: Cosmology,
+        halos: Halos,
+    ) -> Result<Self, LensError> {
         if n == 0 {
             return Err(LensError::ZeroSize(n));
         }
@@ -303,7 +327,13 @@ impl LensProblem {
         order.sort_by(|&a, &b| halos.b[a].total_cmp(&halos.b[b]));
         let mut sorted = Halos::default();
         for &k in &order {
-            sorted.push(halos.x0[k], halos.y0[k], halos.b[k], halos.e[k], halos.theta[k]);
+            sorted.push(
+                halos.x0[k],
+                halos.y0[k],
+                halos.b[k],
+                halos.e[k],
+                halos.theta[k],
+            );
         }
         let mut p = LensProblem {
             preset: preset.to_string(),
@@ -376,35 +406,50 @@ impl LensProblem {
         let pixel = T::from_f64(self.pixel);
         let mut gx = vec![0.0f64; n * n];
         let mut gy = vec![0.0f64; n * n];
-        gx.par_chunks_mut(n).zip(gy.par_chunks_mut(n)).enumerate().for_each(|(j, (gx_row, gy_row))| {
-            let mut ax = vec![T::ZERO; n];
-            let mut ay = vec![T::ZERO; n];
-            for k in 0..h.n11.len() {
-                let dy = T::from_i32(j as i32 - h.iy[k]) * pixel + h.fy[k];
-                let (n11, n12, n22, ik, fx) = (h.n11[k], h.n12[k], h.n22[k], h.ix[k], h.fx[k]);
-                // Same arithmetic as cl/common/lens_sie.h, written so this loop vectorises.
-                for (i, (sx, sy)) in ax.iter_mut().zip(ay.iter_mut()).enumerate() {
-                    let dx = T::from_i32(i as i32 - ik) * pixel + fx;
-                    let mx = n11 * dx + n12 * dy;
-                    let my = n12 * dx + n22 * dy;
-                    let q = dx * mx + dy * my;
-                    let r = if q > T::ZERO { T::ONE / q.sqrt() } else { T::ZERO };
-                    *sx = *sx + mx * r;
-                    *sy = *sy + my * r;
+        gx.par_chunks_mut(n)
+            .zip(gy.par_chunks_mut(n))
+            .enumerate()
+            .for_each(|(j, (gx_row, gy_row))| {
+                let mut ax = vec![T::ZERO; n];
+                let mut ay = vec![T::ZERO; n];
+                for k in 0..h.n11.len() {
+                    let dy = T::from_i32(j as i32 - h.iy[k]) * pixel + h.fy[k];
+                    let (n11, n12, n22, ik, fx) = (h.n11[k], h.n12[k], h.n22[k], h.ix[k], h.fx[k]);
+                    // Same arithmetic as cl/common/lens_sie.h, written so this loop vectorises.
+                    for (i, (sx, sy)) in ax.iter_mut().zip(ay.iter_mut()).enumerate() {
+                        let dx = T::from_i32(i as i32 - ik) * pixel + fx;
+                        let mx = n11 * dx + n12 * dy;
+                        let my = n12 * dx + n22 * dy;
+                        let q = dx * mx + dy * my;
+                        let r = if q > T::ZERO {
+                            T::ONE / q.sqrt()
+                        } else {
+                            T::ZERO
+                        };
+                        *sx = *sx + mx * r;
+                        *sy = *sy + my * r;
+                    }
                 }
-            }
-            for i in 0..n {
-                gx_row[i] = ax[i].to_f64();
-                gy_row[i] = ay[i].to_f64();
-            }
-        });
-        Field { components: vec![gx, gy] }
+                for i in 0..n {
+                    gx_row[i] = ax[i].to_f64();
+                    gy_row[i] = ay[i].to_f64();
+                }
+            });
+        Field {
+            components: vec![gx, gy],
+        }
     }
 }
 
 /// The two floating types of the CPU path.
 pub trait Real:
-    Copy + Send + Sync + PartialOrd + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> + std::ops::Div<Output = Self>
+    Copy
+    + Send
+    + Sync
+    + PartialOrd
+    + std::ops::Add<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + std::ops::Div<Output = Self>
 {
     const ZERO: Self;
     const ONE: Self;
@@ -456,7 +501,12 @@ impl Workload for LensProblem {
         &self.preset
     }
     fn describe(&self) -> String {
-        format!("{}² px at {:.4}″, {} halos", self.n, self.pixel, self.halos.len())
+        format!(
+            "{}² px at {:.4}″, {} halos",
+            self.n,
+            self.pixel,
+            self.halos.len()
+        )
     }
     fn work(&self) -> WorkCount {
         let units = (self.n * self.n) as f64 * self.halos.len() as f64;
@@ -485,7 +535,14 @@ impl Workload for LensProblem {
             Precision::F64 => self.cpu_grid(&self.f64_halos),
         }
     }
-    fn plan(&self, precision: Precision, max_alloc: u64, mem: u64, warmup: u32, repeats: u32) -> DevicePlan<'_> {
+    fn plan(
+        &self,
+        precision: Precision,
+        max_alloc: u64,
+        mem: u64,
+        warmup: u32,
+        repeats: u32,
+    ) -> DevicePlan<'_> {
         let elem = match precision {
             Precision::F32 => 4,
             Precision::F64 => 8,
@@ -493,11 +550,29 @@ impl Workload for LensProblem {
         let (dtype, halo_slices): (DType, [HostSlice; 5]) = match precision {
             Precision::F32 => {
                 let h = &self.f32_halos;
-                (DType::F32, [HostSlice::F32(&h.n11), HostSlice::F32(&h.n12), HostSlice::F32(&h.n22), HostSlice::F32(&h.fx), HostSlice::F32(&h.fy)])
+                (
+                    DType::F32,
+                    [
+                        HostSlice::F32(&h.n11),
+                        HostSlice::F32(&h.n12),
+                        HostSlice::F32(&h.n22),
+                        HostSlice::F32(&h.fx),
+                        HostSlice::F32(&h.fy),
+                    ],
+                )
             }
             Precision::F64 => {
                 let h = &self.f64_halos;
-                (DType::F64, [HostSlice::F64(&h.n11), HostSlice::F64(&h.n12), HostSlice::F64(&h.n22), HostSlice::F64(&h.fx), HostSlice::F64(&h.fy)])
+                (
+                    DType::F64,
+                    [
+                        HostSlice::F64(&h.n11),
+                        HostSlice::F64(&h.n12),
+                        HostSlice::F64(&h.n22),
+                        HostSlice::F64(&h.fx),
+                        HostSlice::F64(&h.fy),
+                    ],
+                )
             }
         };
         let [n11, n12, n22, fx, fy] = halo_slices;
@@ -551,7 +626,9 @@ impl Workload for LensProblem {
             gx.extend(band[0].to_f64());
             gy.extend(band[1].to_f64());
         }
-        Field { components: vec![gx, gy] }
+        Field {
+            components: vec![gx, gy],
+        }
     }
     fn compare(&self, result: &Field, reference: &Field, precision: Precision) -> Accuracy {
         let (max_abs, max_rel, rms_abs, non_finite) = vector_errors(result, reference);
@@ -568,7 +645,10 @@ impl Workload for LensProblem {
             tolerance_abs,
             tolerance_rel,
             unit: "arcsec",
-            pass: complete && non_finite == 0 && max_abs <= tolerance_abs && max_rel <= tolerance_rel,
+            pass: complete
+                && non_finite == 0
+                && max_abs <= tolerance_abs
+                && max_rel <= tolerance_rel,
         }
     }
 }

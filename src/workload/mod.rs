@@ -59,7 +59,14 @@ pub trait Workload: Sync {
     fn run_cpu(&self, precision: Precision) -> Field;
     /// Kernel jobs for an accelerator with `max_alloc` bytes per buffer and `mem` bytes in all,
     /// tiled so every job fits.
-    fn plan(&self, precision: Precision, max_alloc: u64, mem: u64, warmup: u32, repeats: u32) -> DevicePlan<'_>;
+    fn plan(
+        &self,
+        precision: Precision,
+        max_alloc: u64,
+        mem: u64,
+        warmup: u32,
+        repeats: u32,
+    ) -> DevicePlan<'_>;
     /// Assembles the outputs of the plan's jobs (in job order) into one field.
     fn assemble(&self, outputs: Vec<Vec<HostVec>>) -> Field;
     /// Compares with the reference under this precision's stated tolerance.
@@ -89,7 +96,12 @@ pub fn vector_errors(result: &Field, reference: &Field) -> (f64, f64, f64, u64) 
         max_rel = max_rel.max(d / r2.sqrt().max(1e-30));
         sum2 += d2;
     }
-    (max_abs, max_rel, (sum2 / n.max(1) as f64).sqrt(), non_finite)
+    (
+        max_abs,
+        max_rel,
+        (sum2 / n.max(1) as f64).sqrt(),
+        non_finite,
+    )
 }
 
 /// The device-limit floor of a run, if the device's peak is known: (seconds, basis).
