@@ -246,3 +246,48 @@ impl Accelerator for NativeAccelerator {
         unflatten(job, outcome)
     }
 }
+
+/// Discovery for a C++-hosted model, written once: lists the devices, classifies a failure as
+/// `no_device` or `no_runtime`, and wraps each device in a [`NativeAccelerator`].
+pub fn discover_native(
+    model: Model,
+    devices: Result<Vec<ffi::NativeDevice>, cxx::Exception>,
+    toolchain: String,
+    run_job: RunJobFn,
+) -> Result<Vec<Box<dyn Accelerator>>, super::Absent> {
+    let absent = |why, reason: String| super::Absent {
+        model,
+        id: model.name().into(),
+        why,
+        reason,
+    };
+    let devices = devices.map_err(|e| {
+        let msg = e.what().to_string();
+        let why =
+            if msg.to_lowercase().contains("no device") || msg.contains("no CUDA-capable device") {
+                super::Unavailable::NoDevice
+            } else {
+                super::Unavailable::NoRuntime
+            };
+        absent(why, msg)
+    })?;
+    if devices.is_empty() {
+        return Err(absent(
+            super::Unavailable::NoDevice,
+            format!("the {model} runtime reports no device"),
+        ));
+    }
+    let platform = model.name().to_uppercase();
+    Ok(devices
+        .iter()
+        .map(|d| {
+            Box::new(NativeAccelerator::from_native(
+                model,
+                d,
+                &platform,
+                toolchain.clone(),
+                run_job,
+            )) as Box<dyn Accelerator>
+        })
+        .collect())
+}
