@@ -5,6 +5,8 @@
  * ASTRO_FN        qualifier for a device function
  * ASTRO_RSQRT(x)  reciprocal square root, float or double overload
  * ASTRO_REAL      the working floating type (float or double), chosen by the including kernel
+ * ASTRO_GLOBAL    address-space qualifier of kernel buffer pointers (OpenCL __global; empty elsewhere)
+ * ASTRO_RESTRICT  no-alias qualifier for buffer pointers
  */
 #ifndef ASTRO_DIALECT_H
 #define ASTRO_DIALECT_H
@@ -13,6 +15,8 @@
 #  define ASTRO_DIALECT_OPENCL 1
 #  define ASTRO_FN static inline
 #  define ASTRO_RSQRT(x) rsqrt(x)
+#  define ASTRO_GLOBAL __global
+#  define ASTRO_RESTRICT restrict
 #  ifdef cl_khr_fp64
 #    pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #  endif
@@ -21,15 +25,21 @@
 #  define ASTRO_FN static __device__ __forceinline__
 /* CUDA's C++ math API overloads rsqrt for float and double. */
 #  define ASTRO_RSQRT(x) rsqrt(x)
+#  define ASTRO_GLOBAL
+#  define ASTRO_RESTRICT __restrict__
 #elif defined(SYCL_LANGUAGE_VERSION) || defined(__SYCL_DEVICE_ONLY__)
 #  define ASTRO_DIALECT_SYCL 1
 #  define ASTRO_FN static inline
 #  define ASTRO_RSQRT(x) sycl::rsqrt(x)
+#  define ASTRO_GLOBAL
+#  define ASTRO_RESTRICT __restrict__
 #else
 /* Plain C/C++ (host tools, tests). */
 #  include <math.h>
 #  define ASTRO_FN static inline
 #  define ASTRO_RSQRT(x) (1 / sqrt(x))
+#  define ASTRO_GLOBAL
+#  define ASTRO_RESTRICT
 #endif
 
 #define ASTRO_CAT_(a, b) a##_##b

@@ -38,3 +38,44 @@ ASTRO_FN ASTRO_REAL lens_exact_offset(ASTRO_REAL di, ASTRO_REAL h, ASTRO_REAL de
 {
     return di * h + delta;
 }
+
+/* The work of one work-item `gid` of a band of rows [row0, row0 + rows): LENS_PIXELS_PER_ITEM pixels along
+ * x. Halo k's parameters are loaded once for all of them, dy is shared, and dx steps as (di + p) * h + delta
+ * (exact, no int-to-float conversion per pixel). Halos are summed in the order given (the host sorts them
+ * weakest first). Outputs are indexed within the band. Each dialect's kernel only computes gid. */
+ASTRO_FN void lens_sie_item(size_t gid, ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT n11,
+                            ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT n12,
+                            ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT n22,
+                            ASTRO_GLOBAL const int *ASTRO_RESTRICT ix, ASTRO_GLOBAL const int *ASTRO_RESTRICT iy,
+                            ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT fx,
+                            ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT fy, int n_halos, int nx, int row0,
+                            int rows, ASTRO_REAL h, ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gx_out,
+                            ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gy_out)
+{
+    const int chunks = (nx + LENS_PIXELS_PER_ITEM - 1) / LENS_PIXELS_PER_ITEM;
+    if (gid >= (size_t)chunks * (size_t)rows) return;
+    const int i0 = (int)(gid % (size_t)chunks) * LENS_PIXELS_PER_ITEM;
+    const int r = (int)(gid / (size_t)chunks);
+    const int j = row0 + r;
+    ASTRO_REAL gx[LENS_PIXELS_PER_ITEM], gy[LENS_PIXELS_PER_ITEM];
+#pragma unroll
+    for (int p = 0; p < LENS_PIXELS_PER_ITEM; ++p) gx[p] = gy[p] = 0;
+    for (int k = 0; k < n_halos; ++k) {
+        const ASTRO_REAL n11k = n11[k], n12k = n12[k], n22k = n22[k], fxk = fx[k];
+        const ASTRO_REAL dy = lens_exact_offset((ASTRO_REAL)(j - iy[k]), h, fy[k]);
+        const ASTRO_REAL di = (ASTRO_REAL)(i0 - ix[k]);
+#pragma unroll
+        for (int p = 0; p < LENS_PIXELS_PER_ITEM; ++p) {
+            const ASTRO_REAL dx = lens_exact_offset(di + (ASTRO_REAL)p, h, fxk);
+            lens_sie_accumulate(dx, dy, n11k, n12k, n22k, &gx[p], &gy[p]);
+        }
+    }
+    const size_t row_base = (size_t)r * (size_t)nx;
+#pragma unroll
+    for (int p = 0; p < LENS_PIXELS_PER_ITEM; ++p) {
+        if (i0 + p < nx) {
+            gx_out[row_base + i0 + p] = gx[p];
+            gy_out[row_base + i0 + p] = gy[p];
+        }
+    }
+}

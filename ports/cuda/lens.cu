@@ -1,6 +1,6 @@
 // Lens deflection gradient, CUDA C++. Same arithmetic as cl/lens.cl through cl/common/lens_sie.h (included
-// once per precision, each in its own namespace); LENS_PIXELS_PER_ITEM pixels per thread along x, for a band of rows; the halo
-// parameters are read uniformly through the read-only cache.
+// once per precision, each in its own namespace). The kernel only computes its thread index: the work of
+// one thread is lens_sie_item() in the shared header.
 #include "cuda_host.h"
 #include "astro_dialect.h"
 
@@ -24,32 +24,7 @@ __global__ void lens_sie_grad(const T *__restrict__ n11, const T *__restrict__ n
                               T *__restrict__ gx_out, T *__restrict__ gy_out)
 {
     const size_t gid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int chunks = (nx + LENS_PIXELS_PER_ITEM - 1) / LENS_PIXELS_PER_ITEM;
-    if (gid >= (size_t)chunks * (size_t)rows) return;
-    const int i0 = (int)(gid % (size_t)chunks) * LENS_PIXELS_PER_ITEM;
-    const int r = (int)(gid / (size_t)chunks);
-    const int j = row0 + r;
-    T gx[LENS_PIXELS_PER_ITEM], gy[LENS_PIXELS_PER_ITEM];
-    #pragma unroll
-    for (int p = 0; p < LENS_PIXELS_PER_ITEM; ++p) gx[p] = gy[p] = 0;
-    for (int k = 0; k < n_halos; ++k) {
-        const T n11k = n11[k], n12k = n12[k], n22k = n22[k], fxk = fx[k];
-        const T dy = lens_exact_offset((T)(j - iy[k]), h, fy[k]);
-        const T di = (T)(i0 - ix[k]);
-        #pragma unroll
-        for (int p = 0; p < LENS_PIXELS_PER_ITEM; ++p) {
-            const T dx = lens_exact_offset(di + (T)p, h, fxk);
-            lens_sie_accumulate(dx, dy, n11k, n12k, n22k, &gx[p], &gy[p]);
-        }
-    }
-    const size_t row_base = (size_t)r * (size_t)nx;
-    #pragma unroll
-    for (int p = 0; p < LENS_PIXELS_PER_ITEM; ++p) {
-        if (i0 + p < nx) {
-            gx_out[row_base + i0 + p] = gx[p];
-            gy_out[row_base + i0 + p] = gy[p];
-        }
-    }
+    lens_sie_item(gid, n11, n12, n22, ix, iy, fx, fy, n_halos, nx, row0, rows, h, gx_out, gy_out);
 }
 
 namespace astroport_cuda {
