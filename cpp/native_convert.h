@@ -32,8 +32,6 @@ inline std::vector<astroport_native::Arg> to_plain(rust::Slice<const NativeArg> 
 inline NativeOutcome from_plain(astroport_native::Outcome &&o) {
     NativeOutcome r;
     for (double t : o.times_s) r.times_s.push_back(t);
-    r.outputs.reserve(o.outputs.size());
-    for (uint8_t b : o.outputs) r.outputs.push_back(b);
     r.build_s = o.build_s;
     r.regs_per_thread = o.regs_per_thread;
     r.occupancy = o.occupancy;

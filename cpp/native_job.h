@@ -36,7 +36,6 @@ struct Job {
 
 struct Outcome {
     std::vector<double> times_s;   // timed repeats, device timer
-    std::vector<uint8_t> outputs;  // final verification run's outputs, concatenated in argument order
     double build_s = 0;
     int regs_per_thread = -1;
     double occupancy = -1;

@@ -236,7 +236,7 @@ std::string kernel_info(const sycl::kernel &k, const sycl::device &d, const char
 }
 
 Outcome run_job_locked(State &st, int device, const Job &job, const std::vector<Arg> &args,
-                       const uint8_t *inputs, size_t inputs_len) {
+                       const uint8_t *inputs, size_t inputs_len, uint8_t *outputs_dst, size_t outputs_len) {
     DeviceState &ds = device_locked(st, device);
     sycl::queue &q = *ds.queue;
     Outcome out;
@@ -401,10 +401,12 @@ Outcome run_job_locked(State &st, int device, const Job &job, const std::vector<
     }
     poison();
     launch();
-    out.outputs.resize(total_out);
+    if (outputs_len != total_out)
+        throw std::runtime_error("output buffer holds " + std::to_string(outputs_len) + " bytes, the job writes " +
+                                 std::to_string(total_out));
     size_t pos = 0;
     for (size_t k = 0; k < outputs.size(); ++k) {
-        if (output_bytes[k]) q.memcpy(out.outputs.data() + pos, buffers[outputs[k]].ptr, output_bytes[k]);
+        if (output_bytes[k]) q.memcpy(outputs_dst + pos, buffers[outputs[k]].ptr, output_bytes[k]);
         pos += output_bytes[k];
     }
     ds.sync("verification run");
@@ -463,11 +465,11 @@ std::string runtime_version() {
 }
 
 Outcome run_job(int device, const Job &job, const std::vector<Arg> &args, const uint8_t *inputs,
-                size_t inputs_len) {
+                size_t inputs_len, uint8_t *outputs, size_t outputs_len) {
     State &st = state();
     std::lock_guard<std::mutex> lock(st.mutex);
     try {
-        return run_job_locked(st, device, job, args, inputs, inputs_len);
+        return run_job_locked(st, device, job, args, inputs, inputs_len, outputs, outputs_len);
     } catch (const sycl::exception &e) {
         throw std::runtime_error("SYCL job '" + job.program + "' kernel '" + job.kernel + "': " + e.what());
     }

@@ -21,9 +21,9 @@ std::string runtime_version();
 
 // Builds job.source (cached per device, program and defines for the life of the process), poisons the
 // outputs, runs `warmup` untimed and `repeats` timed launches (queue profiling events), re-poisons, runs once
-// more and returns that run's outputs. Throws std::runtime_error (with the build log on a failed build).
+// more and copies that run's outputs into `outputs` (caller-owned, exactly the total output size). Throws std::runtime_error (with the build log on a failed build).
 astroport_native::Outcome run_job(int device, const astroport_native::Job &job,
                                   const std::vector<astroport_native::Arg> &args, const uint8_t *inputs,
-                                  size_t inputs_len);
+                                  size_t inputs_len, uint8_t *outputs, size_t outputs_len);
 
 }  // namespace astroport_sycl

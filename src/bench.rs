@@ -68,12 +68,24 @@ struct Measured {
     build_options: String,
 }
 
+/// Why a run produced no result: the device cannot do it (a `no_device` row), or it failed.
+enum RunError {
+    Unsupported(String),
+    Failed(String),
+}
+
+impl From<&str> for RunError {
+    fn from(s: &str) -> Self {
+        RunError::Failed(s.into())
+    }
+}
+
 fn execute(
     workload: &dyn Workload,
     target: &Target,
     p: Precision,
     opts: &RunOptions,
-) -> Result<Measured, String> {
+) -> Result<Measured, RunError> {
     match target {
         Target::Cpu(_) => {
             let mut samples = Vec::new();
@@ -106,7 +118,7 @@ fn execute(
         Target::Device(dev) => {
             let info = dev.info();
             if p == Precision::F64 && !info.fp64 {
-                return Err("device has no fp64 support".into());
+                return Err(RunError::Unsupported("device has no fp64 support".into()));
             }
             let plan = workload.plan(
                 p,
@@ -122,7 +134,7 @@ fn execute(
             let mut build_options = String::new();
             let (mut global, mut local) = (0u64, 0u64);
             for job in &plan.jobs {
-                let out = dev.run(job).map_err(|e| e.to_string())?;
+                let out = dev.run(job).map_err(|e| RunError::Failed(e.to_string()))?;
                 let t = TimeStats::from_samples(&out.times_s, opts.warmup, "device events")
                     .ok_or("no timed repeat")?;
                 median += t.median;
@@ -249,11 +261,11 @@ pub fn run(
                     );
                     r.device_type = if info.is_gpu { "gpu" } else { "cpu" }.into();
                     match execute(workload, target, p, opts) {
-                        Err(e) if e == "device has no fp64 support" => {
+                        Err(RunError::Unsupported(e)) => {
                             r.status = Status::NoDevice;
                             r.reason = e;
                         }
-                        Err(e) => {
+                        Err(RunError::Failed(e)) => {
                             r.status = Status::Failed;
                             r.reason = e;
                         }

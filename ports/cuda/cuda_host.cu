@@ -188,7 +188,7 @@ size_t buffer_bytes(const Arg &a, size_t index) {
 }
 
 Outcome run_job_impl(int device, const Job &job, const std::vector<Arg> &args, const uint8_t *inputs,
-                     size_t inputs_len) {
+                     size_t inputs_len, uint8_t *outputs, size_t outputs_len) {
     // Validate the description before touching the device.
     for (size_t i = 0; i < args.size(); ++i) {
         const Arg &a = args[i];
@@ -347,11 +347,13 @@ Outcome run_job_impl(int device, const Job &job, const std::vector<Arg> &args, c
     poison();
     launch();
     ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream.s));
-    out.outputs.resize(out_total);
+    if (outputs_len != out_total)
+        throw std::runtime_error("output buffer holds " + std::to_string(outputs_len) + " bytes, the job writes " +
+                                 std::to_string(out_total));
     size_t pos = 0;
     for (size_t i = 0; i < args.size(); ++i) {
         if (args[i].role != astroport_native::kOutput || buffers[i].bytes == 0) continue;
-        ASTRO_CUDA_CHECK(cudaMemcpyAsync(out.outputs.data() + pos, buffers[i].ptr, buffers[i].bytes,
+        ASTRO_CUDA_CHECK(cudaMemcpyAsync(outputs + pos, buffers[i].ptr, buffers[i].bytes,
                                          cudaMemcpyDeviceToHost, stream.s));
         pos += buffers[i].bytes;
     }
@@ -390,9 +392,9 @@ std::string runtime_version() {
 }
 
 Outcome run_job(int device, const Job &job, const std::vector<Arg> &args, const uint8_t *inputs,
-                size_t inputs_len) {
+                size_t inputs_len, uint8_t *outputs, size_t outputs_len) {
     try {
-        return run_job_impl(device, job, args, inputs, inputs_len);
+        return run_job_impl(device, job, args, inputs, inputs_len, outputs, outputs_len);
     } catch (const std::runtime_error &e) {
         throw std::runtime_error("CUDA job " + job.kernel + " on device " + std::to_string(device) + ": " +
                                  e.what());

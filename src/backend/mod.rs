@@ -190,12 +190,30 @@ impl HostSlice<'_> {
     }
 }
 
+impl<'a> From<&'a [i32]> for HostSlice<'a> {
+    fn from(v: &'a [i32]) -> Self {
+        HostSlice::I32(v)
+    }
+}
+impl<'a> From<&'a [f32]> for HostSlice<'a> {
+    fn from(v: &'a [f32]) -> Self {
+        HostSlice::F32(v)
+    }
+}
+impl<'a> From<&'a [f64]> for HostSlice<'a> {
+    fn from(v: &'a [f64]) -> Self {
+        HostSlice::F64(v)
+    }
+}
+
 /// An output buffer returned by a job.
 #[derive(Debug, Clone, PartialEq)]
 pub enum HostVec {
     F32(Vec<f32>),
     F64(Vec<f64>),
     I32(Vec<i32>),
+    U32(Vec<u32>),
+    U64(Vec<u64>),
 }
 
 impl HostVec {
@@ -204,8 +222,9 @@ impl HostVec {
         match dtype {
             DType::F32 => HostVec::F32(bytemuck::pod_collect_to_vec(bytes)),
             DType::F64 => HostVec::F64(bytemuck::pod_collect_to_vec(bytes)),
-            DType::I32 | DType::U32 => HostVec::I32(bytemuck::pod_collect_to_vec(bytes)),
-            DType::U64 => HostVec::F64(bytemuck::pod_collect_to_vec(bytes)),
+            DType::I32 => HostVec::I32(bytemuck::pod_collect_to_vec(bytes)),
+            DType::U32 => HostVec::U32(bytemuck::pod_collect_to_vec(bytes)),
+            DType::U64 => HostVec::U64(bytemuck::pod_collect_to_vec(bytes)),
         }
     }
     /// Values widened to f64 (for verification).
@@ -214,6 +233,8 @@ impl HostVec {
             HostVec::F32(v) => v.iter().map(|&x| x as f64).collect(),
             HostVec::F64(v) => v.clone(),
             HostVec::I32(v) => v.iter().map(|&x| x as f64).collect(),
+            HostVec::U32(v) => v.iter().map(|&x| x as f64).collect(),
+            HostVec::U64(v) => v.iter().map(|&x| x as f64).collect(),
         }
     }
 }

@@ -45,8 +45,6 @@ pub mod ffi {
     pub struct NativeOutcome {
         /// Device-timer kernel times of the timed repeats, seconds.
         pub times_s: Vec<f64>,
-        /// Output buffers of the final (re-poisoned) verification run, concatenated in argument order.
-        pub outputs: Vec<u8>,
         /// Program build (or module load) time, seconds; 0 when it came from the cache.
         pub build_s: f64,
         /// Registers per thread, or -1 when the runtime does not expose it.
@@ -84,11 +82,14 @@ use super::{
 };
 
 /// Signature of a model's C++ `run_job` entry point (through cxx, C++ exceptions become `Err`).
+/// The last argument receives the verification run's outputs, concatenated in argument order: the host
+/// copies device memory straight into this Rust-owned buffer.
 pub type RunJobFn = fn(
     i32,
     &ffi::NativeJob,
     &[ffi::NativeArg],
     &[u8],
+    &mut [u8],
 ) -> Result<ffi::NativeOutcome, cxx::Exception>;
 
 /// A device of a C++-hosted model (CUDA or SYCL). The Rust half of the host plumbing, written once.
@@ -181,24 +182,29 @@ pub fn flatten(job: &KernelJob, source: &str) -> (ffi::NativeJob, Vec<ffi::Nativ
     (native, args, blob)
 }
 
+/// Total bytes of a job's output buffers.
+pub fn output_bytes(job: &KernelJob) -> usize {
+    job.args
+        .iter()
+        .map(|a| match *a {
+            KernelArg::Output { dtype, len } => len * dtype.bytes(),
+            _ => 0,
+        })
+        .sum()
+}
+
 /// Splits the concatenated output bytes back into typed buffers, in argument order.
-pub fn unflatten(job: &KernelJob, outcome: ffi::NativeOutcome) -> Result<JobOutput, BackendError> {
+pub fn unflatten(job: &KernelJob, bytes: &[u8], outcome: ffi::NativeOutcome) -> JobOutput {
     let mut outputs = Vec::new();
     let mut at = 0usize;
     for a in &job.args {
         if let KernelArg::Output { dtype, len } = *a {
             let n = len * dtype.bytes();
-            let bytes = outcome.outputs.get(at..at + n).ok_or_else(|| {
-                BackendError::Runtime(format!(
-                    "native host returned {} output bytes, expected more",
-                    outcome.outputs.len()
-                ))
-            })?;
-            outputs.push(HostVec::from_bytes(dtype, bytes));
+            outputs.push(HostVec::from_bytes(dtype, &bytes[at..at + n]));
             at += n;
         }
     }
-    Ok(JobOutput {
+    JobOutput {
         outputs,
         times_s: outcome.times_s,
         build_s: outcome.build_s,
@@ -209,7 +215,7 @@ pub fn unflatten(job: &KernelJob, outcome: ffi::NativeOutcome) -> Result<JobOutp
         },
         build_options: outcome.build_options,
         local_used: outcome.local_used as usize,
-    })
+    }
 }
 
 impl Accelerator for NativeAccelerator {
@@ -231,19 +237,21 @@ impl Accelerator for NativeAccelerator {
             _ => "",
         };
         let (native, args, blob) = flatten(job, source);
-        let outcome = (self.run_job)(self.index, &native, &args, &blob).map_err(|e| {
-            let msg = e.what().to_string();
-            if msg.contains("build") || msg.contains("compil") {
-                BackendError::Build {
-                    program: job.program.name.into(),
-                    device: self.id(),
-                    log: msg,
+        let mut out_bytes = vec![0u8; output_bytes(job)];
+        let outcome =
+            (self.run_job)(self.index, &native, &args, &blob, &mut out_bytes).map_err(|e| {
+                let msg = e.what().to_string();
+                if msg.contains("build") || msg.contains("compil") {
+                    BackendError::Build {
+                        program: job.program.name.into(),
+                        device: self.id(),
+                        log: msg,
+                    }
+                } else {
+                    BackendError::Runtime(msg)
                 }
-            } else {
-                BackendError::Runtime(msg)
-            }
-        })?;
-        unflatten(job, outcome)
+            })?;
+        Ok(unflatten(job, &out_bytes, outcome))
     }
 }
 

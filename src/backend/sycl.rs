@@ -19,6 +19,7 @@ mod ffi {
             job: &NativeJob,
             args: &[NativeArg],
             inputs: &[u8],
+            outputs: &mut [u8],
         ) -> Result<NativeOutcome>;
     }
 }

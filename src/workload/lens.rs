@@ -210,6 +210,30 @@ pub struct KernelHalos<T> {
     pub fy: Vec<T>,
 }
 
+impl<T> KernelHalos<T>
+where
+    for<'a> HostSlice<'a>: From<&'a [T]>,
+{
+    /// The halo arguments of the lens kernels, in signature order: n11, n12, n22, ix, iy, fx, fy.
+    fn args(&self) -> [KernelArg<'_>; 7] {
+        fn input<'a, T>(v: &'a [T]) -> KernelArg<'a>
+        where
+            HostSlice<'a>: From<&'a [T]>,
+        {
+            KernelArg::Input(HostSlice::from(v))
+        }
+        [
+            input(&self.n11),
+            input(&self.n12),
+            input(&self.n22),
+            KernelArg::Input(HostSlice::I32(&self.ix)),
+            KernelArg::Input(HostSlice::I32(&self.iy)),
+            input(&self.fx),
+            input(&self.fy),
+        ]
+    }
+}
+
 /// Errors in a lens configuration, named by field and value.
 #[derive(Debug, thiserror::Error)]
 pub enum LensError {
@@ -273,13 +297,8 @@ impl LensProblem {
             Preset::Ci => (1024, 700),
             Preset::Hff => (6730, 700),
         };
+        // n is validated by new(); a zero n only makes this pixel scale infinite until then.
         let n = opts.n.unwrap_or(n_default);
-        if n == 0 {
-            return Err(LensError::ZeroSize(n));
-        }
-        if n > MAX_N {
-            return Err(LensError::TooLarge(n, MAX_N));
-        }
         let (lo, hi) = opts.galaxy_sigma;
         if !(lo > 0.0 && hi >= lo && hi.is_finite()) {
             return Err(LensError::BadSigma(lo, hi));
@@ -319,6 +338,9 @@ impl LensProblem {
     ) -> Result<Self, LensError> {
         if n == 0 {
             return Err(LensError::ZeroSize(n));
+        }
+        if n > MAX_N {
+            return Err(LensError::TooLarge(n, MAX_N));
         }
         if !(pixel > 0.0 && pixel.is_finite()) {
             return Err(LensError::BadPixel(pixel));
@@ -543,50 +565,26 @@ impl Workload for LensProblem {
         warmup: u32,
         repeats: u32,
     ) -> DevicePlan<'_> {
-        let elem = match precision {
-            Precision::F32 => 4,
-            Precision::F64 => 8,
+        let (dtype, halo_args) = match precision {
+            Precision::F32 => (DType::F32, self.f32_halos.args()),
+            Precision::F64 => (DType::F64, self.f64_halos.args()),
         };
-        let (dtype, halo_slices): (DType, [HostSlice; 5]) = match precision {
-            Precision::F32 => {
-                let h = &self.f32_halos;
-                (
-                    DType::F32,
-                    [
-                        HostSlice::F32(&h.n11),
-                        HostSlice::F32(&h.n12),
-                        HostSlice::F32(&h.n22),
-                        HostSlice::F32(&h.fx),
-                        HostSlice::F32(&h.fy),
-                    ],
-                )
-            }
-            Precision::F64 => {
-                let h = &self.f64_halos;
-                (
-                    DType::F64,
-                    [
-                        HostSlice::F64(&h.n11),
-                        HostSlice::F64(&h.n12),
-                        HostSlice::F64(&h.n22),
-                        HostSlice::F64(&h.fx),
-                        HostSlice::F64(&h.fy),
-                    ],
-                )
-            }
-        };
-        let [n11, n12, n22, fx, fy] = halo_slices;
-        let (ix, iy) = match precision {
-            Precision::F32 => (&self.f32_halos.ix, &self.f32_halos.iy),
-            Precision::F64 => (&self.f64_halos.ix, &self.f64_halos.iy),
-        };
-        let band = self.band_rows(elem, max_alloc, mem);
+        let band = self.band_rows(dtype.bytes(), max_alloc, mem);
         let mut jobs = Vec::new();
         let mut row0 = 0;
         while row0 < self.n {
             let rows = band.min(self.n - row0);
             let len = rows * self.n;
-            let items = rows * self.n.div_ceil(PIXELS_PER_ITEM);
+            let mut args = halo_args.to_vec();
+            args.extend([
+                KernelArg::I32(self.halos.len() as i32),
+                KernelArg::I32(self.n as i32),
+                KernelArg::I32(row0 as i32),
+                KernelArg::I32(rows as i32),
+                KernelArg::real(precision, self.pixel),
+                KernelArg::Output { dtype, len },
+                KernelArg::Output { dtype, len },
+            ]);
             jobs.push(KernelJob {
                 program: &PROGRAM,
                 defines: vec![
@@ -594,23 +592,8 @@ impl Workload for LensProblem {
                     ("ASTRO_SUFFIX".into(), precision.name().into()),
                 ],
                 kernel: format!("lens_sie_grad_{}", precision.name()),
-                args: vec![
-                    KernelArg::Input(n11),
-                    KernelArg::Input(n12),
-                    KernelArg::Input(n22),
-                    KernelArg::Input(HostSlice::I32(ix)),
-                    KernelArg::Input(HostSlice::I32(iy)),
-                    KernelArg::Input(fx),
-                    KernelArg::Input(fy),
-                    KernelArg::I32(self.halos.len() as i32),
-                    KernelArg::I32(self.n as i32),
-                    KernelArg::I32(row0 as i32),
-                    KernelArg::I32(rows as i32),
-                    KernelArg::real(precision, self.pixel),
-                    KernelArg::Output { dtype, len },
-                    KernelArg::Output { dtype, len },
-                ],
-                global: items,
+                args,
+                global: rows * self.n.div_ceil(PIXELS_PER_ITEM),
                 local: Some(GPU_GROUP),
                 warmup,
                 repeats,
