@@ -12,11 +12,11 @@ rust::Vec<NativeDevice> cuda_devices() { return from_plain(astroport_cuda::devic
 
 rust::String cuda_runtime_version() { return rust::String(astroport_cuda::runtime_version()); }
 
-NativeOutcome cuda_run_job(int32_t device, const NativeJob &job, rust::Slice<const NativeArg> args,
+NativeOutcome cuda_run_job(int32_t device, const NativeJob &job, rust::Slice<const NativeBuffer> buffers,
+                           rust::Slice<const NativeStep> steps, rust::Slice<const NativeArg> args,
                            rust::Slice<const uint8_t> inputs,
                            rust::Slice<uint8_t> outputs) {
-    return from_plain(astroport_cuda::run_job(static_cast<int>(device), to_plain(job), to_plain(args),
-                                              inputs.data(), inputs.size(), outputs.data(),
+    return from_plain(astroport_cuda::run_job(static_cast<int>(device), to_plain(job, buffers, steps, args), inputs.data(), inputs.size(), outputs.data(),
                                               outputs.size()));
 }
 

@@ -7,37 +7,46 @@
 
 namespace astroport {
 
-inline astroport_native::Job to_plain(const NativeJob &j) {
+inline astroport_native::Job to_plain(const NativeJob &j, rust::Slice<const NativeBuffer> buffers,
+                                     rust::Slice<const NativeStep> steps, rust::Slice<const NativeArg> args) {
     astroport_native::Job p;
     p.program = std::string(j.program);
     p.source = std::string(j.source);
     for (const auto &d : j.defines) p.defines.emplace_back(std::string(d));
     for (const auto &n : j.header_names) p.header_names.emplace_back(std::string(n));
     for (const auto &t : j.header_texts) p.header_texts.emplace_back(std::string(t));
-    p.kernel = std::string(j.kernel);
-    p.global = j.global;
-    p.local = j.local;
     p.warmup = j.warmup;
     p.repeats = j.repeats;
+    for (const auto &b : buffers) p.buffers.push_back({b.role, b.dtype, b.count, b.offset});
+    for (const auto &s : steps) {
+        astroport_native::Step q;
+        q.kernel = std::string(s.kernel);
+        q.fill_buffer = s.fill_buffer;
+        q.fill_byte = s.fill_byte;
+        q.global = s.global;
+        q.local = s.local;
+        q.first_arg = s.first_arg;
+        q.arg_count = s.arg_count;
+        p.steps.push_back(std::move(q));
+    }
+    for (const auto &a : args) p.args.push_back({a.is_buffer, a.buffer, a.dtype, a.scalar_bits});
     return p;
-}
-
-inline std::vector<astroport_native::Arg> to_plain(rust::Slice<const NativeArg> args) {
-    std::vector<astroport_native::Arg> out;
-    out.reserve(args.size());
-    for (const auto &a : args) out.push_back({a.role, a.dtype, a.count, a.offset, a.scalar_bits});
-    return out;
 }
 
 inline NativeOutcome from_plain(astroport_native::Outcome &&o) {
     NativeOutcome r;
     for (double t : o.times_s) r.times_s.push_back(t);
+    for (double t : o.step_times_s) r.step_times_s.push_back(t);
+    for (const auto &s : o.steps) {
+        NativeStepOutcome n;
+        n.regs_per_thread = s.regs_per_thread;
+        n.occupancy = s.occupancy;
+        n.resources_source = rust::String::lossy(s.resources_source);
+        n.local_used = s.local_used;
+        r.steps.push_back(std::move(n));
+    }
     r.build_s = o.build_s;
-    r.regs_per_thread = o.regs_per_thread;
-    r.occupancy = o.occupancy;
-    r.resources_source = rust::String(o.resources_source);
-    r.local_used = o.local_used;
-    r.build_options = rust::String(o.build_options);
+    r.build_options = rust::String::lossy(o.build_options);
     return r;
 }
 

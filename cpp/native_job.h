@@ -1,48 +1,121 @@
-// Plain C++ description of one kernel job, shared by the CUDA (ports/cuda/cuda_host.*) and SYCL
-// (cpp/sycl_host.*) host plumbing. No cxx types here: the hosts can be built and tested with nvcc or g++
-// alone. cpp/native_convert.h converts from the cxx bridge types (src/backend/native.rs).
+// Plain C++ description of one job, shared by the CUDA (ports/cuda/cuda_host.*) and SYCL (cpp/sycl_host.*)
+// host plumbing. No cxx types here: the hosts can be built and tested with nvcc or g++ alone.
+// cpp/native_convert.h converts from the cxx bridge types (src/backend/native.rs), which document the fields.
+//
+// A job is device buffers that live for the whole job plus an ordered list of steps (kernel launches and
+// buffer fills) on one in-order stream/queue. Both hosts: upload inputs once, poison outputs and scratch
+// with 0xFF, run the sequence `warmup` times, time it `repeats` times (whole sequence and each step),
+// re-poison, run it once more and copy the outputs, concatenated in buffer order, to the caller.
 #pragma once
 #include <cstdint>
+#include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace astroport_native {
 
-enum Role : uint8_t { kInput = 0, kOutput = 1, kScalar = 2 };
+enum Role : uint8_t { kInput = 0, kOutput = 1, kScratch = 2 };
 enum DType : uint8_t { kI32 = 0, kU32 = 1, kF32 = 2, kF64 = 3, kU64 = 4 };
 
 inline size_t dtype_bytes(uint8_t dtype) { return (dtype == kF64 || dtype == kU64) ? 8 : 4; }
 
+struct Buffer {
+    uint8_t role = kInput;
+    uint8_t dtype = kF32;
+    uint64_t count = 0;   // elements
+    uint64_t offset = 0;  // inputs: byte offset into the input blob
+    size_t bytes() const { return static_cast<size_t>(count) * dtype_bytes(dtype); }
+};
+
 struct Arg {
-    uint8_t role = kScalar;
-    uint8_t dtype = kI32;
-    uint64_t count = 0;        // buffers: elements
-    uint64_t offset = 0;       // inputs: byte offset into the input blob
+    bool is_buffer = false;
+    uint32_t buffer = 0;       // buffers: index into Job::buffers
+    uint8_t dtype = kI32;      // scalars
     uint64_t scalar_bits = 0;  // scalars: value bits, little-endian
 };
 
-struct Job {
-    std::string program;                     // build-cache key, with defines
-    std::string source;                      // SYCL: kernel source compiled at run time
-    std::vector<std::string> defines;        // "NAME=VALUE"
-    std::vector<std::string> header_names;   // SYCL: include files handed to the run-time compiler
-    std::vector<std::string> header_texts;
-    std::string kernel;
+struct Step {
+    std::string kernel;  // empty: a fill
+    uint32_t fill_buffer = 0;
+    uint8_t fill_byte = 0;
     uint64_t global = 0;  // 1-D work-items; the host rounds up to a multiple of local
     uint64_t local = 0;   // 0 = host chooses
-    uint32_t warmup = 1;
-    uint32_t repeats = 3;
+    uint64_t first_arg = 0, arg_count = 0;
+    bool is_fill() const { return kernel.empty(); }
 };
 
-struct Outcome {
-    std::vector<double> times_s;   // timed repeats, device timer
-    double build_s = 0;
+struct Job {
+    std::string program;                    // build-cache key, with defines
+    std::string source;                     // SYCL: kernel source compiled at run time
+    std::vector<std::string> defines;       // "NAME=VALUE"
+    std::vector<std::string> header_names;  // SYCL: include files handed to the run-time compiler
+    std::vector<std::string> header_texts;
+    uint32_t warmup = 1;
+    uint32_t repeats = 3;
+    std::vector<Buffer> buffers;
+    std::vector<Step> steps;
+    std::vector<Arg> args;  // every launch's arguments, back to back
+};
+
+struct StepOutcome {
     int regs_per_thread = -1;
     double occupancy = -1;
     std::string resources_source;
     uint64_t local_used = 0;
+};
+
+struct Outcome {
+    std::vector<double> times_s;       // timed repeats, whole sequence, device timer
+    std::vector<double> step_times_s;  // repeat-major: [r * steps.size() + s]
+    std::vector<StepOutcome> steps;
+    double build_s = 0;
     std::string build_options;
 };
+
+// Checks every index and size of a job against itself and the input blob, before any device work; returns
+// the total output bytes. Written once for both hosts.
+inline size_t validate(const Job &job, size_t inputs_len, size_t max_alloc) {
+    auto fail = [](const std::string &m) -> void { throw std::runtime_error(m); };
+    if (job.steps.empty()) fail("job " + job.program + " has no steps");
+    if (job.header_names.size() != job.header_texts.size())
+        fail("job " + job.program + ": header_names and header_texts differ in length");
+    size_t out_total = 0;
+    for (size_t i = 0; i < job.buffers.size(); ++i) {
+        const Buffer &b = job.buffers[i];
+        const std::string name = "buffer " + std::to_string(i);
+        if (b.role > kScratch) fail(name + ": unknown role " + std::to_string(b.role));
+        if (b.dtype > kU64) fail(name + ": unknown dtype " + std::to_string(b.dtype));
+        if (b.count > std::numeric_limits<size_t>::max() / dtype_bytes(b.dtype)) fail(name + ": count overflows");
+        const size_t bytes = b.bytes();
+        if (max_alloc && bytes > max_alloc)
+            fail(name + ": " + std::to_string(bytes) + " bytes exceed the device's max allocation of " +
+                 std::to_string(max_alloc));
+        if (b.role == kInput && (b.offset > inputs_len || bytes > inputs_len - b.offset))
+            fail(name + ": input bytes [" + std::to_string(b.offset) + ", +" + std::to_string(bytes) +
+                 ") outside the " + std::to_string(inputs_len) + "-byte input blob");
+        if (b.role == kOutput) out_total += bytes;
+    }
+    for (size_t s = 0; s < job.steps.size(); ++s) {
+        const Step &st = job.steps[s];
+        const std::string name = "step " + std::to_string(s) + " (" + (st.is_fill() ? "fill" : st.kernel) + ")";
+        if (st.is_fill()) {
+            if (st.fill_buffer >= job.buffers.size()) fail(name + ": fill names a missing buffer");
+            continue;
+        }
+        if (st.global == 0) fail(name + ": global work size is 0");
+        if (st.first_arg > job.args.size() || st.arg_count > job.args.size() - st.first_arg)
+            fail(name + ": argument range outside the job's argument list");
+        for (uint64_t a = st.first_arg; a < st.first_arg + st.arg_count; ++a) {
+            const Arg &arg = job.args[a];
+            if (arg.is_buffer && arg.buffer >= job.buffers.size())
+                fail(name + ": argument " + std::to_string(a - st.first_arg) + " names a missing buffer");
+            if (!arg.is_buffer && arg.dtype > kU64)
+                fail(name + ": argument " + std::to_string(a - st.first_arg) + " has unknown dtype");
+        }
+    }
+    return out_total;
+}
 
 struct Device {
     int index = 0;

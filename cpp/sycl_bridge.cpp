@@ -12,11 +12,11 @@ rust::Vec<NativeDevice> sycl_devices() { return from_plain(astroport_sycl::devic
 
 rust::String sycl_runtime_version() { return rust::String::lossy(astroport_sycl::runtime_version()); }
 
-NativeOutcome sycl_run_job(int32_t device, const NativeJob &job, rust::Slice<const NativeArg> args,
+NativeOutcome sycl_run_job(int32_t device, const NativeJob &job, rust::Slice<const NativeBuffer> buffers,
+                           rust::Slice<const NativeStep> steps, rust::Slice<const NativeArg> args,
                            rust::Slice<const uint8_t> inputs,
                            rust::Slice<uint8_t> outputs) {
-    return from_plain(astroport_sycl::run_job(static_cast<int>(device), to_plain(job), to_plain(args),
-                                              inputs.data(), inputs.size(), outputs.data(),
+    return from_plain(astroport_sycl::run_job(static_cast<int>(device), to_plain(job, buffers, steps, args), inputs.data(), inputs.size(), outputs.data(),
                                               outputs.size()));
 }
 

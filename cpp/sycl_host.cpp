@@ -39,6 +39,8 @@ using astroport_native::Arg;
 using astroport_native::Device;
 using astroport_native::Job;
 using astroport_native::Outcome;
+using astroport_native::Step;
+using astroport_native::StepOutcome;
 
 namespace astroport_sycl {
 namespace {
@@ -235,15 +237,16 @@ std::string kernel_info(const sycl::kernel &k, const sycl::device &d, const char
     }
 }
 
-Outcome run_job_locked(State &st, int device, const Job &job, const std::vector<Arg> &args,
-                       const uint8_t *inputs, size_t inputs_len, uint8_t *outputs_dst, size_t outputs_len) {
+Outcome run_job_locked(State &st, int device, const Job &job, const uint8_t *inputs, size_t inputs_len,
+                       uint8_t *outputs_dst, size_t outputs_len) {
     DeviceState &ds = device_locked(st, device);
     sycl::queue &q = *ds.queue;
     Outcome out;
-
-    if (job.header_names.size() != job.header_texts.size())
-        throw std::runtime_error("job " + job.program + ": header_names and header_texts differ in length");
-    if (job.global == 0) throw std::runtime_error("job " + job.program + ": global work size is 0");
+    const uint64_t max_alloc = ds.dev.get_info<sycl::info::device::max_mem_alloc_size>();
+    const size_t total_out = astroport_native::validate(job, inputs_len, max_alloc);
+    if (outputs_len != total_out)
+        throw std::runtime_error("output buffer holds " + std::to_string(outputs_len) + " bytes, the job writes " +
+                                 std::to_string(total_out));
 
     // ---- build (cached per device, program and defines) ----
     std::vector<std::string> opts;
@@ -272,33 +275,38 @@ Outcome run_job_locked(State &st, int device, const Job &job, const std::vector<
         }
     }
     auto &bundle = it->second.bundle;  // ext_oneapi_get_kernel is non-const
-    if (!bundle.ext_oneapi_has_kernel(job.kernel))
-        throw std::runtime_error("program '" + job.program + "' has no kernel '" + job.kernel +
-                                 "' (free-function kernels must be extern \"C\")");
-    sycl::kernel kernel = bundle.ext_oneapi_get_kernel(job.kernel);
 
-    // ---- launch geometry ----
-    size_t kernel_max = ds.dev.get_info<sycl::info::device::max_work_group_size>();
+    // ---- per launch: kernel, geometry, resources (SYCL exposes no register count) ----
+    std::string plat;
     try {
-        kernel_max = std::min(kernel_max, kernel.get_info<sycl::info::kernel_device_specific::work_group_size>(ds.dev));
+        plat = ds.dev.get_platform().get_info<sycl::info::platform::name>();
     } catch (...) {
     }
-    uint64_t local = job.local ? job.local : std::min<uint64_t>(kernel_max, 256);
-    if (local == 0) local = 1;
-    uint64_t global = (job.global + local - 1) / local * local;
-    out.local_used = local;
-
-    // ---- resources: SYCL exposes no register count; report what the kernel info offers ----
-    out.regs_per_thread = -1;
-    out.occupancy = -1;
-    {
-        std::string plat;
+    std::vector<sycl::kernel> kernels;
+    std::vector<size_t> kernel_of(job.steps.size(), 0);
+    std::vector<sycl::nd_range<1>> ranges;
+    std::vector<size_t> range_of(job.steps.size(), 0);
+    out.steps.resize(job.steps.size());
+    for (size_t s = 0; s < job.steps.size(); ++s) {
+        const Step &step = job.steps[s];
+        if (step.is_fill()) continue;
+        if (!bundle.ext_oneapi_has_kernel(step.kernel))
+            throw std::runtime_error("program '" + job.program + "' has no kernel '" + step.kernel +
+                                     "' (free-function kernels must be extern \"C\")");
+        sycl::kernel kernel = bundle.ext_oneapi_get_kernel(step.kernel);
+        size_t kernel_max = ds.dev.get_info<sycl::info::device::max_work_group_size>();
         try {
-            plat = ds.dev.get_platform().get_info<sycl::info::platform::name>();
+            kernel_max =
+                std::min(kernel_max, kernel.get_info<sycl::info::kernel_device_specific::work_group_size>(ds.dev));
         } catch (...) {
         }
-        std::string s = "n/a: SYCL on " + plat + " (" + (ds.dev.is_gpu() ? "GPU" : ds.dev.is_cpu() ? "CPU" : "device") +
-                        ") exposes no register count or occupancy";
+        uint64_t local = step.local ? step.local : std::min<uint64_t>(kernel_max, 256);
+        if (local == 0) local = 1;
+        const uint64_t global = (step.global + local - 1) / local * local;
+        StepOutcome &so = out.steps[s];
+        so.local_used = local;
+        std::string src = "n/a: SYCL on " + plat + " (" + (ds.dev.is_gpu() ? "GPU" : ds.dev.is_cpu() ? "CPU" : "device") +
+                          ") exposes no register count or occupancy";
         std::vector<std::string> info;
         for (auto &x : {kernel_info<sycl::info::kernel_device_specific::private_mem_size>(kernel, ds.dev,
                                                                                           "private_mem_size_bytes"),
@@ -307,14 +315,17 @@ Outcome run_job_locked(State &st, int device, const Job &job, const std::vector<
                         kernel_info<sycl::info::kernel_device_specific::preferred_work_group_size_multiple>(
                             kernel, ds.dev, "preferred_work_group_size_multiple")})
             if (!x.empty()) info.push_back(x);
-        if (!info.empty()) s += "; kernel info: " + join(info, ", ");
-        out.resources_source = s;
+        if (!info.empty()) src += "; kernel info: " + join(info, ", ");
+        so.resources_source = src;
+        kernel_of[s] = kernels.size();
+        kernels.push_back(std::move(kernel));
+        range_of[s] = ranges.size();
+        ranges.emplace_back(sycl::range<1>(static_cast<size_t>(global)), sycl::range<1>(static_cast<size_t>(local)));
     }
 
     // ---- buffers ----
-    const uint64_t max_alloc = ds.dev.get_info<sycl::info::device::max_mem_alloc_size>();
     std::vector<UsmBuffer> buffers;  // freed on every path
-    buffers.reserve(args.size());
+    buffers.reserve(job.buffers.size());
     // Declared after `buffers`, so destroyed first: on an error path, work already queued finishes before
     // its allocations are freed.
     struct QueueDrain {
@@ -326,88 +337,85 @@ Outcome run_job_locked(State &st, int device, const Job &job, const std::vector<
             }
         }
     } drain{q};
-    std::vector<LaunchArg> largs(args.size());
-    std::vector<size_t> outputs;  // indices into buffers, in argument order
-    std::vector<size_t> output_bytes;
-    size_t total_out = 0;
-    for (size_t i = 0; i < args.size(); ++i) {
-        const Arg &a = args[i];
-        if (a.role == astroport_native::kScalar) {
-            if (a.dtype > astroport_native::kU64)
-                throw std::runtime_error("argument " + std::to_string(i) + ": unknown scalar dtype " +
-                                         std::to_string(a.dtype));
-            largs[i].kind = a.dtype;
-            largs[i].bits = a.scalar_bits;
-            continue;
-        }
-        if (a.role != astroport_native::kInput && a.role != astroport_native::kOutput)
-            throw std::runtime_error("argument " + std::to_string(i) + ": unknown role " + std::to_string(a.role));
-        if (a.dtype > astroport_native::kU64)
-            throw std::runtime_error("argument " + std::to_string(i) + ": unknown dtype " + std::to_string(a.dtype));
-        const size_t elem = astroport_native::dtype_bytes(a.dtype);
-        if (a.count > (SIZE_MAX / elem)) throw std::runtime_error("argument " + std::to_string(i) + ": count overflows");
-        const size_t bytes = static_cast<size_t>(a.count) * elem;
-        if (bytes > max_alloc)
-            throw std::runtime_error("argument " + std::to_string(i) + ": " + std::to_string(bytes) +
-                                     " bytes exceed the device's max allocation of " + std::to_string(max_alloc));
-        if (a.role == astroport_native::kInput && (a.offset > inputs_len || bytes > inputs_len - a.offset))
-            throw std::runtime_error("argument " + std::to_string(i) + ": input bytes [" + std::to_string(a.offset) +
-                                     ", +" + std::to_string(bytes) + ") outside the input blob of " +
-                                     std::to_string(inputs_len) + " bytes");
+    for (size_t i = 0; i < job.buffers.size(); ++i) {
+        const astroport_native::Buffer &a = job.buffers[i];
+        const size_t bytes = a.bytes();
         UsmBuffer b;
         b.ctx = &ds.ctx;
         b.bytes = bytes;
-        b.ptr = sycl::malloc_device(std::max<size_t>(bytes, elem), ds.dev, ds.ctx);  // never a null pointer arg
+        b.ptr = sycl::malloc_device(std::max<size_t>(bytes, astroport_native::dtype_bytes(a.dtype)), ds.dev,
+                                    ds.ctx);  // never a null pointer arg
         if (!b.ptr)
-            throw std::runtime_error("argument " + std::to_string(i) + ": sycl::malloc_device of " +
+            throw std::runtime_error("buffer " + std::to_string(i) + ": sycl::malloc_device of " +
                                      std::to_string(bytes) + " bytes failed");
-        largs[i].ptr = b.ptr;
-        if (a.role == astroport_native::kInput) {
-            if (bytes) q.memcpy(b.ptr, inputs + a.offset, bytes);
-        } else {
-            outputs.push_back(buffers.size());
-            output_bytes.push_back(bytes);
-            total_out += bytes;
-        }
+        if (a.role == astroport_native::kInput && bytes) q.memcpy(b.ptr, inputs + a.offset, bytes);
         buffers.push_back(std::move(b));
     }
+    std::vector<LaunchArg> largs(job.args.size());
+    for (size_t i = 0; i < job.args.size(); ++i) {
+        const Arg &a = job.args[i];
+        if (a.is_buffer) {
+            largs[i].ptr = buffers[a.buffer].ptr;
+        } else {
+            largs[i].kind = a.dtype;
+            largs[i].bits = a.scalar_bits;
+        }
+    }
     auto poison = [&]() {
-        for (size_t k = 0; k < outputs.size(); ++k)
-            if (output_bytes[k]) q.memset(buffers[outputs[k]].ptr, 0xFF, output_bytes[k]);  // NaN for f32/f64
+        for (size_t i = 0; i < job.buffers.size(); ++i)
+            if (job.buffers[i].role != astroport_native::kInput && buffers[i].bytes)
+                q.memset(buffers[i].ptr, 0xFF, buffers[i].bytes);  // NaN for f32/f64
     };
     poison();
     ds.sync("upload/poison");
 
-    const sycl::nd_range<1> range{sycl::range<1>(static_cast<size_t>(global)), sycl::range<1>(static_cast<size_t>(local))};
-    auto launch = [&]() {
-        return q.submit([&](sycl::handler &h) {
-            for (size_t i = 0; i < args.size(); ++i)
-                set_arg(h, static_cast<int>(i), largs[i], args[i].role != astroport_native::kScalar);
-            h.parallel_for(range, kernel);
-        });
+    // Enqueues the step sequence; returns one event per step.
+    auto sequence = [&]() {
+        std::vector<sycl::event> events;
+        events.reserve(job.steps.size());
+        for (size_t s = 0; s < job.steps.size(); ++s) {
+            const Step &step = job.steps[s];
+            if (step.is_fill()) {
+                UsmBuffer &b = buffers[step.fill_buffer];
+                events.push_back(q.memset(b.ptr, step.fill_byte, b.bytes));
+                continue;
+            }
+            events.push_back(q.submit([&](sycl::handler &h) {
+                for (uint64_t a = 0; a < step.arg_count; ++a) {
+                    const size_t k = static_cast<size_t>(step.first_arg + a);
+                    set_arg(h, static_cast<int>(a), largs[k], job.args[k].is_buffer);
+                }
+                h.parallel_for(ranges[range_of[s]], kernels[kernel_of[s]]);
+            }));
+        }
+        return events;
     };
 
     // ---- warm-up, timed repeats, verification run ----
-    for (uint32_t w = 0; w < job.warmup; ++w) launch();
+    for (uint32_t w = 0; w < job.warmup; ++w) sequence();
     ds.sync("warm-up");
     out.times_s.reserve(job.repeats);
     for (uint32_t r = 0; r < job.repeats; ++r) {
-        sycl::event ev = launch();
-        ev.wait();
-        ds.sync("timed launch");
-        const uint64_t t0 = ev.get_profiling_info<sycl::info::event_profiling::command_start>();
-        const uint64_t t1 = ev.get_profiling_info<sycl::info::event_profiling::command_end>();
-        out.times_s.push_back(t1 >= t0 ? static_cast<double>(t1 - t0) * 1e-9 : 0.0);
+        std::vector<sycl::event> events = sequence();
+        events.back().wait();
+        ds.sync("timed sequence");
+        uint64_t first = UINT64_MAX, last = 0;
+        for (auto &ev : events) {
+            const uint64_t t0 = ev.get_profiling_info<sycl::info::event_profiling::command_start>();
+            const uint64_t t1 = ev.get_profiling_info<sycl::info::event_profiling::command_end>();
+            first = std::min(first, t0);
+            last = std::max(last, t1);
+            out.step_times_s.push_back(t1 >= t0 ? static_cast<double>(t1 - t0) * 1e-9 : 0.0);
+        }
+        out.times_s.push_back(last >= first ? static_cast<double>(last - first) * 1e-9 : 0.0);
     }
     poison();
-    launch();
-    if (outputs_len != total_out)
-        throw std::runtime_error("output buffer holds " + std::to_string(outputs_len) + " bytes, the job writes " +
-                                 std::to_string(total_out));
+    sequence();
     size_t pos = 0;
-    for (size_t k = 0; k < outputs.size(); ++k) {
-        if (output_bytes[k]) q.memcpy(outputs_dst + pos, buffers[outputs[k]].ptr, output_bytes[k]);
-        pos += output_bytes[k];
+    for (size_t i = 0; i < job.buffers.size(); ++i) {
+        if (job.buffers[i].role != astroport_native::kOutput) continue;
+        if (buffers[i].bytes) q.memcpy(outputs_dst + pos, buffers[i].ptr, buffers[i].bytes);
+        pos += buffers[i].bytes;
     }
     ds.sync("verification run");
     return out;
@@ -464,14 +472,14 @@ std::string runtime_version() {
     return s.str();
 }
 
-Outcome run_job(int device, const Job &job, const std::vector<Arg> &args, const uint8_t *inputs,
-                size_t inputs_len, uint8_t *outputs, size_t outputs_len) {
+Outcome run_job(int device, const Job &job, const uint8_t *inputs, size_t inputs_len, uint8_t *outputs,
+                size_t outputs_len) {
     State &st = state();
     std::lock_guard<std::mutex> lock(st.mutex);
     try {
-        return run_job_locked(st, device, job, args, inputs, inputs_len, outputs, outputs_len);
+        return run_job_locked(st, device, job, inputs, inputs_len, outputs, outputs_len);
     } catch (const sycl::exception &e) {
-        throw std::runtime_error("SYCL job '" + job.program + "' kernel '" + job.kernel + "': " + e.what());
+        throw std::runtime_error("SYCL job '" + job.program + "': " + e.what());
     }
 }
 

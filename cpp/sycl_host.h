@@ -19,11 +19,10 @@ std::vector<astroport_native::Device> devices();
 // Runtime provenance: SYCL library version, platform and driver versions of the usable devices.
 std::string runtime_version();
 
-// Builds job.source (cached per device, program and defines for the life of the process), poisons the
-// outputs, runs `warmup` untimed and `repeats` timed launches (queue profiling events), re-poisons, runs once
-// more and copies that run's outputs into `outputs` (caller-owned, exactly the total output size). Throws std::runtime_error (with the build log on a failed build).
-astroport_native::Outcome run_job(int device, const astroport_native::Job &job,
-                                  const std::vector<astroport_native::Arg> &args, const uint8_t *inputs,
+// Builds job.source (cached per device, program and defines for the life of the process) and runs the job
+// (semantics: cpp/native_job.h), copying the last run's outputs into `outputs` (caller-owned, exactly the
+// total output size). Throws std::runtime_error (with the build log on a failed build).
+astroport_native::Outcome run_job(int device, const astroport_native::Job &job, const uint8_t *inputs,
                                   size_t inputs_len, uint8_t *outputs, size_t outputs_len);
 
 }  // namespace astroport_sycl

@@ -141,7 +141,15 @@ fn execute(
                 min += t.min;
                 max += t.max;
                 build += out.build_s;
-                global += job.global as u64;
+                global += job
+                    .steps
+                    .iter()
+                    .map(|s| match s {
+                        crate::backend::Step::Launch(l) => l.global as u64,
+                        _ => 0,
+                    })
+                    .max()
+                    .unwrap_or(0);
                 local = out.local_used as u64;
                 resources.get_or_insert(out.resources);
                 if build_options.is_empty() {

@@ -242,22 +242,22 @@ fn unwritten_outputs_stay_poisoned() {
         let Target::Device(dev) = t else {
             unreachable!()
         };
-        let job = KernelJob {
-            program: &NOOP,
-            defines: vec![],
-            kernel: "writes_nothing".into(),
-            args: vec![
+        let job = KernelJob::single(
+            &NOOP,
+            vec![],
+            "writes_nothing",
+            vec![
                 KernelArg::Output {
                     dtype: DType::F32,
                     len: 1000,
                 },
                 KernelArg::I32(1000),
             ],
-            global: 1000,
-            local: None,
-            warmup: 1,
-            repeats: 1,
-        };
+            1000,
+            None,
+            1,
+            1,
+        );
         let out = dev.run(&job).unwrap_or_else(|e| panic!("{}: {e}", t.id()));
         match &out.outputs[0] {
             HostVec::F32(v) => assert!(
@@ -284,19 +284,19 @@ fn build_failure_shows_the_log() {
         let Target::Device(dev) = t else {
             unreachable!()
         };
-        let job = KernelJob {
-            program: &BROKEN,
-            defines: vec![],
-            kernel: "k".into(),
-            args: vec![KernelArg::Output {
+        let job = KernelJob::single(
+            &BROKEN,
+            vec![],
+            "k",
+            vec![KernelArg::Output {
                 dtype: DType::F32,
                 len: 1,
             }],
-            global: 1,
-            local: None,
-            warmup: 0,
-            repeats: 1,
-        };
+            1,
+            None,
+            0,
+            1,
+        );
         let err = dev.run(&job).expect_err("build must fail").to_string();
         assert!(
             err.contains("broken") && err.contains("undefined_name"),

@@ -26,6 +26,8 @@ using astroport_native::Arg;
 using astroport_native::Device;
 using astroport_native::Job;
 using astroport_native::Outcome;
+using astroport_native::Step;
+using astroport_native::StepOutcome;
 
 std::string err_text(cudaError_t e) {
     return std::string(cudaGetErrorString(e)) + " (" + cudaGetErrorName(e) + ")";
@@ -146,10 +148,10 @@ const void *find_kernel(const std::string &name) {
 std::mutex g_loaded_mutex;
 std::set<std::pair<int, const void *>> g_loaded;
 
-// Checks the job's argument list against the kernel's parameter list (count and sizes) with
+// Checks a launch's arguments against the kernel's parameter list (count and sizes) with
 // cudaFuncGetParamInfo, so a mismatch is an error message rather than garbage pointers on the device.
 // Returns false (no check made) when the runtime/driver cannot answer.
-bool check_params(const void *func, const std::string &kernel, const std::vector<Arg> &args) {
+bool check_params(const void *func, const Job &job, const Step &step) {
     auto param_size = [&](size_t i, size_t *size) -> cudaError_t {
         size_t off = 0;
         cudaError_t e = cudaFuncGetParamInfo(func, i, &off, size);
@@ -164,48 +166,34 @@ bool check_params(const void *func, const std::string &kernel, const std::vector
         n_params = 1;
         while (n_params < 4096 && param_size(n_params, &size) == cudaSuccess) ++n_params;
     }
-    if (n_params != args.size())
-        throw std::runtime_error("CUDA kernel " + kernel + " takes " + std::to_string(n_params) +
-                                 " parameters, the job passes " + std::to_string(args.size()));
-    for (size_t i = 0; i < args.size(); ++i) {
+    if (n_params != step.arg_count)
+        throw std::runtime_error("CUDA kernel " + step.kernel + " takes " + std::to_string(n_params) +
+                                 " parameters, the job passes " + std::to_string(step.arg_count));
+    for (size_t i = 0; i < step.arg_count; ++i) {
+        const Arg &a = job.args[step.first_arg + i];
         ASTRO_CUDA_CHECK(param_size(i, &size));
-        const size_t want = args[i].role == astroport_native::kScalar ? astroport_native::dtype_bytes(args[i].dtype)
-                                                                     : sizeof(void *);
+        const size_t want = a.is_buffer ? sizeof(void *) : astroport_native::dtype_bytes(a.dtype);
         if (size != want)
-            throw std::runtime_error("CUDA kernel " + kernel + " parameter " + std::to_string(i) + " is " +
+            throw std::runtime_error("CUDA kernel " + step.kernel + " parameter " + std::to_string(i) + " is " +
                                      std::to_string(size) + " bytes, the job passes " + std::to_string(want) +
-                                     (args[i].role == astroport_native::kScalar ? " (scalar, dtype " : " (buffer, dtype ") +
-                                     std::to_string(args[i].dtype) + ")");
+                                     (a.is_buffer ? " (buffer)" : " (scalar, dtype " + std::to_string(a.dtype) + ")"));
     }
     return true;
 }
 
-size_t buffer_bytes(const Arg &a, size_t index) {
-    const size_t eb = astroport_native::dtype_bytes(a.dtype);
-    if (a.count > std::numeric_limits<size_t>::max() / eb)
-        throw std::runtime_error("argument " + std::to_string(index) + ": element count too large");
-    return static_cast<size_t>(a.count) * eb;
-}
+// One launch step, resolved: function, geometry and its parameter pointers.
+struct Resolved {
+    const void *func = nullptr;
+    dim3 grid, block;
+    std::vector<size_t> param_slots;  // indices into the job-wide scalar/pointer slot table
+};
 
-Outcome run_job_impl(int device, const Job &job, const std::vector<Arg> &args, const uint8_t *inputs,
-                     size_t inputs_len, uint8_t *outputs, size_t outputs_len) {
-    // Validate the description before touching the device.
-    for (size_t i = 0; i < args.size(); ++i) {
-        const Arg &a = args[i];
-        if (a.role > astroport_native::kScalar)
-            throw std::runtime_error("argument " + std::to_string(i) + ": unknown role " + std::to_string(a.role));
-        if (a.dtype > astroport_native::kU64)
-            throw std::runtime_error("argument " + std::to_string(i) + ": unknown dtype " + std::to_string(a.dtype));
-        if (a.role == astroport_native::kInput) {
-            const size_t bytes = buffer_bytes(a, i);
-            if (a.offset > inputs_len || bytes > inputs_len - a.offset || (bytes > 0 && inputs == nullptr))
-                throw std::runtime_error("argument " + std::to_string(i) + ": input bytes [" +
-                                         std::to_string(a.offset) + ", +" + std::to_string(bytes) +
-                                         ") outside the " + std::to_string(inputs_len) + "-byte input blob");
-        }
-    }
-    if (job.global == 0) throw std::runtime_error("global work size is 0");
-    const void *func = find_kernel(job.kernel);
+Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t inputs_len, uint8_t *outputs,
+                     size_t outputs_len) {
+    const size_t out_total = astroport_native::validate(job, inputs_len, 0);
+    if (outputs_len != out_total)
+        throw std::runtime_error("output buffer holds " + std::to_string(outputs_len) + " bytes, the job writes " +
+                                 std::to_string(out_total));
 
     const int n_dev = device_count();
     if (device < 0 || device >= n_dev)
@@ -213,148 +201,162 @@ Outcome run_job_impl(int device, const Job &job, const std::vector<Arg> &args, c
                                  std::to_string(n_dev) + " devices)");
     ASTRO_CUDA_CHECK(cudaSetDevice(device));
     ASTRO_CUDA_CHECK(cudaFree(nullptr));  // create the primary context outside the timed module load
+    int max_threads_sm = 0;
+    ASTRO_CUDA_CHECK(cudaDeviceGetAttribute(&max_threads_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device));
 
     Outcome out;
     out.build_options = "nvcc " + std::to_string(__CUDACC_VER_MAJOR__) + "." +
                         std::to_string(__CUDACC_VER_MINOR__) + "." + std::to_string(__CUDACC_VER_BUILD__) +
                         ": " + ASTROPORT_NVCC_FLAGS;
 
-    // Module load (first touch) + static resources.
-    cudaFuncAttributes attr{};
-    {
-        std::lock_guard<std::mutex> lock(g_loaded_mutex);
-        const bool first = g_loaded.find({device, func}) == g_loaded.end();
-        const auto t0 = std::chrono::steady_clock::now();
-        ASTRO_CUDA_CHECK(cudaFuncGetAttributes(&attr, func));
-        const auto t1 = std::chrono::steady_clock::now();
-        if (first) {
-            out.build_s = std::chrono::duration<double>(t1 - t0).count();
-            g_loaded.insert({device, func});
-        }
+    // Buffers first: launch parameters point at them.
+    std::vector<DeviceBuffer> buffers(job.buffers.size());
+    Stream stream;
+    for (size_t i = 0; i < job.buffers.size(); ++i) {
+        const astroport_native::Buffer &b = job.buffers[i];
+        DeviceBuffer &d = buffers[i];
+        d.bytes = b.bytes();
+        if (d.bytes > 0) ASTRO_CUDA_CHECK(cudaMalloc(&d.ptr, d.bytes));
+        if (b.role == astroport_native::kInput && d.bytes > 0)
+            ASTRO_CUDA_CHECK(cudaMemcpyAsync(d.ptr, inputs + b.offset, d.bytes, cudaMemcpyHostToDevice, stream.s));
     }
-    const bool params_checked = check_params(func, job.kernel, args);
 
-    // Block size.
-    int block = 0;
-    std::string block_source;
-    if (job.local != 0) {
-        if (job.local > static_cast<uint64_t>(attr.maxThreadsPerBlock))
-            throw std::runtime_error("local size " + std::to_string(job.local) + " exceeds kernel " + job.kernel +
-                                     "'s limit of " + std::to_string(attr.maxThreadsPerBlock) +
-                                     " threads per block");
-        block = static_cast<int>(job.local);
-        block_source = "block from job";
-    } else {
-        int min_grid = 0;
-        cudaError_t e = cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, func, 0, 0);
-        if (e != cudaSuccess || block <= 0) {
-            (void)cudaGetLastError();
-            block = attr.maxThreadsPerBlock < 256 ? attr.maxThreadsPerBlock : 256;
-            block_source = "block 256 default";
-        } else {
-            block_source = "block from cudaOccupancyMaxPotentialBlockSize";
-        }
-    }
-    const uint64_t grid64 = (job.global + static_cast<uint64_t>(block) - 1) / static_cast<uint64_t>(block);
-    if (grid64 > 0x7fffffffull)
-        throw std::runtime_error("grid of " + std::to_string(grid64) + " blocks exceeds the 2^31-1 limit");
-    const dim3 grid_dim(static_cast<unsigned>(grid64)), block_dim(static_cast<unsigned>(block));
-    out.local_used = static_cast<uint64_t>(block);
-
-    // Occupancy and resources.
-    int active_blocks = 0, max_threads_sm = 0;
-    ASTRO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&active_blocks, func, block, 0));
-    ASTRO_CUDA_CHECK(cudaDeviceGetAttribute(&max_threads_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device));
-    out.regs_per_thread = attr.numRegs;
-    out.occupancy = max_threads_sm > 0 ? static_cast<double>(active_blocks) * block / max_threads_sm : -1.0;
-    out.resources_source = "cudaFuncGetAttributes + cudaOccupancyMaxActiveBlocksPerMultiprocessor; local mem " +
-                           std::to_string(attr.localSizeBytes) + " B; static smem " +
-                           std::to_string(attr.sharedSizeBytes) + " B; const " +
-                           std::to_string(attr.constSizeBytes) + " B; " + std::to_string(active_blocks) +
-                           " blocks/SM of " + std::to_string(block) + " (max " + std::to_string(max_threads_sm) +
-                           " threads/SM, kernel max " + std::to_string(attr.maxThreadsPerBlock) +
-                           " threads/block); " + block_source + "; binary sm_" +
-                           std::to_string(attr.binaryVersion) + ", ptx " + std::to_string(attr.ptxVersion) +
-                           (params_checked ? "; params checked" : "; params unchecked");
-
-    // Buffers and launch parameters. `slots` is sized once: `params` points into it.
+    // Launch parameter storage: one slot per argument of the job, sized once (params point into it).
     union Scalar {
         int32_t i32;
         uint32_t u32;
         float f32;
         double f64;
         uint64_t u64;
+        void *ptr;
     };
-    struct Slot {
-        void *dev = nullptr;
-        Scalar scalar;
-    };
-    std::vector<DeviceBuffer> buffers(args.size());
-    std::vector<Slot> slots(args.size());
-    std::vector<void *> params(args.size());
-    size_t out_total = 0;
-    Stream stream;
-    for (size_t i = 0; i < args.size(); ++i) {
-        const Arg &a = args[i];
-        if (a.role == astroport_native::kScalar) {
-            std::memset(&slots[i].scalar, 0, sizeof(Scalar));
-            std::memcpy(&slots[i].scalar, &a.scalar_bits, astroport_native::dtype_bytes(a.dtype));  // LE host
-            params[i] = &slots[i].scalar;
-            continue;
+    std::vector<Scalar> slots(job.args.size());
+    for (size_t a = 0; a < job.args.size(); ++a) {
+        const Arg &arg = job.args[a];
+        std::memset(&slots[a], 0, sizeof(Scalar));
+        if (arg.is_buffer)
+            slots[a].ptr = buffers[arg.buffer].ptr;
+        else
+            std::memcpy(&slots[a], &arg.scalar_bits, astroport_native::dtype_bytes(arg.dtype));  // LE host
+    }
+    std::vector<std::vector<void *>> params(job.steps.size());
+
+    // Per launch: kernel, module load (first touch), geometry, resources.
+    std::vector<Resolved> resolved(job.steps.size());
+    out.steps.resize(job.steps.size());
+    for (size_t s = 0; s < job.steps.size(); ++s) {
+        const Step &step = job.steps[s];
+        if (step.is_fill()) continue;
+        Resolved &r = resolved[s];
+        r.func = find_kernel(step.kernel);
+        cudaFuncAttributes attr{};
+        {
+            std::lock_guard<std::mutex> lock(g_loaded_mutex);
+            const bool first = g_loaded.find({device, r.func}) == g_loaded.end();
+            const auto t0 = std::chrono::steady_clock::now();
+            ASTRO_CUDA_CHECK(cudaFuncGetAttributes(&attr, r.func));
+            const auto t1 = std::chrono::steady_clock::now();
+            if (first) {
+                out.build_s += std::chrono::duration<double>(t1 - t0).count();
+                g_loaded.insert({device, r.func});
+            }
         }
-        DeviceBuffer &b = buffers[i];
-        b.bytes = buffer_bytes(a, i);
-        if (b.bytes > 0) ASTRO_CUDA_CHECK(cudaMalloc(&b.ptr, b.bytes));
-        slots[i].dev = b.ptr;
-        params[i] = &slots[i].dev;
-        if (a.role == astroport_native::kInput) {
-            if (b.bytes > 0)
-                ASTRO_CUDA_CHECK(cudaMemcpyAsync(b.ptr, inputs + a.offset, b.bytes, cudaMemcpyHostToDevice, stream.s));
+        const bool params_checked = check_params(r.func, job, step);
+        int block = 0;
+        std::string block_source;
+        if (step.local != 0) {
+            if (step.local > static_cast<uint64_t>(attr.maxThreadsPerBlock))
+                throw std::runtime_error("local size " + std::to_string(step.local) + " exceeds kernel " +
+                                         step.kernel + "'s limit of " + std::to_string(attr.maxThreadsPerBlock) +
+                                         " threads per block");
+            block = static_cast<int>(step.local);
+            block_source = "block from job";
         } else {
-            out_total += b.bytes;
+            int min_grid = 0;
+            cudaError_t e = cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, r.func, 0, 0);
+            if (e != cudaSuccess || block <= 0) {
+                (void)cudaGetLastError();
+                block = attr.maxThreadsPerBlock < 256 ? attr.maxThreadsPerBlock : 256;
+                block_source = "block 256 default";
+            } else {
+                block_source = "block from cudaOccupancyMaxPotentialBlockSize";
+            }
         }
+        const uint64_t grid64 = (step.global + static_cast<uint64_t>(block) - 1) / static_cast<uint64_t>(block);
+        if (grid64 > 0x7fffffffull)
+            throw std::runtime_error("grid of " + std::to_string(grid64) + " blocks exceeds the 2^31-1 limit");
+        r.grid = dim3(static_cast<unsigned>(grid64));
+        r.block = dim3(static_cast<unsigned>(block));
+        int active_blocks = 0;
+        ASTRO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&active_blocks, r.func, block, 0));
+        StepOutcome &so = out.steps[s];
+        so.local_used = static_cast<uint64_t>(block);
+        so.regs_per_thread = attr.numRegs;
+        so.occupancy = max_threads_sm > 0 ? static_cast<double>(active_blocks) * block / max_threads_sm : -1.0;
+        so.resources_source = "cudaFuncGetAttributes + cudaOccupancyMaxActiveBlocksPerMultiprocessor; local mem " +
+                              std::to_string(attr.localSizeBytes) + " B; static smem " +
+                              std::to_string(attr.sharedSizeBytes) + " B; const " +
+                              std::to_string(attr.constSizeBytes) + " B; " + std::to_string(active_blocks) +
+                              " blocks/SM of " + std::to_string(block) + " (max " + std::to_string(max_threads_sm) +
+                              " threads/SM, kernel max " + std::to_string(attr.maxThreadsPerBlock) +
+                              " threads/block); " + block_source + "; binary sm_" +
+                              std::to_string(attr.binaryVersion) + ", ptx " + std::to_string(attr.ptxVersion) +
+                              (params_checked ? "; params checked" : "; params unchecked");
+        for (uint64_t a = step.first_arg; a < step.first_arg + step.arg_count; ++a)
+            params[s].push_back(job.args[a].is_buffer ? static_cast<void *>(&slots[a].ptr)
+                                                      : static_cast<void *>(&slots[a]));
     }
 
     auto poison = [&]() {
-        for (size_t i = 0; i < args.size(); ++i)
-            if (args[i].role == astroport_native::kOutput && buffers[i].bytes > 0)
+        for (size_t i = 0; i < job.buffers.size(); ++i)
+            if (job.buffers[i].role != astroport_native::kInput && buffers[i].bytes > 0)
                 ASTRO_CUDA_CHECK(cudaMemsetAsync(buffers[i].ptr, 0xFF, buffers[i].bytes, stream.s));
     };
-    auto launch = [&]() {
-        ASTRO_CUDA_CHECK(cudaLaunchKernel(func, grid_dim, block_dim, params.data(), 0, stream.s));
-        ASTRO_CUDA_CHECK(cudaGetLastError());
+    // Runs the step sequence; with events (n_steps + 1 of them), records one before each step and after the last.
+    auto sequence = [&](std::vector<Event> *events) {
+        for (size_t s = 0; s < job.steps.size(); ++s) {
+            if (events) ASTRO_CUDA_CHECK(cudaEventRecord((*events)[s].e, stream.s));
+            const Step &step = job.steps[s];
+            if (step.is_fill()) {
+                DeviceBuffer &b = buffers[step.fill_buffer];
+                if (b.bytes > 0) ASTRO_CUDA_CHECK(cudaMemsetAsync(b.ptr, step.fill_byte, b.bytes, stream.s));
+            } else {
+                ASTRO_CUDA_CHECK(cudaLaunchKernel(resolved[s].func, resolved[s].grid, resolved[s].block,
+                                                  params[s].data(), 0, stream.s));
+                ASTRO_CUDA_CHECK(cudaGetLastError());
+            }
+        }
+        if (events) ASTRO_CUDA_CHECK(cudaEventRecord(events->back().e, stream.s));
     };
 
     poison();
     ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream.s));
-
-    for (uint32_t w = 0; w < job.warmup; ++w) launch();
+    for (uint32_t w = 0; w < job.warmup; ++w) sequence(nullptr);
     ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream.s));
 
-    Event start, stop;
+    std::vector<Event> events(job.steps.size() + 1);
     out.times_s.reserve(job.repeats);
     for (uint32_t r = 0; r < job.repeats; ++r) {
-        ASTRO_CUDA_CHECK(cudaEventRecord(start.e, stream.s));
-        launch();
-        ASTRO_CUDA_CHECK(cudaEventRecord(stop.e, stream.s));
-        ASTRO_CUDA_CHECK(cudaEventSynchronize(stop.e));
+        sequence(&events);
+        ASTRO_CUDA_CHECK(cudaEventSynchronize(events.back().e));
         float ms = 0;
-        ASTRO_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, stop.e));
+        ASTRO_CUDA_CHECK(cudaEventElapsedTime(&ms, events.front().e, events.back().e));
         out.times_s.push_back(static_cast<double>(ms) * 1e-3);
+        for (size_t s = 0; s < job.steps.size(); ++s) {
+            ASTRO_CUDA_CHECK(cudaEventElapsedTime(&ms, events[s].e, events[s + 1].e));
+            out.step_times_s.push_back(static_cast<double>(ms) * 1e-3);
+        }
     }
 
-    // Verification run on re-poisoned outputs.
+    // Verification run on re-poisoned outputs and scratch.
     poison();
-    launch();
+    sequence(nullptr);
     ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream.s));
-    if (outputs_len != out_total)
-        throw std::runtime_error("output buffer holds " + std::to_string(outputs_len) + " bytes, the job writes " +
-                                 std::to_string(out_total));
     size_t pos = 0;
-    for (size_t i = 0; i < args.size(); ++i) {
-        if (args[i].role != astroport_native::kOutput || buffers[i].bytes == 0) continue;
-        ASTRO_CUDA_CHECK(cudaMemcpyAsync(outputs + pos, buffers[i].ptr, buffers[i].bytes,
-                                         cudaMemcpyDeviceToHost, stream.s));
+    for (size_t i = 0; i < job.buffers.size(); ++i) {
+        if (job.buffers[i].role != astroport_native::kOutput || buffers[i].bytes == 0) continue;
+        ASTRO_CUDA_CHECK(cudaMemcpyAsync(outputs + pos, buffers[i].ptr, buffers[i].bytes, cudaMemcpyDeviceToHost,
+                                         stream.s));
         pos += buffers[i].bytes;
     }
     ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream.s));
@@ -391,13 +393,16 @@ std::string runtime_version() {
     return "runtime " + version_text(runtime_version_int()) + ", driver " + version_text(driver_version());
 }
 
-Outcome run_job(int device, const Job &job, const std::vector<Arg> &args, const uint8_t *inputs,
-                size_t inputs_len, uint8_t *outputs, size_t outputs_len) {
+Outcome run_job(int device, const Job &job, const uint8_t *inputs, size_t inputs_len, uint8_t *outputs,
+                size_t outputs_len) {
     try {
-        return run_job_impl(device, job, args, inputs, inputs_len, outputs, outputs_len);
+        return run_job_impl(device, job, inputs, inputs_len, outputs, outputs_len);
     } catch (const std::runtime_error &e) {
-        throw std::runtime_error("CUDA job " + job.kernel + " on device " + std::to_string(device) + ": " +
-                                 e.what());
+        std::string kernels;
+        for (const Step &s : job.steps)
+            if (!s.is_fill()) kernels += (kernels.empty() ? "" : ",") + s.kernel;
+        throw std::runtime_error("CUDA job " + job.program + " [" + kernels + "] on device " + std::to_string(device) +
+                                 ": " + e.what());
     }
 }
 

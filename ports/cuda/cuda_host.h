@@ -42,13 +42,10 @@ std::vector<astroport_native::Device> devices();
 // driver.
 std::string runtime_version();
 
-// Runs one job on `device` (semantics: src/backend/native.rs, cpp/cuda_bridge.h): uploads inputs from the
-// blob, poisons outputs with 0xFF bytes, `warmup` untimed launches, `repeats` launches timed with CUDA
-// events, re-poisons, one final launch whose outputs are copied, concatenated in argument order,
+// Runs one job on `device` (semantics: cpp/native_job.h): outputs are copied, concatenated in buffer order,
 // straight into `outputs` (caller-owned, exactly the total output size).
 // Throws std::runtime_error (CUDA call, file:line, error string) on any failure; frees everything.
-astroport_native::Outcome run_job(int device, const astroport_native::Job &job,
-                                  const std::vector<astroport_native::Arg> &args, const uint8_t *inputs,
+astroport_native::Outcome run_job(int device, const astroport_native::Job &job, const uint8_t *inputs,
                                   size_t inputs_len, uint8_t *outputs, size_t outputs_len);
 
 }  // namespace astroport_cuda

@@ -9,6 +9,8 @@ mod ffi {
     unsafe extern "C++" {
         include!("astroport/cpp/cuda_bridge.h");
         type NativeJob = crate::backend::native::ffi::NativeJob;
+        type NativeBuffer = crate::backend::native::ffi::NativeBuffer;
+        type NativeStep = crate::backend::native::ffi::NativeStep;
         type NativeArg = crate::backend::native::ffi::NativeArg;
         type NativeOutcome = crate::backend::native::ffi::NativeOutcome;
         type NativeDevice = crate::backend::native::ffi::NativeDevice;
@@ -17,6 +19,8 @@ mod ffi {
         fn cuda_run_job(
             device: i32,
             job: &NativeJob,
+            buffers: &[NativeBuffer],
+            steps: &[NativeStep],
             args: &[NativeArg],
             inputs: &[u8],
             outputs: &mut [u8],

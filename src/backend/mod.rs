@@ -1,9 +1,10 @@
 //! One interface for every compute model.
 //!
 //! A workload describes device work as a [`KernelJob`]: a program (the OpenCL C / SYCL source plus the
-//! shared headers, or a CUDA kernel already compiled by nvcc), a kernel name, its arguments and a 1-D launch
-//! size. Each model implements [`Accelerator::run`] once, for every workload: upload, poison the outputs,
-//! warm up, time repeats with device events, re-poison, run once more and return that run's outputs. The
+//! shared headers, or CUDA kernels already compiled by nvcc), device buffers, and a sequence of steps
+//! (1-D kernel launches and fills) that keep their data on the device between them. Each model implements
+//! [`Accelerator::run`] once, for every workload: upload, poison outputs and scratch, warm up, time repeats
+//! with device events, re-poison, run once more and return that run's outputs. The
 //! `cpu` model is the exception: it runs the workload's own Rust code (the f64 reference) through rayon.
 
 pub mod cpu;
@@ -239,7 +240,7 @@ impl HostVec {
     }
 }
 
-/// One kernel argument, in the kernel's signature order.
+/// One kernel argument of a single-launch job ([`KernelJob::single`]), in the kernel's signature order.
 #[derive(Debug, Clone, Copy)]
 pub enum KernelArg<'a> {
     Input(HostSlice<'a>),
@@ -255,6 +256,88 @@ impl KernelArg<'_> {
         match p {
             Precision::F32 => KernelArg::F32(v as f32),
             Precision::F64 => KernelArg::F64(v),
+        }
+    }
+}
+
+/// A device buffer of a job. Buffers live on the device for the whole job, across all its steps.
+#[derive(Debug, Clone, Copy)]
+pub enum BufferSpec<'a> {
+    /// Uploaded once from host data.
+    Input(HostSlice<'a>),
+    /// Poisoned (0xFF bytes: NaN) before the verification run and returned after it.
+    Output { dtype: DType, len: usize },
+    /// Device-only working memory, poisoned like outputs and never copied back; a step that needs it
+    /// initialised says so with [`Step::Fill`].
+    Scratch { dtype: DType, len: usize },
+}
+
+impl BufferSpec<'_> {
+    pub fn dtype(&self) -> DType {
+        match self {
+            BufferSpec::Input(s) => s.dtype(),
+            BufferSpec::Output { dtype, .. } | BufferSpec::Scratch { dtype, .. } => *dtype,
+        }
+    }
+    pub fn len(&self) -> usize {
+        match self {
+            BufferSpec::Input(s) => s.len(),
+            BufferSpec::Output { len, .. } | BufferSpec::Scratch { len, .. } => *len,
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn bytes(&self) -> usize {
+        self.len() * self.dtype().bytes()
+    }
+}
+
+/// One argument of a launch: a job buffer (by index) or a scalar.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StepArg {
+    Buffer(usize),
+    I32(i32),
+    U32(u32),
+    F32(f32),
+    F64(f64),
+}
+
+impl StepArg {
+    /// A floating scalar in the given precision.
+    pub fn real(p: Precision, v: f64) -> Self {
+        match p {
+            Precision::F32 => StepArg::F32(v as f32),
+            Precision::F64 => StepArg::F64(v),
+        }
+    }
+}
+
+/// One kernel launch of a job.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub kernel: String,
+    pub args: Vec<StepArg>,
+    /// Total work-items (1-D); the backend rounds up to a multiple of the work-group size.
+    pub global: usize,
+    /// Preferred work-group size on GPUs; `None` lets the backend choose.
+    pub local: Option<usize>,
+}
+
+/// One step of a job, run in order on one in-order queue/stream.
+#[derive(Debug, Clone)]
+pub enum Step {
+    Launch(Launch),
+    /// Sets every byte of a buffer (counters, accumulators) before the steps that follow.
+    Fill { buffer: usize, byte: u8 },
+}
+
+impl Step {
+    /// The name shown in per-step timings.
+    pub fn name(&self) -> String {
+        match self {
+            Step::Launch(l) => l.kernel.clone(),
+            Step::Fill { buffer, byte } => format!("fill(buffer {buffer}, 0x{byte:02x})"),
         }
     }
 }
@@ -290,20 +373,156 @@ impl Program {
     }
 }
 
-/// One unit of device work: a kernel launch, repeated for timing.
+/// One unit of device work: buffers that stay on the device and a sequence of steps (kernel launches and
+/// fills) on one in-order queue. The whole sequence is what is warmed up, timed and verified: every model
+/// uploads the inputs once, poisons outputs and scratch, runs `warmup` untimed sequences, times `repeats`
+/// sequences with device events (the total and each step), re-poisons, runs once more and returns the
+/// outputs of that last run.
 #[derive(Debug, Clone)]
 pub struct KernelJob<'a> {
     pub program: &'a Program,
     /// Preprocessor definitions for OpenCL and SYCL builds (CUDA instantiates templates instead).
     pub defines: Vec<(String, String)>,
-    pub kernel: String,
-    pub args: Vec<KernelArg<'a>>,
-    /// Total work-items (1-D); the backend rounds up to a multiple of the work-group size.
-    pub global: usize,
-    /// Preferred work-group size on GPUs; `None` lets the backend choose.
-    pub local: Option<usize>,
+    pub buffers: Vec<BufferSpec<'a>>,
+    pub steps: Vec<Step>,
     pub warmup: u32,
     pub repeats: u32,
+}
+
+impl<'a> KernelJob<'a> {
+    /// A job of one launch whose buffers are given inline, in the kernel's signature order.
+    #[allow(clippy::too_many_arguments)]
+    pub fn single(
+        program: &'a Program,
+        defines: Vec<(String, String)>,
+        kernel: impl Into<String>,
+        args: Vec<KernelArg<'a>>,
+        global: usize,
+        local: Option<usize>,
+        warmup: u32,
+        repeats: u32,
+    ) -> Self {
+        let mut buffers = Vec::new();
+        let mut step_args = Vec::with_capacity(args.len());
+        for a in args {
+            step_args.push(match a {
+                KernelArg::Input(s) => {
+                    buffers.push(BufferSpec::Input(s));
+                    StepArg::Buffer(buffers.len() - 1)
+                }
+                KernelArg::Output { dtype, len } => {
+                    buffers.push(BufferSpec::Output { dtype, len });
+                    StepArg::Buffer(buffers.len() - 1)
+                }
+                KernelArg::I32(v) => StepArg::I32(v),
+                KernelArg::F32(v) => StepArg::F32(v),
+                KernelArg::F64(v) => StepArg::F64(v),
+            });
+        }
+        KernelJob {
+            program,
+            defines,
+            buffers,
+            steps: vec![Step::Launch(Launch {
+                kernel: kernel.into(),
+                args: step_args,
+                global,
+                local,
+            })],
+            warmup,
+            repeats,
+        }
+    }
+
+    /// Checks buffer indices and sizes before any device work, so a bad plan is an error, not a fault.
+    pub fn validate(&self) -> Result<(), BackendError> {
+        if self.steps.is_empty() {
+            return Err(BackendError::Runtime(format!(
+                "job of program {} has no steps",
+                self.program.name
+            )));
+        }
+        for (i, step) in self.steps.iter().enumerate() {
+            let check = |b: usize| {
+                if b >= self.buffers.len() {
+                    Err(BackendError::Runtime(format!(
+                        "step {i} ({}) names buffer {b}, the job has {}",
+                        step.name(),
+                        self.buffers.len()
+                    )))
+                } else {
+                    Ok(())
+                }
+            };
+            match step {
+                Step::Launch(l) => {
+                    if l.global == 0 {
+                        return Err(BackendError::Runtime(format!(
+                            "step {i} ({}) has a global size of 0",
+                            l.kernel
+                        )));
+                    }
+                    for a in &l.args {
+                        if let StepArg::Buffer(b) = a {
+                            check(*b)?;
+                        }
+                    }
+                }
+                Step::Fill { buffer, .. } => check(*buffer)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Total bytes of the output buffers.
+    pub fn output_bytes(&self) -> usize {
+        self.buffers
+            .iter()
+            .filter(|b| matches!(b, BufferSpec::Output { .. }))
+            .map(|b| b.bytes())
+            .sum()
+    }
+
+    /// Splits concatenated output bytes (in buffer order) into typed vectors.
+    pub fn decode_outputs(&self, bytes: &[u8]) -> Vec<HostVec> {
+        let mut out = Vec::new();
+        let mut at = 0usize;
+        for b in &self.buffers {
+            if let BufferSpec::Output { dtype, .. } = b {
+                let n = b.bytes();
+                out.push(HostVec::from_bytes(*dtype, &bytes[at..at + n]));
+                at += n;
+            }
+        }
+        out
+    }
+}
+
+/// Median of the samples (0 for none).
+pub fn median(samples: &[f64]) -> f64 {
+    if samples.is_empty() {
+        return 0.0;
+    }
+    let mut v = samples.to_vec();
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        0.5 * (v[m - 1] + v[m])
+    }
+}
+
+/// Per-step timing and resources of a job.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepReport {
+    pub name: String,
+    /// Median over the timed repeats, seconds (device timer).
+    pub median_s: f64,
+    /// Registers and occupancy of a launch; `None` for fills.
+    pub resources: Option<Resources>,
+    /// Work-group size used by a launch (0 for fills or when the runtime chose).
+    pub local_used: usize,
 }
 
 /// Registers and occupancy, with where they came from (or why absent).
@@ -317,15 +536,49 @@ pub struct Resources {
 /// What a job returns.
 #[derive(Debug, Clone)]
 pub struct JobOutput {
-    /// Outputs of the final verification run, in argument order.
+    /// Outputs of the final verification run, in buffer order.
     pub outputs: Vec<HostVec>,
-    /// Device-timer times of the timed repeats, seconds.
+    /// Device-timer times of the timed repeats (the whole step sequence), seconds.
     pub times_s: Vec<f64>,
+    /// Each step's median time and resources, in step order.
+    pub steps: Vec<StepReport>,
     /// Program build / JIT time, seconds (0 when the program came from the per-process cache).
     pub build_s: f64,
+    /// Resources of the launch that takes the most time (the one a register/occupancy column describes).
     pub resources: Resources,
     pub build_options: String,
+    /// Work-group size of that launch.
     pub local_used: usize,
+}
+
+impl JobOutput {
+    /// Builds the summary fields from per-step reports: `resources` and `local_used` come from the slowest
+    /// launch.
+    pub fn from_steps(
+        outputs: Vec<HostVec>,
+        times_s: Vec<f64>,
+        steps: Vec<StepReport>,
+        build_s: f64,
+        build_options: String,
+    ) -> Self {
+        let main = steps
+            .iter()
+            .filter(|s| s.resources.is_some())
+            .max_by(|a, b| a.median_s.total_cmp(&b.median_s));
+        let (resources, local_used) = match main {
+            Some(s) => (s.resources.clone().unwrap_or_default(), s.local_used),
+            None => (Resources::default(), 0),
+        };
+        JobOutput {
+            outputs,
+            times_s,
+            steps,
+            build_s,
+            resources,
+            build_options,
+            local_used,
+        }
+    }
 }
 
 /// Errors from a backend, with the stage that failed.

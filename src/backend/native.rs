@@ -1,24 +1,49 @@
 //! Types shared by the two C++-hosted models (CUDA and SYCL).
 //!
-//! A [`KernelJob`](super::KernelJob) is flattened into a [`ffi::NativeJob`], a list of [`ffi::NativeArg`] and
-//! one byte blob holding every input buffer, so that each model's C++ host plumbing is written once and knows
+//! A [`KernelJob`](super::KernelJob) is flattened into a [`ffi::NativeJob`], lists of [`ffi::NativeBuffer`],
+//! [`ffi::NativeStep`] and [`ffi::NativeArg`], and one byte blob holding every input buffer, so that each model's C++ host plumbing is written once and knows
 //! nothing about workloads. The C++ side fills a [`ffi::NativeOutcome`].
 
 #[cxx::bridge(namespace = "astroport")]
 pub mod ffi {
-    /// One kernel argument, in kernel-signature order.
+    /// One device buffer of the job.
     #[derive(Debug, Clone)]
-    pub struct NativeArg {
-        /// 0 = input buffer (uploaded from the blob), 1 = output buffer (poisoned, returned), 2 = scalar.
+    pub struct NativeBuffer {
+        /// 0 = input (uploaded from the blob), 1 = output (poisoned, returned), 2 = scratch (poisoned).
         pub role: u8,
         /// Element type: 0 = i32, 1 = u32, 2 = f32, 3 = f64, 4 = u64.
         pub dtype: u8,
-        /// Buffers: number of elements.
+        /// Number of elements.
         pub count: u64,
-        /// Input buffers: byte offset into the input blob.
+        /// Inputs: byte offset into the input blob.
         pub offset: u64,
-        /// Scalars: the value's bits, little-endian, zero-extended to 64 bits.
+    }
+
+    /// One launch argument: a job buffer or a scalar.
+    #[derive(Debug, Clone)]
+    pub struct NativeArg {
+        pub is_buffer: bool,
+        /// Buffers: index into the job's buffers.
+        pub buffer: u32,
+        /// Scalars: element type (as NativeBuffer::dtype) and value bits, little-endian, zero-extended.
+        pub dtype: u8,
         pub scalar_bits: u64,
+    }
+
+    /// One step: a launch (`kernel` non-empty) or a fill of one buffer.
+    #[derive(Debug, Clone)]
+    pub struct NativeStep {
+        /// Kernel symbol, for example `lens_sie_grad_f32`; empty for a fill.
+        pub kernel: String,
+        /// Fills: the buffer index and the byte every byte is set to.
+        pub fill_buffer: u32,
+        pub fill_byte: u8,
+        /// 1-D launch: total work-items (rounded up to `local` by the host) and work-group size (0 = choose).
+        pub global: u64,
+        pub local: u64,
+        /// This launch's arguments: `args[first_arg .. first_arg + arg_count]`.
+        pub first_arg: u64,
+        pub arg_count: u64,
     }
 
     #[derive(Debug, Clone)]
@@ -32,21 +57,13 @@ pub mod ffi {
         /// Headers handed to the run-time compiler: names and texts, same length.
         pub header_names: Vec<String>,
         pub header_texts: Vec<String>,
-        /// Kernel symbol, for example `lens_sie_grad_f32`.
-        pub kernel: String,
-        /// 1-D launch: total work-items (rounded up to `local` by the host) and work-group size (0 = choose).
-        pub global: u64,
-        pub local: u64,
         pub warmup: u32,
         pub repeats: u32,
     }
 
+    /// Resources of one step (fills report -1 and an empty source).
     #[derive(Debug, Clone, Default)]
-    pub struct NativeOutcome {
-        /// Device-timer kernel times of the timed repeats, seconds.
-        pub times_s: Vec<f64>,
-        /// Program build (or module load) time, seconds; 0 when it came from the cache.
-        pub build_s: f64,
+    pub struct NativeStepOutcome {
         /// Registers per thread, or -1 when the runtime does not expose it.
         pub regs_per_thread: i32,
         /// Theoretical occupancy in [0, 1] for the launch's block size, or -1 when unknown.
@@ -55,7 +72,18 @@ pub mod ffi {
         pub resources_source: String,
         /// Work-group size actually used.
         pub local_used: u64,
-        /// Build options / flags that produced the kernel.
+    }
+
+    #[derive(Debug, Clone, Default)]
+    pub struct NativeOutcome {
+        /// Device-timer times of the timed repeats (whole sequence), seconds.
+        pub times_s: Vec<f64>,
+        /// Per-step device times, repeat-major: `step_times_s[r * steps + s]`.
+        pub step_times_s: Vec<f64>,
+        pub steps: Vec<NativeStepOutcome>,
+        /// Program build (or module load) time, seconds; 0 when it came from the cache.
+        pub build_s: f64,
+        /// Build options / flags that produced the kernels.
         pub build_options: String,
     }
 
@@ -77,16 +105,18 @@ pub mod ffi {
 }
 
 use super::{
-    Accelerator, BackendError, DType, DeviceInfo, HostVec, JobOutput, KernelArg, KernelJob, Model,
-    Resources,
+    median, Accelerator, BackendError, BufferSpec, DType, DeviceInfo, JobOutput, KernelJob, Model,
+    Resources, Step, StepArg, StepReport,
 };
 
 /// Signature of a model's C++ `run_job` entry point (through cxx, C++ exceptions become `Err`).
-/// The last argument receives the verification run's outputs, concatenated in argument order: the host
+/// The last argument receives the verification run's outputs, concatenated in buffer order: the host
 /// copies device memory straight into this Rust-owned buffer.
 pub type RunJobFn = fn(
     i32,
     &ffi::NativeJob,
+    &[ffi::NativeBuffer],
+    &[ffi::NativeStep],
     &[ffi::NativeArg],
     &[u8],
     &mut [u8],
@@ -129,28 +159,85 @@ impl NativeAccelerator {
     }
 }
 
-/// Flattens a job into the bridge's types: the job, its arguments, and one blob with every input.
-pub fn flatten(job: &KernelJob, source: &str) -> (ffi::NativeJob, Vec<ffi::NativeArg>, Vec<u8>) {
+/// A job in the bridge's types: the job, its buffers, steps and launch arguments, and one blob with
+/// every input.
+pub struct Flat {
+    pub job: ffi::NativeJob,
+    pub buffers: Vec<ffi::NativeBuffer>,
+    pub steps: Vec<ffi::NativeStep>,
+    pub args: Vec<ffi::NativeArg>,
+    pub blob: Vec<u8>,
+}
+
+/// Flattens a job into the bridge's types.
+pub fn flatten(job: &KernelJob, source: &str) -> Flat {
     let mut blob = Vec::new();
-    let mut args = Vec::with_capacity(job.args.len());
-    for a in &job.args {
-        let (role, dtype, count, offset, bits) = match *a {
-            KernelArg::Input(s) => {
-                let off = blob.len() as u64;
-                blob.extend_from_slice(s.bytes());
-                (0u8, s.dtype(), s.len() as u64, off, 0u64)
+    let buffers = job
+        .buffers
+        .iter()
+        .map(|b| {
+            let (role, offset) = match b {
+                BufferSpec::Input(s) => {
+                    let off = blob.len() as u64;
+                    blob.extend_from_slice(s.bytes());
+                    (0u8, off)
+                }
+                BufferSpec::Output { .. } => (1, 0),
+                BufferSpec::Scratch { .. } => (2, 0),
+            };
+            ffi::NativeBuffer {
+                role,
+                dtype: b.dtype() as u8,
+                count: b.len() as u64,
+                offset,
             }
-            KernelArg::Output { dtype, len } => (1, dtype, len as u64, 0, 0),
-            KernelArg::I32(v) => (2, DType::I32, 1, 0, v as u32 as u64),
-            KernelArg::F32(v) => (2, DType::F32, 1, 0, v.to_bits() as u64),
-            KernelArg::F64(v) => (2, DType::F64, 1, 0, v.to_bits()),
-        };
-        args.push(ffi::NativeArg {
-            role,
-            dtype: dtype as u8,
-            count,
-            offset,
-            scalar_bits: bits,
+        })
+        .collect();
+    let mut args = Vec::new();
+    let mut steps = Vec::with_capacity(job.steps.len());
+    for step in &job.steps {
+        steps.push(match step {
+            Step::Fill { buffer, byte } => ffi::NativeStep {
+                kernel: String::new(),
+                fill_buffer: *buffer as u32,
+                fill_byte: *byte,
+                global: 0,
+                local: 0,
+                first_arg: args.len() as u64,
+                arg_count: 0,
+            },
+            Step::Launch(l) => {
+                let first = args.len() as u64;
+                for a in &l.args {
+                    let scalar = |dtype: DType, bits: u64| ffi::NativeArg {
+                        is_buffer: false,
+                        buffer: 0,
+                        dtype: dtype as u8,
+                        scalar_bits: bits,
+                    };
+                    args.push(match *a {
+                        StepArg::Buffer(b) => ffi::NativeArg {
+                            is_buffer: true,
+                            buffer: b as u32,
+                            dtype: job.buffers[b].dtype() as u8,
+                            scalar_bits: 0,
+                        },
+                        StepArg::I32(v) => scalar(DType::I32, v as u32 as u64),
+                        StepArg::U32(v) => scalar(DType::U32, v as u64),
+                        StepArg::F32(v) => scalar(DType::F32, v.to_bits() as u64),
+                        StepArg::F64(v) => scalar(DType::F64, v.to_bits()),
+                    });
+                }
+                ffi::NativeStep {
+                    kernel: l.kernel.clone(),
+                    fill_buffer: 0,
+                    fill_byte: 0,
+                    global: l.global as u64,
+                    local: l.local.unwrap_or(0) as u64,
+                    first_arg: first,
+                    arg_count: l.args.len() as u64,
+                }
+            }
         });
     }
     let native = ffi::NativeJob {
@@ -173,49 +260,53 @@ pub fn flatten(job: &KernelJob, source: &str) -> (ffi::NativeJob, Vec<ffi::Nativ
             .iter()
             .map(|(_, t)| t.to_string())
             .collect(),
-        kernel: job.kernel.clone(),
-        global: job.global as u64,
-        local: job.local.unwrap_or(0) as u64,
         warmup: job.warmup,
         repeats: job.repeats,
     };
-    (native, args, blob)
+    Flat {
+        job: native,
+        buffers,
+        steps,
+        args,
+        blob,
+    }
 }
 
-/// Total bytes of a job's output buffers.
-pub fn output_bytes(job: &KernelJob) -> usize {
-    job.args
-        .iter()
-        .map(|a| match *a {
-            KernelArg::Output { dtype, len } => len * dtype.bytes(),
-            _ => 0,
-        })
-        .sum()
-}
-
-/// Splits the concatenated output bytes back into typed buffers, in argument order.
+/// Turns the outcome and the concatenated output bytes into a [`JobOutput`].
 pub fn unflatten(job: &KernelJob, bytes: &[u8], outcome: ffi::NativeOutcome) -> JobOutput {
-    let mut outputs = Vec::new();
-    let mut at = 0usize;
-    for a in &job.args {
-        if let KernelArg::Output { dtype, len } = *a {
-            let n = len * dtype.bytes();
-            outputs.push(HostVec::from_bytes(dtype, &bytes[at..at + n]));
-            at += n;
-        }
-    }
-    JobOutput {
-        outputs,
-        times_s: outcome.times_s,
-        build_s: outcome.build_s,
-        resources: Resources {
-            regs_per_thread: u32::try_from(outcome.regs_per_thread).ok(),
-            occupancy: (outcome.occupancy >= 0.0).then_some(outcome.occupancy),
-            source: outcome.resources_source,
-        },
-        build_options: outcome.build_options,
-        local_used: outcome.local_used as usize,
-    }
+    let n_steps = job.steps.len();
+    let steps = job
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| {
+            let samples: Vec<f64> = outcome
+                .step_times_s
+                .iter()
+                .skip(i)
+                .step_by(n_steps.max(1))
+                .copied()
+                .collect();
+            let o = outcome.steps.get(i).cloned().unwrap_or_default();
+            StepReport {
+                name: step.name(),
+                median_s: median(&samples),
+                resources: matches!(step, Step::Launch(_)).then(|| Resources {
+                    regs_per_thread: u32::try_from(o.regs_per_thread).ok(),
+                    occupancy: (o.occupancy >= 0.0).then_some(o.occupancy),
+                    source: o.resources_source.clone(),
+                }),
+                local_used: o.local_used as usize,
+            }
+        })
+        .collect();
+    JobOutput::from_steps(
+        job.decode_outputs(bytes),
+        outcome.times_s,
+        steps,
+        outcome.build_s,
+        outcome.build_options,
+    )
 }
 
 impl Accelerator for NativeAccelerator {
@@ -232,25 +323,34 @@ impl Accelerator for NativeAccelerator {
         self.toolchain.clone()
     }
     fn run(&self, job: &KernelJob) -> Result<JobOutput, BackendError> {
+        job.validate()?;
         let source = match self.model {
             Model::Sycl => job.program.sycl,
             _ => "",
         };
-        let (native, args, blob) = flatten(job, source);
-        let mut out_bytes = vec![0u8; output_bytes(job)];
-        let outcome =
-            (self.run_job)(self.index, &native, &args, &blob, &mut out_bytes).map_err(|e| {
-                let msg = e.what().to_string();
-                if msg.contains("build") || msg.contains("compil") {
-                    BackendError::Build {
-                        program: job.program.name.into(),
-                        device: self.id(),
-                        log: msg,
-                    }
-                } else {
-                    BackendError::Runtime(msg)
+        let flat = flatten(job, source);
+        let mut out_bytes = vec![0u8; job.output_bytes()];
+        let outcome = (self.run_job)(
+            self.index,
+            &flat.job,
+            &flat.buffers,
+            &flat.steps,
+            &flat.args,
+            &flat.blob,
+            &mut out_bytes,
+        )
+        .map_err(|e| {
+            let msg = e.what().to_string();
+            if msg.contains("build") || msg.contains("compil") {
+                BackendError::Build {
+                    program: job.program.name.into(),
+                    device: self.id(),
+                    log: msg,
                 }
-            })?;
+            } else {
+                BackendError::Runtime(msg)
+            }
+        })?;
         Ok(unflatten(job, &out_bytes, outcome))
     }
 }

@@ -5,8 +5,8 @@
 //! poisoning, device-event timing, and on NVIDIA the `-cl-nv-verbose` register report.
 
 use super::{
-    occupancy, Absent, Accelerator, BackendError, DType, DeviceInfo, HostVec, JobOutput, KernelArg,
-    KernelJob, Model, Resources, Unavailable,
+    median, occupancy, Absent, Accelerator, BackendError, BufferSpec, DeviceInfo, HostVec,
+    JobOutput, KernelJob, Model, Resources, Step, StepArg, StepReport, Unavailable,
 };
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
 use opencl3::context::Context;
@@ -15,6 +15,7 @@ use opencl3::kernel::{ExecuteKernel, Kernel};
 use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
 use opencl3::platform::get_platforms;
 use opencl3::program::Program as ClProgram;
+use opencl3::event::Event;
 use opencl3::types::{cl_event, CL_BLOCKING};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -137,8 +138,13 @@ impl OpenClDevice {
     }
 
     /// Builds the program for these defines once per process (cached by program name and options) and
-    /// creates the kernel. Returns the kernel, the build time (0 when cached), the options and the build log.
-    fn kernel(&self, job: &KernelJob) -> Result<(Kernel, f64, String, String), BackendError> {
+    /// creates one kernel per step (`None` for fills). Returns the kernels, the build time (0 when cached),
+    /// the options and the build log.
+    #[allow(clippy::type_complexity)]
+    fn kernels(
+        &self,
+        job: &KernelJob,
+    ) -> Result<(Vec<Option<Kernel>>, f64, String, String), BackendError> {
         let mut options = String::from(BASE_BUILD_OPTIONS);
         for (k, v) in &job.defines {
             options.push_str(&format!(" -D{k}={v}"));
@@ -176,13 +182,19 @@ impl OpenClDevice {
             );
         }
         let built = &cache[&key];
-        let kernel = Kernel::create(&built.program, &job.kernel).map_err(|e| {
-            BackendError::Runtime(format!(
-                "kernel '{}' not found in {}: {e}",
-                job.kernel, job.program.name
-            ))
-        })?;
-        Ok((kernel, build_s, built.options.clone(), built.log.clone()))
+        let mut kernels = Vec::with_capacity(job.steps.len());
+        for step in &job.steps {
+            kernels.push(match step {
+                Step::Launch(l) => Some(Kernel::create(&built.program, &l.kernel).map_err(|e| {
+                    BackendError::Runtime(format!(
+                        "kernel '{}' not found in {}: {e}",
+                        l.kernel, job.program.name
+                    ))
+                })?),
+                Step::Fill { .. } => None,
+            });
+        }
+        Ok((kernels, build_s, built.options.clone(), built.log.clone()))
     }
 
     fn resources(&self, kernel: &str, log: &str, local: usize) -> Resources {
@@ -226,14 +238,6 @@ fn cl_err(what: &str) -> impl Fn(opencl3::error_codes::ClError) -> BackendError 
     move |e| BackendError::Runtime(format!("{what}: {e}"))
 }
 
-/// A device buffer of raw bytes with its argument slot.
-enum Slot {
-    Buffer(Buffer<u8>, Option<DType>),
-    I32(i32),
-    F32(f32),
-    F64(f64),
-}
-
 impl Accelerator for OpenClDevice {
     fn model(&self) -> Model {
         Model::Opencl
@@ -252,8 +256,9 @@ impl Accelerator for OpenClDevice {
     }
 
     fn run(&self, job: &KernelJob) -> Result<JobOutput, BackendError> {
-        let (kernel, build_s, options, log) = self.kernel(job)?;
-        self.execute(job, &kernel, build_s, options, &log)
+        job.validate()?;
+        let (kernels, build_s, options, log) = self.kernels(job)?;
+        self.execute(job, &kernels, build_s, options, &log)
     }
 }
 
@@ -261,62 +266,43 @@ impl OpenClDevice {
     fn execute(
         &self,
         job: &KernelJob,
-        kernel: &Kernel,
+        kernels: &[Option<Kernel>],
         build_s: f64,
         options: String,
         log: &str,
     ) -> Result<JobOutput, BackendError> {
         let q = &self.queue;
-        // Upload inputs and allocate outputs once per job.
-        let mut slots = Vec::with_capacity(job.args.len());
-        for arg in &job.args {
-            slots.push(match *arg {
-                KernelArg::Input(data) => {
-                    let bytes = data.bytes();
-                    let mut buf = unsafe {
-                        Buffer::<u8>::create(
-                            &self.context,
-                            CL_MEM_READ_WRITE,
-                            bytes.len().max(1),
-                            std::ptr::null_mut(),
-                        )
-                    }
-                    .map_err(cl_err("clCreateBuffer (input)"))?;
-                    if !bytes.is_empty() {
-                        unsafe { q.enqueue_write_buffer(&mut buf, CL_BLOCKING, 0, bytes, &[]) }
-                            .map_err(cl_err("clEnqueueWriteBuffer"))?;
-                    }
-                    Slot::Buffer(buf, None)
+        // Device buffers for the whole job; inputs uploaded once.
+        let mut buffers = Vec::with_capacity(job.buffers.len());
+        for spec in &job.buffers {
+            let mut buf = unsafe {
+                Buffer::<u8>::create(
+                    &self.context,
+                    CL_MEM_READ_WRITE,
+                    spec.bytes().max(1),
+                    std::ptr::null_mut(),
+                )
+            }
+            .map_err(cl_err("clCreateBuffer"))?;
+            if let BufferSpec::Input(data) = spec {
+                if !data.is_empty() {
+                    unsafe { q.enqueue_write_buffer(&mut buf, CL_BLOCKING, 0, data.bytes(), &[]) }
+                        .map_err(cl_err("clEnqueueWriteBuffer"))?;
                 }
-                KernelArg::Output { dtype, len } => {
-                    let buf = unsafe {
-                        Buffer::<u8>::create(
-                            &self.context,
-                            CL_MEM_READ_WRITE,
-                            (len * dtype.bytes()).max(1),
-                            std::ptr::null_mut(),
-                        )
-                    }
-                    .map_err(cl_err("clCreateBuffer (output)"))?;
-                    Slot::Buffer(buf, Some(dtype))
-                }
-                KernelArg::I32(v) => Slot::I32(v),
-                KernelArg::F32(v) => Slot::F32(v),
-                KernelArg::F64(v) => Slot::F64(v),
-            });
+            }
+            buffers.push(buf);
         }
-        let local = if self.info.is_gpu {
-            Some(job.local.unwrap_or(256))
-        } else {
-            None
-        };
-        let global = match local {
-            Some(l) => job.global.div_ceil(l) * l,
-            None => job.global,
-        };
-        let poison = |slots: &mut Vec<Slot>| -> Result<(), BackendError> {
-            for s in slots.iter_mut() {
-                if let Slot::Buffer(buf, Some(_)) = s {
+        let locals: Vec<Option<usize>> = job
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Launch(l) if self.info.is_gpu => Some(l.local.unwrap_or(256)),
+                _ => None,
+            })
+            .collect();
+        let poison = |buffers: &mut Vec<Buffer<u8>>| -> Result<(), BackendError> {
+            for (buf, spec) in buffers.iter_mut().zip(&job.buffers) {
+                if !matches!(spec, BufferSpec::Input(_)) {
                     let size = buf.size().map_err(cl_err("clGetMemObjectInfo"))?;
                     // 0xFF bytes are NaN in f32 and f64, so a kernel that writes nothing cannot pass.
                     unsafe { q.enqueue_fill_buffer(buf, &[0xFFu8], 0, size, &[]) }
@@ -325,62 +311,104 @@ impl OpenClDevice {
             }
             Ok(())
         };
-        let launch = |slots: &Vec<Slot>| -> Result<f64, BackendError> {
-            let mut exec = ExecuteKernel::new(kernel);
-            for s in slots {
-                unsafe {
-                    match s {
-                        Slot::Buffer(b, _) => exec.set_arg(b),
-                        Slot::I32(v) => exec.set_arg(v),
-                        Slot::F32(v) => exec.set_arg(v),
-                        Slot::F64(v) => exec.set_arg(v),
-                    };
-                }
+        // Enqueues every step; returns (total, per-step) device times of this sequence.
+        let sequence = |buffers: &mut Vec<Buffer<u8>>| -> Result<(f64, Vec<f64>), BackendError> {
+            let mut events: Vec<Event> = Vec::with_capacity(job.steps.len());
+            for (i, step) in job.steps.iter().enumerate() {
+                let event = match step {
+                    Step::Fill { buffer, byte } => {
+                        let buf = &mut buffers[*buffer];
+                        let size = buf.size().map_err(cl_err("clGetMemObjectInfo"))?;
+                        unsafe { q.enqueue_fill_buffer(buf, &[*byte], 0, size, &[]) }
+                            .map_err(cl_err("clEnqueueFillBuffer"))?
+                    }
+                    Step::Launch(l) => {
+                        let kernel = kernels[i].as_ref().expect("launch step has a kernel");
+                        let mut exec = ExecuteKernel::new(kernel);
+                        for a in &l.args {
+                            unsafe {
+                                match a {
+                                    StepArg::Buffer(b) => exec.set_arg(&buffers[*b]),
+                                    StepArg::I32(v) => exec.set_arg(v),
+                                    StepArg::U32(v) => exec.set_arg(v),
+                                    StepArg::F32(v) => exec.set_arg(v),
+                                    StepArg::F64(v) => exec.set_arg(v),
+                                };
+                            }
+                        }
+                        match locals[i] {
+                            Some(local) => {
+                                exec.set_global_work_size(l.global.div_ceil(local) * local);
+                                exec.set_local_work_size(local);
+                            }
+                            None => {
+                                exec.set_global_work_size(l.global);
+                            }
+                        }
+                        unsafe { exec.enqueue_nd_range(q) }
+                            .map_err(cl_err("clEnqueueNDRangeKernel"))?
+                    }
+                };
+                events.push(event);
             }
-            exec.set_global_work_size(global);
-            if let Some(l) = local {
-                exec.set_local_work_size(l);
+            let last = events.last().expect("validated: at least one step");
+            last.wait().map_err(cl_err("kernel execution"))?;
+            let mut per_step = Vec::with_capacity(events.len());
+            let mut first_start = u64::MAX;
+            let mut last_end = 0u64;
+            for e in &events {
+                let start = e.profiling_command_start().map_err(cl_err("profiling start"))?;
+                let end = e.profiling_command_end().map_err(cl_err("profiling end"))?;
+                first_start = first_start.min(start);
+                last_end = last_end.max(end);
+                per_step.push(end.saturating_sub(start) as f64 * 1e-9);
             }
-            let event =
-                unsafe { exec.enqueue_nd_range(q) }.map_err(cl_err("clEnqueueNDRangeKernel"))?;
-            event.wait().map_err(cl_err("kernel execution"))?;
-            let start = event
-                .profiling_command_start()
-                .map_err(cl_err("profiling start"))?;
-            let end = event
-                .profiling_command_end()
-                .map_err(cl_err("profiling end"))?;
-            Ok(end.saturating_sub(start) as f64 * 1e-9)
+            Ok((last_end.saturating_sub(first_start) as f64 * 1e-9, per_step))
         };
-        poison(&mut slots)?;
+        poison(&mut buffers)?;
         for _ in 0..job.warmup {
-            launch(&slots)?;
+            sequence(&mut buffers)?;
         }
         let mut times = Vec::with_capacity(job.repeats as usize);
+        let mut step_times = vec![Vec::with_capacity(job.repeats as usize); job.steps.len()];
         for _ in 0..job.repeats {
-            times.push(launch(&slots)?);
+            let (total, per_step) = sequence(&mut buffers)?;
+            times.push(total);
+            for (acc, t) in step_times.iter_mut().zip(per_step) {
+                acc.push(t);
+            }
         }
-        poison(&mut slots)?;
-        launch(&slots)?;
+        poison(&mut buffers)?;
+        sequence(&mut buffers)?;
         let mut outputs = Vec::new();
-        for s in &slots {
-            if let Slot::Buffer(buf, Some(dtype)) = s {
-                let size = buf.size().map_err(cl_err("clGetMemObjectInfo"))?;
-                let mut host = vec![0u8; size];
+        for (buf, spec) in buffers.iter().zip(&job.buffers) {
+            if let BufferSpec::Output { dtype, .. } = spec {
+                let mut host = vec![0u8; spec.bytes()];
                 let ev: &[cl_event] = &[];
-                unsafe { q.enqueue_read_buffer(buf, CL_BLOCKING, 0, &mut host, ev) }
-                    .map_err(cl_err("clEnqueueReadBuffer"))?;
+                if !host.is_empty() {
+                    unsafe { q.enqueue_read_buffer(buf, CL_BLOCKING, 0, &mut host, ev) }
+                        .map_err(cl_err("clEnqueueReadBuffer"))?;
+                }
                 outputs.push(HostVec::from_bytes(*dtype, &host));
             }
         }
-        let local_used = local.unwrap_or(0);
-        Ok(JobOutput {
-            outputs,
-            times_s: times,
-            build_s,
-            resources: self.resources(&job.kernel, log, local_used.max(1)),
-            build_options: options,
-            local_used,
-        })
+        let steps = job
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(i, step)| {
+                let local_used = locals[i].unwrap_or(0);
+                StepReport {
+                    name: step.name(),
+                    median_s: median(&step_times[i]),
+                    resources: match step {
+                        Step::Launch(l) => Some(self.resources(&l.kernel, log, local_used.max(1))),
+                        Step::Fill { .. } => None,
+                    },
+                    local_used,
+                }
+            })
+            .collect();
+        Ok(JobOutput::from_steps(outputs, times, steps, build_s, options))
     }
 }

@@ -5,6 +5,8 @@
 //! ΛCDM; the float32 path forms centre offsets exactly (integer pixel + float64 remainder) so it has no
 //! cancellation near halo centres.
 
+pub mod io;
+
 use super::{vector_errors, Accuracy, DevicePlan, Field, WorkCount, Workload};
 use crate::backend::{DType, HostSlice, HostVec, KernelArg, KernelJob, Precision, Program};
 use rand::{Rng, SeedableRng};
@@ -13,14 +15,14 @@ use rayon::prelude::*;
 /// Kernel sources in the three dialects and the headers they share.
 pub static PROGRAM: Program = Program {
     name: "lens",
-    opencl: include_str!("../../cl/lens.cl"),
-    sycl: include_str!("../../ports/sycl/lens.cpp"),
+    opencl: include_str!("../../../cl/lens.cl"),
+    sycl: include_str!("../../../ports/sycl/lens.cpp"),
     headers: &[
         (
             "astro_dialect.h",
-            include_str!("../../cl/common/astro_dialect.h"),
+            include_str!("../../../cl/common/astro_dialect.h"),
         ),
-        ("lens_sie.h", include_str!("../../cl/common/lens_sie.h")),
+        ("lens_sie.h", include_str!("../../../cl/common/lens_sie.h")),
     ],
 };
 
@@ -585,19 +587,19 @@ impl Workload for LensProblem {
                 KernelArg::Output { dtype, len },
                 KernelArg::Output { dtype, len },
             ]);
-            jobs.push(KernelJob {
-                program: &PROGRAM,
-                defines: vec![
+            jobs.push(KernelJob::single(
+                &PROGRAM,
+                vec![
                     ("ASTRO_REAL".into(), precision.c_type().into()),
                     ("ASTRO_SUFFIX".into(), precision.name().into()),
                 ],
-                kernel: format!("lens_sie_grad_{}", precision.name()),
+                format!("lens_sie_grad_{}", precision.name()),
                 args,
-                global: rows * self.n.div_ceil(PIXELS_PER_ITEM),
-                local: Some(GPU_GROUP),
+                rows * self.n.div_ceil(PIXELS_PER_ITEM),
+                Some(GPU_GROUP),
                 warmup,
                 repeats,
-            });
+            ));
             row0 += rows;
         }
         DevicePlan { jobs }
