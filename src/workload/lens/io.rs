@@ -1,0 +1,1799 @@
+//! Lens inputs and outputs: halo catalogues and multiple-image systems (CSV), maps (FITS).
+//!
+//! Self-contained on purpose: these are plain records, and turning them into the kernel's halos is the
+//! caller's job. Readers name the file, the 1-based line, the column and the offending value in every
+//! error. Writers check records against the same rules as the readers (so whatever is written reads
+//! back equal), and write a temporary file beside the target and rename it, so a failed write never
+//! leaves a half-written file under the target's name.
+//!
+//! CSV: header row required, column order free, lines starting with `#` and blank lines ignored,
+//! fields trimmed, unknown columns rejected. FITS: cfitsio (crate `fitsio`, built from its bundled
+//! source and linked statically) encodes the file in memory; std writes the bytes.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use fitsio::hdu::HduInfo;
+use fitsio::images::{ImageDescription, ImageType};
+use fitsio::{sys, FileOpenMode, FitsFile};
+
+/// Everything that can go wrong reading or writing lens inputs and outputs.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The CSV layer itself failed (e.g. an unterminated quote).
+    #[error("{file}: {message}")]
+    Csv { file: String, message: String },
+    /// A problem with a whole line: the header, or a row's field count.
+    #[error("{file} line {line}: {problem}")]
+    Line {
+        file: String,
+        line: u64,
+        problem: String,
+    },
+    #[error("{file}: missing required column '{column}'")]
+    MissingColumn { file: String, column: String },
+    /// A field that must hold a value is empty, or its column is absent.
+    #[error("{file} line {line}, column '{column}': {problem}")]
+    Missing {
+        file: String,
+        line: u64,
+        column: String,
+        problem: String,
+    },
+    /// A field's value is unparsable or out of range; `value` is the text as written in the file.
+    #[error("{file} line {line}, column '{column}': value {value} {problem}")]
+    Value {
+        file: String,
+        line: u64,
+        column: String,
+        value: String,
+        problem: String,
+    },
+    /// A problem with the file as a whole (no rows, a system with one image).
+    #[error("{file}: {problem}")]
+    Content { file: String, problem: String },
+    /// A record handed to a writer breaks a rule the reader enforces; nothing was written.
+    #[error("{file}: {record}, field '{column}': value {value} {problem}")]
+    Record {
+        file: String,
+        record: String,
+        column: String,
+        value: String,
+        problem: String,
+    },
+    /// A map that cannot be written, or a FITS file that cannot be read back.
+    #[error("{file}: {problem}")]
+    Map { file: String, problem: String },
+    #[error("{file}: FITS: {message}")]
+    Fits { file: String, message: String },
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Halo catalogue
+// ---------------------------------------------------------------------------------------------------
+
+/// Halo mass profile, with LENSTOOL's potential type numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HaloProfile {
+    /// LENSTOOL type 5: pseudo-elliptical singular isothermal sphere; no core or cut radius.
+    Sie,
+    /// LENSTOOL type 81: dual pseudo-isothermal elliptical mass distribution (core and cut radii).
+    Dpie,
+}
+
+impl HaloProfile {
+    /// The name written to CSV.
+    pub fn name(self) -> &'static str {
+        match self {
+            HaloProfile::Sie => "sie",
+            HaloProfile::Dpie => "dpie",
+        }
+    }
+
+    pub fn lenstool_type(self) -> u32 {
+        match self {
+            HaloProfile::Sie => 5,
+            HaloProfile::Dpie => 81,
+        }
+    }
+
+    /// Accepts `sie`/`dpie` in any case, or LENSTOOL's numbers `5`/`81`.
+    pub fn parse(text: &str) -> Option<HaloProfile> {
+        match text.to_ascii_lowercase().as_str() {
+            "sie" | "5" => Some(HaloProfile::Sie),
+            "dpie" | "81" => Some(HaloProfile::Dpie),
+            _ => None,
+        }
+    }
+}
+
+/// One halo of a catalogue. Lengths in arcsec, relative to the map centre, +x West as in LENSTOOL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HaloRecord {
+    pub id: String,
+    pub profile: HaloProfile,
+    pub x: f64,
+    pub y: f64,
+    /// Velocity dispersion in km/s; for dpie, LENSTOOL's fiducial σ_LT.
+    pub sigma_kms: f64,
+    /// LENSTOOL mass ellipticity e = (a² − b²)/(a² + b²), 0 ≤ e < 1.
+    pub ellipticity: f64,
+    /// Position angle in degrees, counter-clockwise from +x.
+    pub angle_deg: f64,
+    /// Core radius (dpie only; 0 for sie).
+    pub r_core: f64,
+    /// Cut radius (dpie only, > r_core; 0 for sie).
+    pub r_cut: f64,
+}
+
+const H_ID: &str = "id";
+const H_PROFILE: &str = "profile";
+const H_X: &str = "x_arcsec";
+const H_Y: &str = "y_arcsec";
+const H_SIGMA: &str = "sigma_kms";
+const H_E: &str = "ellipticity";
+const H_ANGLE: &str = "angle_deg";
+const H_RCORE: &str = "r_core_arcsec";
+const H_RCUT: &str = "r_cut_arcsec";
+
+/// Column order used by the writer; any order is read.
+const HALO_COLUMNS: [&str; 9] = [
+    H_ID, H_PROFILE, H_X, H_Y, H_SIGMA, H_E, H_ANGLE, H_RCORE, H_RCUT,
+];
+/// The radii may be left out of a catalogue with no dpie halo.
+const HALO_REQUIRED: [&str; 7] = [H_ID, H_PROFILE, H_X, H_Y, H_SIGMA, H_E, H_ANGLE];
+
+/// Reads a halo catalogue CSV (columns in the module docs and `HALO_COLUMNS`).
+pub fn read_halos(path: &Path) -> Result<Vec<HaloRecord>, InputError> {
+    let text = read_text(path)?;
+    parse_halos(&text, &path.display().to_string())
+}
+
+/// Parses a halo catalogue; `source` names the file in error messages.
+pub fn parse_halos(text: &str, source: &str) -> Result<Vec<HaloRecord>, InputError> {
+    let table = Table::parse(text, source, &HALO_COLUMNS, &HALO_REQUIRED)?;
+    let mut halos = Vec::with_capacity(table.rows.len());
+    for (line, record) in &table.rows {
+        let row = Row {
+            table: &table,
+            line: *line,
+            record,
+        };
+        halos.push(halo_from_row(&row)?);
+    }
+    if halos.is_empty() {
+        return Err(InputError::Content {
+            file: source.to_string(),
+            problem: "the catalogue has a header but no halos".to_string(),
+        });
+    }
+    Ok(halos)
+}
+
+fn halo_from_row(row: &Row) -> Result<HaloRecord, InputError> {
+    let id = row.string(H_ID)?;
+    let profile_text = row.text(H_PROFILE);
+    if profile_text.is_empty() {
+        return Err(row.missing(H_PROFILE, "no value"));
+    }
+    let profile = HaloProfile::parse(profile_text)
+        .ok_or_else(|| row.bad(H_PROFILE, "is not a known profile (sie, dpie, 5 or 81)"))?;
+    let (r_core, r_cut) = match profile {
+        HaloProfile::Sie => {
+            // A radius given for an sie halo would be silently ignored by the kernel: refuse it.
+            for column in [H_RCORE, H_RCUT] {
+                if !row.text(column).is_empty() {
+                    return Err(row.bad(
+                        column,
+                        "must be empty for an sie halo (LENSTOOL type 5 has no core or cut radius)",
+                    ));
+                }
+            }
+            (0.0, 0.0)
+        }
+        HaloProfile::Dpie => {
+            let need = |column| {
+                row.optional_number(column)?
+                    .ok_or_else(|| row.missing(column, "a dpie halo needs a value"))
+            };
+            (need(H_RCORE)?, need(H_RCUT)?)
+        }
+    };
+    let halo = HaloRecord {
+        id,
+        profile,
+        x: row.number(H_X)?,
+        y: row.number(H_Y)?,
+        sigma_kms: row.number(H_SIGMA)?,
+        ellipticity: row.number(H_E)?,
+        angle_deg: row.number(H_ANGLE)?,
+        r_core,
+        r_cut,
+    };
+    check_halo(&halo).map_err(|v| row.bad(v.column, &v.problem))?;
+    Ok(halo)
+}
+
+/// A broken rule: the column, the value as the writer would print it, and what is wrong.
+struct Violation {
+    column: &'static str,
+    value: String,
+    problem: String,
+}
+
+fn violation(column: &'static str, value: impl std::fmt::Debug, problem: &str) -> Violation {
+    Violation {
+        column,
+        value: format!("{value:?}"),
+        problem: problem.to_string(),
+    }
+}
+
+/// The value rules shared by reader and writer (the reader has already refused unparsable and
+/// non-finite numbers; the writer relies on this for them too).
+fn check_halo(h: &HaloRecord) -> Result<(), Violation> {
+    check_id(H_ID, &h.id)?;
+    for (column, v) in [
+        (H_X, h.x),
+        (H_Y, h.y),
+        (H_SIGMA, h.sigma_kms),
+        (H_E, h.ellipticity),
+        (H_ANGLE, h.angle_deg),
+        (H_RCORE, h.r_core),
+        (H_RCUT, h.r_cut),
+    ] {
+        if !v.is_finite() {
+            return Err(violation(column, v, "is not finite"));
+        }
+    }
+    if h.sigma_kms <= 0.0 {
+        return Err(violation(H_SIGMA, h.sigma_kms, "must be > 0"));
+    }
+    if !(0.0..1.0).contains(&h.ellipticity) {
+        return Err(violation(H_E, h.ellipticity, "is outside [0, 1)"));
+    }
+    match h.profile {
+        HaloProfile::Sie => {
+            for (column, v) in [(H_RCORE, h.r_core), (H_RCUT, h.r_cut)] {
+                if v != 0.0 {
+                    return Err(violation(
+                        column,
+                        v,
+                        "must be 0 for an sie halo (it is written as an empty field)",
+                    ));
+                }
+            }
+        }
+        HaloProfile::Dpie => {
+            if h.r_core < 0.0 {
+                return Err(violation(H_RCORE, h.r_core, "must be >= 0"));
+            }
+            if h.r_cut <= h.r_core {
+                let problem = format!("must be greater than {H_RCORE} ({:?})", h.r_core);
+                return Err(violation(H_RCUT, h.r_cut, &problem));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Ids are trimmed on reading, so one with outer whitespace could not read back equal.
+fn check_id(column: &'static str, id: &str) -> Result<(), Violation> {
+    if id.is_empty() {
+        return Err(violation(column, id, "must not be empty"));
+    }
+    if id.trim() != id {
+        return Err(violation(
+            column,
+            id,
+            "has leading or trailing whitespace, which the reader would trim",
+        ));
+    }
+    Ok(())
+}
+
+/// Writes a halo catalogue atomically, after checking every record; floats round-trip exactly.
+pub fn write_halos(path: &Path, halos: &[HaloRecord]) -> Result<(), InputError> {
+    let file = path.display().to_string();
+    for (i, h) in halos.iter().enumerate() {
+        check_halo(h).map_err(|v| InputError::Record {
+            file: file.clone(),
+            record: format!("halo {} (id {:?})", i + 1, h.id),
+            column: v.column.to_string(),
+            value: v.value,
+            problem: v.problem,
+        })?;
+    }
+    if halos.is_empty() {
+        // The reader refuses an empty catalogue, so writing one would only defer the error.
+        return Err(InputError::Content {
+            file,
+            problem: "no halos to write".to_string(),
+        });
+    }
+    let mut w = csv_writer();
+    let result = (|| {
+        w.write_record(HALO_COLUMNS)?;
+        for h in halos {
+            let radius = |v: f64| match h.profile {
+                HaloProfile::Sie => String::new(),
+                HaloProfile::Dpie => float(v),
+            };
+            w.write_record([
+                h.id.clone(),
+                h.profile.name().to_string(),
+                float(h.x),
+                float(h.y),
+                float(h.sigma_kms),
+                float(h.ellipticity),
+                float(h.angle_deg),
+                radius(h.r_core),
+                radius(h.r_cut),
+            ])?;
+        }
+        Ok::<(), csv::Error>(())
+    })();
+    let bytes = finish_csv(w, result, &file)?;
+    write_atomic(path, &bytes)
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Image systems
+// ---------------------------------------------------------------------------------------------------
+
+/// One observed image of a multiple-image system, in arcsec relative to the map centre.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ObservedImage {
+    pub x: f64,
+    pub y: f64,
+    /// Positional error (1σ), > 0.
+    pub sigma: f64,
+}
+
+/// A multiply imaged source: at least two images, one source redshift.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageSystem {
+    pub id: String,
+    pub z_source: f64,
+    pub images: Vec<ObservedImage>,
+}
+
+const S_SYSTEM: &str = "system";
+const S_Z: &str = "z_source";
+const S_X: &str = "x_arcsec";
+const S_Y: &str = "y_arcsec";
+const S_SIGMA: &str = "sigma_arcsec";
+const SYSTEM_COLUMNS: [&str; 5] = [S_SYSTEM, S_Z, S_X, S_Y, S_SIGMA];
+
+pub fn read_image_systems(path: &Path) -> Result<Vec<ImageSystem>, InputError> {
+    let text = read_text(path)?;
+    parse_image_systems(&text, &path.display().to_string())
+}
+
+/// Parses image systems (one row per observed image), keeping the order in which systems first
+/// appear; rows of a system need not be adjacent. `source` names the file in error messages.
+pub fn parse_image_systems(text: &str, source: &str) -> Result<Vec<ImageSystem>, InputError> {
+    let table = Table::parse(text, source, &SYSTEM_COLUMNS, &SYSTEM_COLUMNS)?;
+    let mut systems: Vec<ImageSystem> = Vec::new();
+    // System id → (index in `systems`, line of its first row).
+    let mut seen: HashMap<String, (usize, u64)> = HashMap::new();
+    for (line, record) in &table.rows {
+        let row = Row {
+            table: &table,
+            line: *line,
+            record,
+        };
+        let id = row.string(S_SYSTEM)?;
+        let z_source = row.number(S_Z)?;
+        let image = ObservedImage {
+            x: row.number(S_X)?,
+            y: row.number(S_Y)?,
+            sigma: row.number(S_SIGMA)?,
+        };
+        check_system_z(z_source).map_err(|v| row.bad(v.column, &v.problem))?;
+        check_image(&image).map_err(|v| row.bad(v.column, &v.problem))?;
+        match seen.get(&id) {
+            Some(&(index, first_line)) => {
+                let system = &mut systems[index];
+                if system.z_source != z_source {
+                    let problem = format!(
+                        "differs from {S_Z} {:?} given for system '{id}' on line {first_line}",
+                        system.z_source
+                    );
+                    return Err(row.bad(S_Z, &problem));
+                }
+                system.images.push(image);
+            }
+            None => {
+                seen.insert(id.clone(), (systems.len(), *line));
+                systems.push(ImageSystem {
+                    id,
+                    z_source,
+                    images: vec![image],
+                });
+            }
+        }
+    }
+    if systems.is_empty() {
+        return Err(InputError::Content {
+            file: source.to_string(),
+            problem: "the file has a header but no images".to_string(),
+        });
+    }
+    for s in &systems {
+        if s.images.len() < 2 {
+            return Err(InputError::Line {
+                file: source.to_string(),
+                line: seen[&s.id].1,
+                problem: format!(
+                    "system '{}' has only {} image; a system needs at least 2",
+                    s.id,
+                    s.images.len()
+                ),
+            });
+        }
+    }
+    Ok(systems)
+}
+
+fn check_system_z(z: f64) -> Result<(), Violation> {
+    if !z.is_finite() {
+        return Err(violation(S_Z, z, "is not finite"));
+    }
+    // The lens redshift is not known here; the caller checks z_source > z_lens.
+    if z <= 0.0 {
+        return Err(violation(S_Z, z, "must be > 0"));
+    }
+    Ok(())
+}
+
+fn check_image(im: &ObservedImage) -> Result<(), Violation> {
+    for (column, v) in [(S_X, im.x), (S_Y, im.y), (S_SIGMA, im.sigma)] {
+        if !v.is_finite() {
+            return Err(violation(column, v, "is not finite"));
+        }
+    }
+    if im.sigma <= 0.0 {
+        return Err(violation(S_SIGMA, im.sigma, "must be > 0"));
+    }
+    Ok(())
+}
+
+/// Writes image systems atomically, one row per image, after checking them against the reader's rules.
+pub fn write_image_systems(path: &Path, systems: &[ImageSystem]) -> Result<(), InputError> {
+    let file = path.display().to_string();
+    let record_error = |record: String, v: Violation| InputError::Record {
+        file: file.clone(),
+        record,
+        column: v.column.to_string(),
+        value: v.value,
+        problem: v.problem,
+    };
+    let mut ids: HashMap<&str, usize> = HashMap::new();
+    for (i, s) in systems.iter().enumerate() {
+        let name = format!("system {} (id {:?})", i + 1, s.id);
+        check_id(S_SYSTEM, &s.id).map_err(|v| record_error(name.clone(), v))?;
+        // Two entries with one id would merge into one system on reading.
+        if let Some(first) = ids.insert(&s.id, i + 1) {
+            let problem = format!("is also the id of system {first}");
+            return Err(record_error(name, violation(S_SYSTEM, &s.id, &problem)));
+        }
+        check_system_z(s.z_source).map_err(|v| record_error(name.clone(), v))?;
+        if s.images.len() < 2 {
+            return Err(InputError::Content {
+                file: file.clone(),
+                problem: format!(
+                    "{name} has {} image(s); a system needs at least 2",
+                    s.images.len()
+                ),
+            });
+        }
+        for (k, im) in s.images.iter().enumerate() {
+            check_image(im).map_err(|v| record_error(format!("{name} image {}", k + 1), v))?;
+        }
+    }
+    if systems.is_empty() {
+        return Err(InputError::Content {
+            file: file.clone(),
+            problem: "no image systems to write".to_string(),
+        });
+    }
+    let mut w = csv_writer();
+    let result = (|| {
+        w.write_record(SYSTEM_COLUMNS)?;
+        for s in systems {
+            for im in &s.images {
+                w.write_record([
+                    s.id.clone(),
+                    float(s.z_source),
+                    float(im.x),
+                    float(im.y),
+                    float(im.sigma),
+                ])?;
+            }
+        }
+        Ok::<(), csv::Error>(())
+    })();
+    let bytes = finish_csv(w, result, &file)?;
+    write_atomic(path, &bytes)
+}
+
+// ---------------------------------------------------------------------------------------------------
+// CSV plumbing
+// ---------------------------------------------------------------------------------------------------
+
+/// A CSV file after header checks: canonical column name → field index, and the data rows with
+/// their 1-based line numbers.
+struct Table {
+    file: String,
+    columns: HashMap<&'static str, usize>,
+    rows: Vec<(u64, csv::StringRecord)>,
+}
+
+impl Table {
+    fn parse(
+        text: &str,
+        file: &str,
+        known: &[&'static str],
+        required: &[&'static str],
+    ) -> Result<Table, InputError> {
+        let mut reader = csv::ReaderBuilder::new()
+            // The header is taken by hand so that its line is known for error messages.
+            .has_headers(false)
+            .comment(Some(b'#'))
+            .trim(csv::Trim::All)
+            // Field counts are checked below, with a message that names the line.
+            .flexible(true)
+            .from_reader(text.as_bytes());
+        let line_starts: Vec<usize> = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        let mut header: Option<(u64, usize)> = None;
+        let mut columns = HashMap::new();
+        let mut rows = Vec::new();
+        for result in reader.records() {
+            let record = result.map_err(|e| InputError::Csv {
+                file: file.to_string(),
+                message: e.to_string(),
+            })?;
+            let byte = record.position().map_or(0, |p| p.byte() as usize);
+            let line = record_line(text.as_bytes(), &line_starts, byte);
+            // csv skips empty lines itself; a line of blanks trims down to one empty field.
+            if record.len() == 1 && record[0].is_empty() {
+                continue;
+            }
+            match header {
+                None => {
+                    columns = header_columns(file, line, &record, known, required)?;
+                    header = Some((line, record.len()));
+                }
+                Some((header_line, width)) => {
+                    if record.len() != width {
+                        return Err(InputError::Line {
+                            file: file.to_string(),
+                            line,
+                            problem: format!(
+                                "{} field{}, but the header (line {header_line}) has {width}",
+                                record.len(),
+                                if record.len() == 1 { "" } else { "s" }
+                            ),
+                        });
+                    }
+                    rows.push((line, record));
+                }
+            }
+        }
+        if header.is_none() {
+            return Err(InputError::Content {
+                file: file.to_string(),
+                problem: "no header row (the file is empty or only comments)".to_string(),
+            });
+        }
+        Ok(Table {
+            file: file.to_string(),
+            columns,
+            rows,
+        })
+    }
+}
+
+/// The 1-based line on which a record starts. csv's own count leaves out comment lines, and its
+/// record position is where the previous record ended, before any comment or empty lines: skip those.
+fn record_line(text: &[u8], line_starts: &[usize], byte: usize) -> u64 {
+    let mut pos = byte.min(text.len());
+    while pos < text.len() {
+        let end = text[pos..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(text.len(), |i| pos + i + 1);
+        let line = &text[pos..end];
+        let content = line
+            .iter()
+            .position(|&b| b != b'\r' && b != b'\n')
+            .map(|i| line[i]);
+        match content {
+            None | Some(b'#') if end < text.len() => pos = end,
+            _ => break,
+        }
+    }
+    line_starts.partition_point(|&start| start <= pos) as u64
+}
+
+fn header_columns(
+    file: &str,
+    line: u64,
+    record: &csv::StringRecord,
+    known: &[&'static str],
+    required: &[&'static str],
+) -> Result<HashMap<&'static str, usize>, InputError> {
+    let line_error = |problem: String| InputError::Line {
+        file: file.to_string(),
+        line,
+        problem,
+    };
+    let mut columns = HashMap::new();
+    let mut unknown = Vec::new();
+    for (index, name) in record.iter().enumerate() {
+        match known.iter().find(|k| **k == name) {
+            Some(k) => {
+                if columns.insert(*k, index).is_some() {
+                    return Err(line_error(format!("duplicate column '{name}'")));
+                }
+            }
+            None => unknown.push(format!("'{name}'")),
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(line_error(format!(
+            "unknown column{} {} (known columns: {})",
+            if unknown.len() > 1 { "s" } else { "" },
+            unknown.join(", "),
+            known.join(", ")
+        )));
+    }
+    for r in required {
+        if !columns.contains_key(r) {
+            return Err(InputError::MissingColumn {
+                file: file.to_string(),
+                column: r.to_string(),
+            });
+        }
+    }
+    Ok(columns)
+}
+
+/// One data row, read by column name.
+struct Row<'a> {
+    table: &'a Table,
+    line: u64,
+    record: &'a csv::StringRecord,
+}
+
+impl Row<'_> {
+    /// The trimmed field, or "" where the column is absent.
+    fn text(&self, column: &str) -> &str {
+        self.table
+            .columns
+            .get(column)
+            .and_then(|&i| self.record.get(i))
+            .unwrap_or("")
+    }
+
+    fn bad(&self, column: &str, problem: &str) -> InputError {
+        InputError::Value {
+            file: self.table.file.clone(),
+            line: self.line,
+            column: column.to_string(),
+            value: self.text(column).to_string(),
+            problem: problem.to_string(),
+        }
+    }
+
+    fn missing(&self, column: &str, problem: &str) -> InputError {
+        let problem = if self.table.columns.contains_key(column) {
+            problem.to_string()
+        } else {
+            format!("{problem} (the column is absent)")
+        };
+        InputError::Missing {
+            file: self.table.file.clone(),
+            line: self.line,
+            column: column.to_string(),
+            problem,
+        }
+    }
+
+    fn string(&self, column: &str) -> Result<String, InputError> {
+        match self.text(column) {
+            "" => Err(self.missing(column, "no value")),
+            s => Ok(s.to_string()),
+        }
+    }
+
+    /// A finite number, or None for an empty field or absent column.
+    fn optional_number(&self, column: &str) -> Result<Option<f64>, InputError> {
+        let text = self.text(column);
+        if text.is_empty() {
+            return Ok(None);
+        }
+        let v: f64 = text
+            .parse()
+            .map_err(|_| self.bad(column, "is not a number"))?;
+        if !v.is_finite() {
+            return Err(self.bad(column, "is not finite"));
+        }
+        Ok(Some(v))
+    }
+
+    fn number(&self, column: &str) -> Result<f64, InputError> {
+        self.optional_number(column)?
+            .ok_or_else(|| self.missing(column, "no value"))
+    }
+}
+
+fn csv_writer() -> csv::Writer<Vec<u8>> {
+    csv::WriterBuilder::new()
+        // Quotes any field holding '#', so an id cannot turn its row into a comment.
+        .comment(Some(b'#'))
+        .from_writer(Vec::new())
+}
+
+fn finish_csv(
+    w: csv::Writer<Vec<u8>>,
+    result: Result<(), csv::Error>,
+    file: &str,
+) -> Result<Vec<u8>, InputError> {
+    let csv_error = |message: String| InputError::Csv {
+        file: file.to_string(),
+        message,
+    };
+    result.map_err(|e| csv_error(e.to_string()))?;
+    w.into_inner().map_err(|e| csv_error(e.to_string()))
+}
+
+/// Shortest text that parses back to the same f64 (Rust's `{:?}`).
+fn float(v: f64) -> String {
+    format!("{v:?}")
+}
+
+fn read_text(path: &Path) -> Result<String, InputError> {
+    fs::read_to_string(path).map_err(|e| io_error(path, e))
+}
+
+fn io_error(path: &Path, source: std::io::Error) -> InputError {
+    InputError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Writes `bytes` to a new temporary file in the target's directory, syncs it and renames it over
+/// the target (atomic on one file system). On any failure the temporary file is removed.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), InputError> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let name = path.file_name().ok_or_else(|| {
+        io_error(
+            path,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"),
+        )
+    })?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    // Hidden, unique per process and call, so concurrent writers never share a temporary file.
+    let tmp = dir.join(format!(
+        ".{}.{}-{}.tmp",
+        name.to_string_lossy(),
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&tmp, path)
+    })();
+    result.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        io_error(path, e)
+    })
+}
+
+// ---------------------------------------------------------------------------------------------------
+// FITS maps
+// ---------------------------------------------------------------------------------------------------
+
+/// A map to write: row-major float32, x (FITS axis 1) fastest, on a grid centred on the centre.
+#[derive(Debug, Clone, Copy)]
+pub struct MapImage<'a> {
+    pub data: &'a [f32],
+    pub nx: usize,
+    pub ny: usize,
+    pub pixel_arcsec: f64,
+    pub centre_x_arcsec: f64,
+    pub centre_y_arcsec: f64,
+    /// Written as EXTNAME (e.g. "alpha_x"); printable ASCII, not empty.
+    pub name: &'a str,
+    /// Written as BUNIT (e.g. "arcsec"); "" writes no BUNIT.
+    pub unit: &'a str,
+    /// One HISTORY card each; cfitsio continues a line longer than 72 characters on further cards.
+    pub history: &'a [String],
+}
+
+/// A map read back, with the header values a round trip needs. Absent string keys read as "".
+#[derive(Debug, Clone, PartialEq)]
+pub struct MapFits {
+    pub data: Vec<f32>,
+    pub nx: usize,
+    pub ny: usize,
+    pub bitpix: i64,
+    pub ctype: [String; 2],
+    pub cunit: [String; 2],
+    pub crpix: [f64; 2],
+    pub crval: [f64; 2],
+    pub cdelt: [f64; 2],
+    pub name: String,
+    pub unit: String,
+    pub origin: String,
+    pub history: Vec<String>,
+}
+
+/// Bytes per FITS block; a complete file is a whole number of them.
+const FITS_BLOCK: usize = 2880;
+
+/// Writes a 2-D float32 primary image with a linear offset WCS (arcsec from the lens centre):
+/// pixel (i, j), 1-based, sits at CRVAL + (p − CRPIX)·CDELT with CRPIX = (n + 1)/2, matching a grid
+/// whose pixel k (0-based) is at centre + (k − (n − 1)/2)·pixel. Written atomically.
+pub fn write_map_fits(path: &Path, map: &MapImage) -> Result<(), InputError> {
+    let file = path.display().to_string();
+    check_map(map).map_err(|problem| InputError::Map {
+        file: file.clone(),
+        problem,
+    })?;
+    let bytes = encode_map(map).map_err(|e| InputError::Fits {
+        file: file.clone(),
+        message: e.to_string(),
+    })?;
+    write_atomic(path, &bytes)
+}
+
+fn check_map(map: &MapImage) -> Result<(), String> {
+    if map.nx == 0 || map.ny == 0 {
+        return Err(format!("map size {}×{} has no pixels", map.nx, map.ny));
+    }
+    match map.nx.checked_mul(map.ny) {
+        Some(n) if n == map.data.len() => {}
+        _ => {
+            return Err(format!(
+                "map size {}×{} does not match its {} values",
+                map.nx,
+                map.ny,
+                map.data.len()
+            ))
+        }
+    }
+    // cfitsio takes sizes as C long; i32 keeps the NAXIS cards well inside any reader's range.
+    if map.nx > i32::MAX as usize || map.ny > i32::MAX as usize {
+        return Err(format!("map size {}×{} is too large", map.nx, map.ny));
+    }
+    if !(map.pixel_arcsec > 0.0 && map.pixel_arcsec.is_finite()) {
+        return Err(format!(
+            "pixel scale {:?} arcsec must be positive and finite",
+            map.pixel_arcsec
+        ));
+    }
+    if !(map.centre_x_arcsec.is_finite() && map.centre_y_arcsec.is_finite()) {
+        return Err(format!(
+            "map centre ({:?}, {:?}) arcsec is not finite",
+            map.centre_x_arcsec, map.centre_y_arcsec
+        ));
+    }
+    if map.name.is_empty() {
+        return Err("map name (EXTNAME) is empty".to_string());
+    }
+    // FITS header text is printable ASCII; checked here so the message says which text is wrong.
+    let printable = |s: &str| s.bytes().all(|b| (b' '..=b'~').contains(&b));
+    if !printable(map.name) || map.name.len() > 68 {
+        return Err(format!(
+            "map name {:?} must be at most 68 printable ASCII characters",
+            map.name
+        ));
+    }
+    if !printable(map.unit) || map.unit.len() > 68 {
+        return Err(format!(
+            "unit {:?} must be at most 68 printable ASCII characters",
+            map.unit
+        ));
+    }
+    for (i, h) in map.history.iter().enumerate() {
+        if !printable(h) {
+            return Err(format!(
+                "history line {} {h:?} has a character that is not printable ASCII",
+                i + 1
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Memory that cfitsio grows with C `realloc`, so it is released with C `free`.
+struct CBuffer {
+    ptr: *mut c_void,
+    len: usize,
+}
+
+impl Drop for CBuffer {
+    fn drop(&mut self) {
+        if !self.ptr.is_null() {
+            // SAFETY: ptr came from C realloc (via cfitsio) and is freed once, here.
+            unsafe { free(self.ptr) };
+        }
+    }
+}
+
+extern "C" {
+    fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void;
+    fn free(ptr: *mut c_void);
+}
+
+/// Encodes the map as a FITS file in memory. Going through memory keeps cfitsio's file-name syntax
+/// (brackets, '!', '-', URLs) away from real paths and lets std do the atomic write.
+fn encode_map(map: &MapImage) -> Result<Vec<u8>, fitsio::errors::Error> {
+    // Boxed: cfitsio keeps the addresses of ptr and len until the file is closed.
+    let mut buffer = Box::new(CBuffer {
+        ptr: std::ptr::null_mut(),
+        len: 0,
+    });
+    // Growth step of the buffer: the whole data unit plus a few header blocks, so a large map costs
+    // one or two reallocations instead of one per block; the file is cut to its true size below.
+    let step = (map.data.len() * 4).div_ceil(FITS_BLOCK) * FITS_BLOCK + 8 * FITS_BLOCK;
+    let mut fptr = std::ptr::null_mut();
+    let mut status: c_int = 0;
+    // SAFETY: buffer outlives the memory file, which `f` (declared after it, so dropped first) closes.
+    unsafe {
+        sys::ffimem(
+            &mut fptr,
+            &mut buffer.ptr,
+            &mut buffer.len,
+            step,
+            Some(realloc),
+            &mut status,
+        );
+    }
+    fitsio::errors::check_status(status)?;
+    let mut f = wrap_raw(fptr, FileOpenMode::READWRITE)?;
+
+    let description = ImageDescription {
+        data_type: ImageType::Float,
+        // fitsio takes C order (slowest first), so NAXIS1 = nx.
+        dimensions: &[map.ny, map.nx],
+    };
+    // On an empty file this creates the primary HDU; fitsio also writes EXTNAME = name.
+    let hdu = f.create_image(map.name, &description)?;
+    let crpix = [(map.nx as f64 + 1.0) / 2.0, (map.ny as f64 + 1.0) / 2.0];
+    let crval = [map.centre_x_arcsec, map.centre_y_arcsec];
+    for (i, (x, direction)) in [("X", "West"), ("Y", "North")].into_iter().enumerate() {
+        let axis = i + 1;
+        hdu.write_key(
+            &mut f,
+            &format!("CTYPE{axis}"),
+            (
+                format!("OFFSET-{x}").as_str(),
+                format!("linear offset from the lens centre, +{x} {direction}").as_str(),
+            ),
+        )?;
+        hdu.write_key(&mut f, &format!("CUNIT{axis}"), "arcsec")?;
+        write_real(
+            &mut f,
+            &format!("CRPIX{axis}"),
+            crpix[i],
+            "reference pixel (1-based)",
+        )?;
+        write_real(
+            &mut f,
+            &format!("CRVAL{axis}"),
+            crval[i],
+            "offset at CRPIX [arcsec]",
+        )?;
+        write_real(
+            &mut f,
+            &format!("CDELT{axis}"),
+            map.pixel_arcsec,
+            "pixel scale [arcsec]",
+        )?;
+    }
+    if !map.unit.is_empty() {
+        hdu.write_key(&mut f, "BUNIT", (map.unit, "unit of the pixel values"))?;
+    }
+    hdu.write_key(&mut f, "ORIGIN", ("astroport", "written by"))?;
+    for line in map.history {
+        let text = CString::new(line.as_str())?;
+        // SAFETY: f is open; text is a valid C string.
+        unsafe { sys::ffphis(f.as_raw(), text.as_ptr(), &mut status) };
+        fitsio::errors::check_status(status)?;
+    }
+    hdu.write_image(&mut f, map.data)?;
+
+    // Flush explicitly: closing (in Drop) discards its status, and the padding and END card are
+    // only final once the HDU is flushed.
+    let (mut head, mut data_start, mut data_end) = (0, 0, 0);
+    // SAFETY: f is open.
+    unsafe {
+        sys::ffflus(f.as_raw(), &mut status);
+        sys::ffghadll(
+            f.as_raw(),
+            &mut head,
+            &mut data_start,
+            &mut data_end,
+            &mut status,
+        );
+    }
+    fitsio::errors::check_status(status)?;
+    drop(f);
+    let size = usize::try_from(data_end).unwrap_or(usize::MAX);
+    if buffer.ptr.is_null() || size > buffer.len || size % FITS_BLOCK != 0 {
+        return Err(fitsio::errors::Error::Message(format!(
+            "cfitsio left {} bytes for a file of {data_end} bytes",
+            buffer.len
+        )));
+    }
+    // SAFETY: the buffer holds at least `size` initialised bytes written by cfitsio.
+    Ok(unsafe { std::slice::from_raw_parts(buffer.ptr as *const u8, size) }.to_vec())
+}
+
+/// Hands a freshly opened cfitsio file to fitsio, closing it if that fails.
+fn wrap_raw(
+    fptr: *mut sys::fitsfile,
+    mode: FileOpenMode,
+) -> Result<FitsFile, fitsio::errors::Error> {
+    // SAFETY: fptr was just opened by cfitsio without error, and is closed once: by the FitsFile or here.
+    unsafe {
+        FitsFile::from_raw(fptr, mode).inspect_err(|_| {
+            let mut status = 0;
+            sys::ffclos(fptr, &mut status);
+        })
+    }
+}
+
+/// Writes a real keyword with the fewest significant digits (15 to 17) that read back exactly;
+/// fitsio's own f64 keys keep only 15.
+fn write_real(
+    f: &mut FitsFile,
+    key: &str,
+    value: f64,
+    comment: &str,
+) -> Result<(), fitsio::errors::Error> {
+    let digits = (15..17)
+        .find(|d| format!("{:.*e}", d - 1, value).parse::<f64>() == Ok(value))
+        .unwrap_or(17);
+    let key = CString::new(key)?;
+    let comment = CString::new(comment)?;
+    let mut status = 0;
+    // SAFETY: f is open; key and comment are valid C strings.
+    unsafe {
+        sys::ffpkyd(
+            f.as_raw(),
+            key.as_ptr(),
+            value,
+            -(digits as c_int),
+            comment.as_ptr(),
+            &mut status,
+        )
+    };
+    fitsio::errors::check_status(status)
+}
+
+/// Reads a map written by `write_map_fits` (any 2-D primary image, converted to f32).
+pub fn read_map_fits(path: &Path) -> Result<MapFits, InputError> {
+    let file = path.display().to_string();
+    let mut bytes = fs::read(path).map_err(|e| io_error(path, e))?;
+    decode_map(&mut bytes).map_err(|e| match e {
+        DecodeError::Fits(e) => InputError::Fits {
+            file,
+            message: e.to_string(),
+        },
+        DecodeError::Shape(problem) => InputError::Map { file, problem },
+    })
+}
+
+enum DecodeError {
+    Fits(fitsio::errors::Error),
+    Shape(String),
+}
+
+impl From<fitsio::errors::Error> for DecodeError {
+    fn from(e: fitsio::errors::Error) -> Self {
+        DecodeError::Fits(e)
+    }
+}
+
+fn decode_map(bytes: &mut Vec<u8>) -> Result<MapFits, DecodeError> {
+    // Boxed for a stable address, as in encode_map; cfitsio only reads through it (read-only, no
+    // realloc function), and `bytes` outlives the file.
+    let mut slot: Box<(*mut c_void, usize)> = Box::new((bytes.as_mut_ptr().cast(), bytes.len()));
+    let mut fptr = std::ptr::null_mut();
+    let mut status: c_int = 0;
+    // SAFETY: slot and bytes outlive the memory file, which `f` closes on drop.
+    unsafe {
+        sys::ffomem(
+            &mut fptr,
+            c"map.fits".as_ptr(),
+            0,
+            &mut slot.0,
+            &mut slot.1,
+            0,
+            None,
+            &mut status,
+        );
+    }
+    fitsio::errors::check_status(status)?;
+    let mut f = wrap_raw(fptr, FileOpenMode::READONLY)?;
+    let hdu = f.primary_hdu()?;
+    let (ny, nx) = match &hdu.info {
+        HduInfo::ImageInfo { shape, .. } if shape.len() == 2 => (shape[0], shape[1]),
+        other => {
+            return Err(DecodeError::Shape(format!(
+                "primary HDU is not a 2-D image ({other:?})"
+            )))
+        }
+    };
+    let data: Vec<f32> = hdu.read_image(&mut f)?;
+    let string = |f: &mut FitsFile, key: &str| hdu.read_key::<String>(f, key).unwrap_or_default();
+    let real = |f: &mut FitsFile, key: &str| hdu.read_key::<f64>(f, key);
+    let mut history = Vec::new();
+    let mut count: c_int = 0;
+    // SAFETY: f is open; the card buffer has FLEN_CARD (81) bytes.
+    unsafe {
+        let mut room: c_int = 0;
+        sys::ffghsp(f.as_raw(), &mut count, &mut room, &mut status);
+        for n in 1..=count {
+            let mut card = [0 as c_char; 81];
+            sys::ffgrec(f.as_raw(), n, card.as_mut_ptr(), &mut status);
+            let card = std::ffi::CStr::from_ptr(card.as_ptr()).to_string_lossy();
+            if let Some(text) = card.strip_prefix("HISTORY") {
+                history.push(text.trim().to_string());
+            }
+        }
+    }
+    fitsio::errors::check_status(status)?;
+    Ok(MapFits {
+        nx,
+        ny,
+        bitpix: hdu.read_key::<i64>(&mut f, "BITPIX")?,
+        ctype: [string(&mut f, "CTYPE1"), string(&mut f, "CTYPE2")],
+        cunit: [string(&mut f, "CUNIT1"), string(&mut f, "CUNIT2")],
+        crpix: [real(&mut f, "CRPIX1")?, real(&mut f, "CRPIX2")?],
+        crval: [real(&mut f, "CRVAL1")?, real(&mut f, "CRVAL2")?],
+        cdelt: [real(&mut f, "CDELT1")?, real(&mut f, "CDELT2")?],
+        name: string(&mut f, "EXTNAME"),
+        unit: string(&mut f, "BUNIT"),
+        origin: string(&mut f, "ORIGIN"),
+        history,
+        data,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HALOS_OK: &str = "\
+# a catalogue with comments and blank lines
+id,profile,x_arcsec,y_arcsec,sigma_kms,ellipticity,angle_deg,r_core_arcsec,r_cut_arcsec
+
+bcg, dpie , 0.5, -1.25, 800, 0.3, 45, 0.1, 300
+# a galaxy
+g1,sie,10,20,120,0,-30,,
+g2,5,-3.5,7,110.5,0.2,90,,
+g3,81,1,2,150,0.1,0,0,12.5
+";
+
+    fn sample_halos() -> Vec<HaloRecord> {
+        vec![
+            HaloRecord {
+                id: "bcg, \"main\" #1".to_string(),
+                profile: HaloProfile::Dpie,
+                x: 0.1 + 0.2,
+                y: -1.0 / 3.0,
+                sigma_kms: 812.345678901234,
+                ellipticity: 0.299999,
+                angle_deg: -12.5,
+                r_core: 1e-7,
+                r_cut: 1e20,
+            },
+            HaloRecord {
+                id: "#g1".to_string(),
+                profile: HaloProfile::Sie,
+                x: -0.0,
+                y: 101.0,
+                sigma_kms: 120.0,
+                ellipticity: 0.0,
+                angle_deg: 359.999,
+                r_core: 0.0,
+                r_cut: 0.0,
+            },
+        ]
+    }
+
+    fn sample_systems() -> Vec<ImageSystem> {
+        let im = |x, y, sigma| ObservedImage { x, y, sigma };
+        vec![
+            ImageSystem {
+                id: "1".to_string(),
+                z_source: 1.0 / 3.0 + 1.0,
+                images: vec![im(1.0, 2.0, 0.5), im(-3.25, 4.0, 0.1 + 0.2)],
+            },
+            ImageSystem {
+                id: "arc A".to_string(),
+                z_source: 3.5,
+                images: vec![im(0.0, 0.0, 1e-3), im(10.0, -10.0, 0.5), im(5.0, 5.0, 0.5)],
+            },
+        ]
+    }
+
+    fn halo_error(text: &str) -> String {
+        parse_halos(text, "halos.csv").unwrap_err().to_string()
+    }
+
+    fn system_error(text: &str) -> String {
+        parse_image_systems(text, "images.csv")
+            .unwrap_err()
+            .to_string()
+    }
+
+    const HEADER: &str =
+        "id,profile,x_arcsec,y_arcsec,sigma_kms,ellipticity,angle_deg,r_core_arcsec,r_cut_arcsec\n";
+
+    /// The header, then a comment (line 2), then `row` on line 3.
+    fn halo_row(row: &str) -> String {
+        format!("{HEADER}# comment\n{row}\n")
+    }
+
+    #[test]
+    fn parses_halos_with_comments_blank_lines_and_profile_numbers() {
+        let halos = parse_halos(HALOS_OK, "halos.csv").unwrap();
+        assert_eq!(halos.len(), 4);
+        assert_eq!(halos[0].id, "bcg");
+        assert_eq!(halos[0].profile, HaloProfile::Dpie);
+        assert_eq!((halos[0].x, halos[0].y), (0.5, -1.25));
+        assert_eq!((halos[0].r_core, halos[0].r_cut), (0.1, 300.0));
+        assert_eq!(halos[1].profile, HaloProfile::Sie);
+        assert_eq!((halos[1].r_core, halos[1].r_cut), (0.0, 0.0));
+        assert_eq!(halos[2].profile, HaloProfile::Sie);
+        assert_eq!(halos[2].sigma_kms, 110.5);
+        assert_eq!(halos[3].profile, HaloProfile::Dpie);
+        assert_eq!(halos[3].r_core, 0.0);
+        assert_eq!(HaloProfile::Dpie.lenstool_type(), 81);
+    }
+
+    #[test]
+    fn halo_columns_in_any_order_and_radii_optional_without_dpie() {
+        let text = "angle_deg,ellipticity,sigma_kms,y_arcsec,x_arcsec,profile,id\n\
+                    10,0.1,200,2,1,SIE,a\n";
+        let halos = parse_halos(text, "h.csv").unwrap();
+        assert_eq!(
+            halos,
+            vec![HaloRecord {
+                id: "a".to_string(),
+                profile: HaloProfile::Sie,
+                x: 1.0,
+                y: 2.0,
+                sigma_kms: 200.0,
+                ellipticity: 0.1,
+                angle_deg: 10.0,
+                r_core: 0.0,
+                r_cut: 0.0,
+            }]
+        );
+        // Without the radius columns a dpie row cannot be read.
+        let e = parse_halos(&text.replace("SIE", "dpie"), "h.csv")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "h.csv line 2, column 'r_core_arcsec': a dpie halo needs a value (the column is absent)"
+        );
+    }
+
+    #[test]
+    fn halos_round_trip_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("halos.csv");
+        let halos = sample_halos();
+        write_halos(&path, &halos).unwrap();
+        let back = read_halos(&path).unwrap();
+        assert_eq!(back, halos);
+        assert!(back[1].x.is_sign_negative(), "-0.0 keeps its sign");
+        // Overwriting an existing file works too.
+        write_halos(&path, &halos[1..]).unwrap();
+        assert_eq!(read_halos(&path).unwrap(), halos[1..]);
+        // No temporary files are left behind.
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn halo_value_errors_name_line_column_and_value() {
+        let cases = [
+            (
+                "h,sie,abc,0,100,0,0,,",
+                "halos.csv line 3, column 'x_arcsec': value abc is not a number",
+            ),
+            (
+                "h,sie,0,inf,100,0,0,,",
+                "halos.csv line 3, column 'y_arcsec': value inf is not finite",
+            ),
+            (
+                "h,sie,0,0,NaN,0,0,,",
+                "halos.csv line 3, column 'sigma_kms': value NaN is not finite",
+            ),
+            (
+                "h,sie,0,0,0,0,0,,",
+                "halos.csv line 3, column 'sigma_kms': value 0 must be > 0",
+            ),
+            (
+                "h,sie,0,0,-5,0,0,,",
+                "halos.csv line 3, column 'sigma_kms': value -5 must be > 0",
+            ),
+            (
+                "h,sie,0,0,100,1.2,0,,",
+                "halos.csv line 3, column 'ellipticity': value 1.2 is outside [0, 1)",
+            ),
+            (
+                "h,sie,0,0,100,1,0,,",
+                "halos.csv line 3, column 'ellipticity': value 1 is outside [0, 1)",
+            ),
+            (
+                "h,sie,0,0,100,-0.1,0,,",
+                "halos.csv line 3, column 'ellipticity': value -0.1 is outside [0, 1)",
+            ),
+            (
+                "h,nfw,0,0,100,0,0,,",
+                "halos.csv line 3, column 'profile': value nfw is not a known profile \
+                 (sie, dpie, 5 or 81)",
+            ),
+            (
+                "h,,0,0,100,0,0,,",
+                "halos.csv line 3, column 'profile': no value",
+            ),
+            (
+                ",sie,0,0,100,0,0,,",
+                "halos.csv line 3, column 'id': no value",
+            ),
+            (
+                "h,sie,0,,100,0,0,,",
+                "halos.csv line 3, column 'y_arcsec': no value",
+            ),
+            (
+                "h,dpie,0,0,100,0,0,,10",
+                "halos.csv line 3, column 'r_core_arcsec': a dpie halo needs a value",
+            ),
+            (
+                "h,dpie,0,0,100,0,0,1,",
+                "halos.csv line 3, column 'r_cut_arcsec': a dpie halo needs a value",
+            ),
+            (
+                "h,dpie,0,0,100,0,0,-1,10",
+                "halos.csv line 3, column 'r_core_arcsec': value -1 must be >= 0",
+            ),
+            (
+                "h,dpie,0,0,100,0,0,2,2",
+                "halos.csv line 3, column 'r_cut_arcsec': value 2 must be greater than \
+                 r_core_arcsec (2.0)",
+            ),
+            (
+                "h,dpie,0,0,100,0,0,2,1.5",
+                "halos.csv line 3, column 'r_cut_arcsec': value 1.5 must be greater than \
+                 r_core_arcsec (2.0)",
+            ),
+            (
+                "h,sie,0,0,100,0,0,0.5,",
+                "halos.csv line 3, column 'r_core_arcsec': value 0.5 must be empty for an sie \
+                 halo (LENSTOOL type 5 has no core or cut radius)",
+            ),
+            (
+                "h,sie,0,0,100,0,0",
+                "halos.csv line 3: 7 fields, but the header (line 1) has 9",
+            ),
+            (
+                "h,sie,0,0,100,0,0,,,",
+                "halos.csv line 3: 10 fields, but the header (line 1) has 9",
+            ),
+        ];
+        for (row, expected) in cases {
+            assert_eq!(halo_error(&halo_row(row)), expected, "row {row:?}");
+        }
+    }
+
+    #[test]
+    fn halo_header_errors() {
+        let row = "h,sie,0,0,100,0,0,,\n";
+        assert_eq!(
+            halo_error(&format!(
+                "# c\n{}{row}",
+                HEADER.replace("y_arcsec", "x_arcsec")
+            )),
+            "halos.csv line 2: duplicate column 'x_arcsec'"
+        );
+        assert_eq!(
+            halo_error(&format!(
+                "{}{row}",
+                HEADER.replace("angle_deg", "angle_deg,foo,z_lens")
+            )),
+            "halos.csv line 1: unknown columns 'foo', 'z_lens' (known columns: id, profile, \
+             x_arcsec, y_arcsec, sigma_kms, ellipticity, angle_deg, r_core_arcsec, r_cut_arcsec)"
+        );
+        assert_eq!(
+            halo_error("id,profile,x_arcsec,y_arcsec,ellipticity,angle_deg\nh,sie,0,0,0,0\n"),
+            "halos.csv: missing required column 'sigma_kms'"
+        );
+        assert_eq!(
+            halo_error(&format!("# only a header\n{HEADER}\n# and comments\n")),
+            "halos.csv: the catalogue has a header but no halos"
+        );
+        assert_eq!(
+            halo_error("# nothing\n\n   \n"),
+            "halos.csv: no header row (the file is empty or only comments)"
+        );
+        assert_eq!(
+            halo_error(""),
+            "halos.csv: no header row (the file is empty or only comments)"
+        );
+    }
+
+    #[test]
+    fn line_numbers_count_comments_blank_lines_and_crlf() {
+        let text = "# c1\r\n\r\n# c2\r\nsystem,z_source,x_arcsec,y_arcsec,sigma_arcsec\r\n\
+                    A,2,0,0,0.1\r\n   \r\n# c3\r\n\r\nA,2,1,1,-1\r\n";
+        assert_eq!(
+            system_error(text),
+            "images.csv line 9, column 'sigma_arcsec': value -1 must be > 0"
+        );
+        let text = text
+            .replace("\r\n", "\n")
+            .replace("# c1", "# c1 #, with commas");
+        assert_eq!(
+            system_error(&text),
+            "images.csv line 9, column 'sigma_arcsec': value -1 must be > 0"
+        );
+    }
+
+    #[test]
+    fn unterminated_quote_shows_as_a_short_row() {
+        // csv reads an unterminated quote to the end of the input as one field.
+        assert_eq!(
+            halo_error(&halo_row("\"h,sie,0,0,100,0,0,,")),
+            "halos.csv line 3: 1 field, but the header (line 1) has 9"
+        );
+    }
+
+    #[test]
+    fn read_names_the_path_of_a_missing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("absent.csv");
+        let e = read_halos(&path).unwrap_err();
+        assert!(matches!(e, InputError::Io { .. }));
+        assert!(e.to_string().contains("absent.csv"), "{e}");
+    }
+
+    #[test]
+    fn invalid_halo_is_refused_by_the_writer_and_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("halos.csv");
+        let mut halos = sample_halos();
+        halos[1].ellipticity = 1.5;
+        let e = write_halos(&path, &halos).unwrap_err().to_string();
+        assert!(e.ends_with(
+            "halos.csv: halo 2 (id \"#g1\"), field 'ellipticity': value 1.5 is outside [0, 1)"
+        ));
+        assert!(!path.exists());
+
+        // A failed write leaves an existing file as it was.
+        write_halos(&path, &sample_halos()).unwrap();
+        let before = fs::read(&path).unwrap();
+        let mut bad = sample_halos();
+        bad[0].r_cut = bad[0].r_core;
+        bad[1].id = " padded".to_string();
+        assert!(write_halos(&path, &bad).is_err());
+        assert!(write_halos(&path, &[]).is_err());
+        assert_eq!(fs::read(&path).unwrap(), before);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+
+        let mut sie_with_core = sample_halos();
+        sie_with_core[1].r_core = 0.5;
+        let e = write_halos(&path, &sie_with_core).unwrap_err().to_string();
+        assert!(
+            e.contains("field 'r_core_arcsec': value 0.5 must be 0 for an sie halo"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn failed_write_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // The target's directory does not exist.
+        let path = dir.path().join("missing").join("halos.csv");
+        let e = write_halos(&path, &sample_halos()).unwrap_err();
+        assert!(matches!(e, InputError::Io { .. }), "{e}");
+        assert!(!path.exists());
+        // The rename fails (the target is a non-empty directory): the temporary file is removed.
+        let target = dir.path().join("taken");
+        fs::create_dir(&target).unwrap();
+        fs::write(target.join("keep"), "x").unwrap();
+        assert!(write_image_systems(&target, &sample_systems()).is_err());
+        assert!(target.is_dir());
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("taken")]);
+    }
+
+    #[test]
+    fn image_systems_round_trip_and_keep_first_appearance_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("images.csv");
+        let systems = sample_systems();
+        write_image_systems(&path, &systems).unwrap();
+        assert_eq!(read_image_systems(&path).unwrap(), systems);
+
+        // Columns in any order; rows of one system need not be adjacent.
+        let text = "\
+# systems
+sigma_arcsec, x_arcsec, y_arcsec, z_source, system
+0.5, 1, 1, 2.0, B
+
+0.5, 2, 2, 1.5, A
+0.4, 3, 3, 2, B
+0.3, 4, 4, 1.5, A
+0.2, 5, 5, 1.5, A
+";
+        let parsed = parse_image_systems(text, "images.csv").unwrap();
+        let ids: Vec<_> = parsed.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["B", "A"]);
+        assert_eq!(parsed[0].images.len(), 2);
+        assert_eq!(
+            parsed[0].images[1],
+            ObservedImage {
+                x: 3.0,
+                y: 3.0,
+                sigma: 0.4
+            }
+        );
+        assert_eq!(parsed[1].z_source, 1.5);
+        assert_eq!(parsed[1].images.len(), 3);
+    }
+
+    #[test]
+    fn image_system_errors_name_line_column_and_value() {
+        let header = "system,z_source,x_arcsec,y_arcsec,sigma_arcsec\n";
+        let with = |rows: &str| format!("{header}A,2,0,0,0.1\n{rows}");
+        let cases = [
+            (
+                with("A,2.5,1,1,0.1\n"),
+                "images.csv line 3, column 'z_source': value 2.5 differs from z_source 2.0 \
+                 given for system 'A' on line 2",
+            ),
+            (
+                with("A,2,1,1,0\n"),
+                "images.csv line 3, column 'sigma_arcsec': value 0 must be > 0",
+            ),
+            (
+                with("A,2,1,1,-0.2\n"),
+                "images.csv line 3, column 'sigma_arcsec': value -0.2 must be > 0",
+            ),
+            (
+                with("B,0,1,1,0.1\n"),
+                "images.csv line 3, column 'z_source': value 0 must be > 0",
+            ),
+            (
+                with("B,-inf,1,1,0.1\n"),
+                "images.csv line 3, column 'z_source': value -inf is not finite",
+            ),
+            (
+                with("B,2,x,1,0.1\n"),
+                "images.csv line 3, column 'x_arcsec': value x is not a number",
+            ),
+            (
+                with("A,2,1,1,0.1\n# c\nB,3,1,1,0.1\n"),
+                "images.csv line 5: system 'B' has only 1 image; a system needs at least 2",
+            ),
+            (
+                with("A,2,1,1\n"),
+                "images.csv line 3: 4 fields, but the header (line 1) has 5",
+            ),
+            (
+                "system,z_source,x_arcsec,y_arcsec\nA,2,0,0\n".to_string(),
+                "images.csv: missing required column 'sigma_arcsec'",
+            ),
+            (
+                format!("{}A,2,0,0,0.1,1\n", header.replace('\n', ",z_lens\n")),
+                "images.csv line 1: unknown column 'z_lens' (known columns: system, z_source, \
+                 x_arcsec, y_arcsec, sigma_arcsec)",
+            ),
+            (
+                header.to_string(),
+                "images.csv: the file has a header but no images",
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(system_error(&text), expected, "text {text:?}");
+        }
+    }
+
+    #[test]
+    fn invalid_systems_are_refused_by_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("images.csv");
+        let mut one_image = sample_systems();
+        one_image[1].images.truncate(1);
+        let e = write_image_systems(&path, &one_image)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with("system 2 (id \"arc A\") has 1 image(s); a system needs at least 2"),
+            "{e}"
+        );
+        let mut twice = sample_systems();
+        twice[1].id = "1".to_string();
+        let e = write_image_systems(&path, &twice).unwrap_err().to_string();
+        assert!(
+            e.contains("field 'system': value \"1\" is also the id of system 1"),
+            "{e}"
+        );
+        let mut bad_sigma = sample_systems();
+        bad_sigma[0].images[1].sigma = f64::NAN;
+        let e = write_image_systems(&path, &bad_sigma)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(
+                "system 1 (id \"1\") image 2, field 'sigma_arcsec': value NaN is not finite"
+            ),
+            "{e}"
+        );
+        assert!(!path.exists());
+    }
+
+    fn sample_map(data: &[f32]) -> MapImage<'_> {
+        MapImage {
+            data,
+            nx: 7,
+            ny: 5,
+            pixel_arcsec: 0.197_167_968_75,
+            centre_x_arcsec: 1.0 / 3.0,
+            centre_y_arcsec: -2.5,
+            name: "alpha_x",
+            unit: "arcsec",
+            history: &[],
+        }
+    }
+
+    #[test]
+    fn fits_map_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("alpha_x.fits");
+        // Distinct values, so a transposed or flipped read would show.
+        let data: Vec<f32> = (0..35).map(|k| k as f32 * 1.5 - 7.25).collect();
+        let history = vec![
+            "astroport lens --preset tiny".to_string(),
+            "commit 0123abc".to_string(),
+        ];
+        let map = MapImage {
+            history: &history,
+            ..sample_map(&data)
+        };
+        write_map_fits(&path, &map).unwrap();
+
+        let bytes = fs::read(&path).unwrap();
+        assert_eq!(bytes.len() % FITS_BLOCK, 0);
+        let header = String::from_utf8_lossy(&bytes[..FITS_BLOCK]);
+        assert!(header.starts_with("SIMPLE  =                    T"));
+        assert!(header.contains("BITPIX  =                  -32"));
+        assert!(header.contains("NAXIS1  =                    7"));
+        assert!(header.contains("NAXIS2  =                    5"));
+
+        let back = read_map_fits(&path).unwrap();
+        assert_eq!((back.nx, back.ny), (7, 5));
+        assert_eq!(back.data, data);
+        assert_eq!(back.bitpix, -32);
+        assert_eq!(back.crpix, [4.0, 3.0]);
+        assert_eq!(back.crval, [1.0 / 3.0, -2.5]);
+        assert_eq!(back.cdelt, [0.197_167_968_75, 0.197_167_968_75]);
+        assert_eq!(back.ctype, ["OFFSET-X".to_string(), "OFFSET-Y".to_string()]);
+        assert_eq!(back.cunit, ["arcsec".to_string(), "arcsec".to_string()]);
+        assert_eq!(back.name, "alpha_x");
+        assert_eq!(back.unit, "arcsec");
+        assert_eq!(back.origin, "astroport");
+        assert_eq!(back.history, history);
+        // Pixel (i, j) 0-based is at centre + (i − (nx − 1)/2)·pixel, as the lens grid puts it.
+        let x_of = |i: usize| back.crval[0] + ((i + 1) as f64 - back.crpix[0]) * back.cdelt[0];
+        assert_eq!(x_of(3), 1.0 / 3.0);
+    }
+
+    #[test]
+    fn fits_even_size_and_empty_unit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kappa.fits");
+        let data = vec![0.5f32; 8 * 6];
+        let map = MapImage {
+            nx: 8,
+            ny: 6,
+            name: "kappa",
+            unit: "",
+            ..sample_map(&data)
+        };
+        write_map_fits(&path, &map).unwrap();
+        let back = read_map_fits(&path).unwrap();
+        assert_eq!(back.crpix, [4.5, 3.5]);
+        assert_eq!(back.unit, "");
+        assert!(back.history.is_empty());
+        assert_eq!(back.data, data);
+    }
+
+    #[test]
+    fn failed_fits_write_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("map.fits");
+        let data = vec![1.0f32; 35];
+        let short = &data[..34];
+        let e = write_map_fits(&path, &sample_map(short))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with("map.fits: map size 7×5 does not match its 34 values"),
+            "{e}"
+        );
+        let history = vec!["température".to_string()];
+        let bad_history = MapImage {
+            history: &history,
+            ..sample_map(&data)
+        };
+        let e = write_map_fits(&path, &bad_history).unwrap_err().to_string();
+        assert!(e.contains("history line 1"), "{e}");
+        let no_scale = MapImage {
+            pixel_arcsec: 0.0,
+            ..sample_map(&data)
+        };
+        assert!(write_map_fits(&path, &no_scale).is_err());
+        assert!(!path.exists());
+
+        let nested = dir.path().join("no-such-dir").join("map.fits");
+        assert!(write_map_fits(&nested, &sample_map(&data)).is_err());
+        assert!(!nested.exists());
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn fits_path_with_cfitsio_special_characters() {
+        // cfitsio would read '[1]' and a leading '!' as file-name syntax; the bytes go through std.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("!map[1].fits");
+        let data: Vec<f32> = (0..35).map(|k| k as f32).collect();
+        write_map_fits(&path, &sample_map(&data)).unwrap();
+        assert_eq!(read_map_fits(&path).unwrap().data, data);
+    }
+
+    #[test]
+    fn reading_a_non_fits_file_fails_cleanly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("not.fits");
+        fs::write(&path, "hello").unwrap();
+        let e = read_map_fits(&path).unwrap_err();
+        assert!(matches!(e, InputError::Fits { .. }), "{e}");
+    }
+}
