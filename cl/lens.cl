@@ -1,17 +1,61 @@
-/* Lens deflection gradient, OpenCL C 1.2. Built with -DASTRO_REAL=float|double -DASTRO_SUFFIX=f32|f64.
- * The kernel only computes its work-item index: the work of one item (LENS_PIXELS_PER_ITEM pixels of a
- * band of rows) is lens_sie_item() in the shared header, identical in the three dialects. */
+/* Lens kernels, OpenCL C 1.2 (with cl_khr_fp64). Each kernel only computes its work-item index: the work of
+ * one item is a function of the shared headers, identical in the three dialects. Both precisions live in one
+ * program: the mixed-precision pipeline uses both. */
 #include "astro_dialect.h"
-#include "lens_sie.h"
+#define ASTRO_REAL float
+#define ASTRO_SUFFIX f32
+#include "lens_model.h"
+#undef ASTRO_REAL
+#undef ASTRO_SUFFIX
+#define ASTRO_REAL double
+#define ASTRO_SUFFIX f64
+#include "lens_model.h"
+#undef ASTRO_REAL
+#undef ASTRO_SUFFIX
+#include "lens_mixed.h"
 
-__kernel void ASTRO_CAT(lens_sie_grad, ASTRO_SUFFIX)(
-    __global const ASTRO_REAL *restrict n11, __global const ASTRO_REAL *restrict n12,
-    __global const ASTRO_REAL *restrict n22, __global const int *restrict ix,
-    __global const int *restrict iy, __global const ASTRO_REAL *restrict fx,
-    __global const ASTRO_REAL *restrict fy, const int n_halos, const int nx, const int row0,
-    const int rows, const ASTRO_REAL h, __global ASTRO_REAL *restrict gx_out,
-    __global ASTRO_REAL *restrict gy_out)
+#define LENS_GRID_KERNEL(T, S)                                                                              \
+    __kernel void lens_grid_##S(__global const T *restrict sie, const int n_sie,                           \
+                                __global const T *restrict dpie, const int n_dpie, const int nx,           \
+                                const int row0, const int rows, const T h, __global T *restrict gx_out,    \
+                                __global T *restrict gy_out)                                               \
+    {                                                                                                      \
+        lens_grid_item_##S(get_global_id(0), sie, n_sie, dpie, n_dpie, nx, row0, rows, h, gx_out, gy_out); \
+    }                                                                                                      \
+    __kernel void lens_delens_##S(__global const T *restrict gx, __global const T *restrict gy,            \
+                                  const int nx, const int rows, const int rows_ext, const T x_first,       \
+                                  const T y_first, const T h, __global const T *restrict sources,          \
+                                  const int n_sys, __global int *restrict hits,                            \
+                                  __global unsigned int *counter, const unsigned int max_hits)             \
+    {                                                                                                      \
+        lens_delens_item_##S(get_global_id(0), gx, gy, nx, rows, rows_ext, x_first, y_first, h, sources,   \
+                             n_sys, hits, counter, max_hits);                                              \
+    }
+LENS_GRID_KERNEL(float, f32)
+LENS_GRID_KERNEL(double, f64)
+
+__kernel void lens_flag(__global const float *restrict gx, __global const float *restrict gy, const int nx,
+                        const int rows, const int rows_ext, const float h, const float axis_limit,
+                        const float cross_limit, __global double *restrict gx_out, __global double *restrict gy_out,
+                        __global unsigned int *restrict mask, __global unsigned int *restrict list,
+                        __global unsigned int *counter)
 {
-    lens_sie_item(get_global_id(0), n11, n12, n22, ix, iy, fx, fy, n_halos, nx, row0, rows, h, gx_out,
-                  gy_out);
+    lens_flag_item(get_global_id(0), gx, gy, nx, rows, rows_ext, h, axis_limit, cross_limit, gx_out, gy_out, mask,
+                   list, counter);
+}
+
+__kernel void lens_patch(__global const int *restrict centres, const int n_centres, const int size, const int nx,
+                         const int row0, const int rows, __global unsigned int *restrict mask,
+                         __global unsigned int *restrict list, __global unsigned int *counter)
+{
+    lens_patch_item(get_global_id(0), centres, n_centres, size, nx, row0, rows, mask, list, counter);
+}
+
+__kernel void lens_recompute(__global const unsigned int *restrict list, __global const unsigned int *counter,
+                             __global const double *restrict sie, const int n_sie, __global const double *restrict dpie,
+                             const int n_dpie, const int nx, const int row0, const double h,
+                             __global double *restrict gx_out, __global double *restrict gy_out)
+{
+    lens_recompute_item(get_global_id(0), get_global_size(0), list, counter, sie, n_sie, dpie, n_dpie, nx, row0, h,
+                        gx_out, gy_out);
 }

@@ -278,7 +278,8 @@ pub fn run(
                             r.reason = e;
                         }
                         Ok(m) => {
-                            let acc = workload.compare(&m.field, reference, p);
+                            let mut acc = workload.compare(&m.field, reference, p);
+                            acc.extra.splice(0..0, m.field.stats.iter().cloned());
                             let w = workload.work();
                             r.throughput = Some(Throughput {
                                 value: w.units / m.times.median,

@@ -146,7 +146,7 @@ fn execute(cli: Cli) -> Result<i32, String> {
             let problem = lens_problem(&common)?;
             let sels = selectors(&common)?;
             let precisions = if precision.is_empty() {
-                Precision::ALL.to_vec()
+                problem.precisions()
             } else {
                 precision
             };

@@ -70,9 +70,9 @@ pub fn pipe_floor(
     instr: f64,
 ) -> Option<(f64, String)> {
     let p = peak(info)?;
-    let lanes = match precision {
-        Precision::F32 => p.fp32_lanes_per_cu,
+    let lanes = match precision.base() {
         Precision::F64 => p.fp64_lanes_per_cu,
+        _ => p.fp32_lanes_per_cu,
     };
     let rate = info.compute_units as f64 * lanes * p.clock_hz / instr;
     Some((
@@ -80,7 +80,7 @@ pub fn pipe_floor(
         format!(
             "{} {} pipe: {} SMs x {} lanes x {:.2} GHz / {instr} instr per unit",
             p.name,
-            precision.name().to_uppercase(),
+            precision.base().name().to_uppercase(),
             info.compute_units,
             lanes,
             p.clock_hz / 1e9

@@ -7,6 +7,9 @@
  * ASTRO_REAL      the working floating type (float or double), chosen by the including kernel
  * ASTRO_GLOBAL    address-space qualifier of kernel buffer pointers (OpenCL __global; empty elsewhere)
  * ASTRO_RESTRICT  no-alias qualifier for buffer pointers
+ * ASTRO_SQRT, ASTRO_LOG, ASTRO_ATAN2, ASTRO_FMAX   math, float or double overloads
+ * ASTRO_ATOMIC_INC(p)     atomically p[0] += 1 on a global unsigned int, returning the old value
+ * ASTRO_ATOMIC_XCHG(p, v) atomically swaps v into a global unsigned int, returning the old value
  */
 #ifndef ASTRO_DIALECT_H
 #define ASTRO_DIALECT_H
@@ -15,6 +18,13 @@
 #  define ASTRO_DIALECT_OPENCL 1
 #  define ASTRO_FN static inline
 #  define ASTRO_RSQRT(x) rsqrt(x)
+#  define ASTRO_SQRT(x) sqrt(x)
+#  define ASTRO_LOG(x) log(x)
+#  define ASTRO_ATAN2(y, x) atan2(y, x)
+#  define ASTRO_FMAX(a, b) fmax(a, b)
+#  define ASTRO_FABS(x) fabs(x)
+#  define ASTRO_ATOMIC_INC(p) atomic_inc(p)
+#  define ASTRO_ATOMIC_XCHG(p, v) atomic_xchg(p, v)
 #  define ASTRO_GLOBAL __global
 #  define ASTRO_RESTRICT restrict
 #  ifdef cl_khr_fp64
@@ -25,12 +35,32 @@
 #  define ASTRO_FN static __device__ __forceinline__
 /* CUDA's C++ math API overloads rsqrt for float and double. */
 #  define ASTRO_RSQRT(x) rsqrt(x)
+#  define ASTRO_SQRT(x) sqrt(x)
+#  define ASTRO_LOG(x) log(x)
+#  define ASTRO_ATAN2(y, x) atan2(y, x)
+#  define ASTRO_FMAX(a, b) fmax(a, b)
+#  define ASTRO_FABS(x) fabs(x)
+#  define ASTRO_ATOMIC_INC(p) atomicAdd(p, 1u)
+#  define ASTRO_ATOMIC_XCHG(p, v) atomicExch(p, v)
 #  define ASTRO_GLOBAL
 #  define ASTRO_RESTRICT __restrict__
 #elif defined(SYCL_LANGUAGE_VERSION) || defined(__SYCL_DEVICE_ONLY__)
 #  define ASTRO_DIALECT_SYCL 1
 #  define ASTRO_FN static inline
 #  define ASTRO_RSQRT(x) sycl::rsqrt(x)
+#  define ASTRO_SQRT(x) sycl::sqrt(x)
+#  define ASTRO_LOG(x) sycl::log(x)
+#  define ASTRO_ATAN2(y, x) sycl::atan2(y, x)
+#  define ASTRO_FMAX(a, b) sycl::fmax(a, b)
+#  define ASTRO_FABS(x) sycl::fabs(x)
+#  define ASTRO_ATOMIC_INC(p)                                                                       \
+    (sycl::atomic_ref<unsigned int, sycl::memory_order::relaxed, sycl::memory_scope::device,       \
+                      sycl::access::address_space::global_space>(*(p))                              \
+         .fetch_add(1u))
+#  define ASTRO_ATOMIC_XCHG(p, v)                                                                   \
+    (sycl::atomic_ref<unsigned int, sycl::memory_order::relaxed, sycl::memory_scope::device,       \
+                      sycl::access::address_space::global_space>(*(p))                              \
+         .exchange(v))
 #  define ASTRO_GLOBAL
 #  define ASTRO_RESTRICT __restrict__
 #else
@@ -38,6 +68,11 @@
 #  include <math.h>
 #  define ASTRO_FN static inline
 #  define ASTRO_RSQRT(x) (1 / sqrt(x))
+#  define ASTRO_SQRT(x) sqrt(x)
+#  define ASTRO_LOG(x) log(x)
+#  define ASTRO_ATAN2(y, x) atan2(y, x)
+#  define ASTRO_FMAX(a, b) fmax(a, b)
+#  define ASTRO_FABS(x) fabs(x)
 #  define ASTRO_GLOBAL
 #  define ASTRO_RESTRICT
 #endif

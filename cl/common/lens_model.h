@@ -1,81 +1,197 @@
-/* Pseudo-elliptical SIS (LENSTOOL potential type 5) deflection gradient: the per-halo-pixel physics shared
- * by cl/lens.cl, ports/cuda/lens.cu and ports/sycl/lens.cpp. Include astro_dialect.h and define ASTRO_REAL
- * first. No include guard on purpose: C++ ports include it once per ASTRO_REAL, each time inside its own
- * namespace (ports/cuda/lens.cu); OpenCL and SYCL build one program per precision and include it once.
+/* Lens models: the per-halo-pixel physics shared by cl/lens.cl, ports/cuda/lens.cu and ports/sycl/lens.cpp.
+ * Include astro_dialect.h first, then this header once per precision with ASTRO_REAL (float|double) and
+ * ASTRO_SUFFIX (f32|f64) defined: every function is named <name>_<suffix>, so one program holds both
+ * precisions (the mixed-precision and chi-square pipelines need both). No include guard on purpose.
  *
- * Per halo k the host precomputes the symmetric matrix N = b * R^T diag(1-e, 1+e) R * b (b = strength in
- * arcsec incl. D_LS/D_S, e = potential ellipticity, R = rotation by the position angle). Then
- *     g = N d / sqrt(d^T N d)                      (research/lens.md 2.1; equals the rotate/divide/rotate form)
- * which costs 15 flops and one rsqrt per halo-pixel.
+ * Offsets are exact (research/lens.md 3): a halo centre is an integer pixel index i_k plus a float64
+ * remainder delta_k = x(i_k) - x0 computed on the host, so d = (i - i_k) * h + delta_k has no cancellation
+ * near the centre, even in float32. Integer pixel indices are carried as ASTRO_REAL (exact below 2^24), so
+ * the inner loops need no int-to-float conversion.
  *
- * The offset d = x - x0 is formed exactly (research/lens.md 3): the halo centre is stored as an integer
- * pixel index i_k plus a small remainder delta_k = x(i_k) - x0 computed in float64 on the host, so
- * d = (i - i_k) * h + delta_k has no catastrophic cancellation near the centre, even in float32.
+ * Halo tables (built by src/workload/lens/mod.rs, which mirrors the strides and tests them):
+ *  SIE (LENSTOOL type 5), LENS_SIE_STRIDE reals per halo: n11 n12 n22 delta_x delta_y i_k j_k 0, where
+ *    N = b^2 R^T diag(1-e, 1+e) R, so that g = N d / sqrt(d^T N d) (research/lens.md 2.1).
+ *  dPIE (LENSTOOL type 81), LENS_DPIE_STRIDE reals per halo: cos sin eps K sqrt(eps) cx1 r_core r_cut scale
+ *    delta_x delta_y i_k j_k circular 0 0, with K = (1 - eps^2) / (2 sqrt(eps)), cx1 = (1 - eps)/(1 + eps),
+ *    scale = b r_cut / (r_cut - r_core) (research/lens.md 2.4), circular = 1 when eps < 2e-4.
  */
-/* Adds halo k's deflection at offset (dx, dy) to (*gx, *gy). The exact centre (d = 0) contributes 0: the
- * gradient has no limit there, and 0 is the symmetric convention the f64 reference uses too. */
-ASTRO_FN void lens_sie_accumulate(ASTRO_REAL dx, ASTRO_REAL dy, ASTRO_REAL n11, ASTRO_REAL n12,
-                                  ASTRO_REAL n22, ASTRO_REAL *gx, ASTRO_REAL *gy)
+#define LENS_SIE_STRIDE 8
+#define LENS_DPIE_STRIDE 16
+/* Pixels along x computed by one work-item of the grid kernels: each halo's parameters are loaded once for
+ * all of them and the y terms are shared. src/workload/lens/mod.rs mirrors this constant (tested). */
+#define LENS_PIXELS_PER_ITEM 8
+
+#define LENS_FN(name) ASTRO_CAT(name, ASTRO_SUFFIX)
+
+/* SIE: adds one halo's deflection at offset (dx, dy), given the row terms a12 = n12 dy and a22 = n22 dy.
+ * q is clamped at 1e-37 instead of tested: at the exact centre (d = 0) mx = my = 0, so the halo adds 0 (the
+ * gradient has no limit there; the f64 reference uses the same convention), and the clamp costs one
+ * instruction where a compare-and-select costs two. */
+ASTRO_FN void LENS_FN(lens_sie_add)(ASTRO_REAL dx, ASTRO_REAL dy, ASTRO_REAL n11, ASTRO_REAL n12,
+                                   ASTRO_REAL a12, ASTRO_REAL a22, ASTRO_REAL *gx, ASTRO_REAL *gy)
 {
-    ASTRO_REAL mx = n11 * dx + n12 * dy;
-    ASTRO_REAL my = n12 * dx + n22 * dy;
-    ASTRO_REAL q = dx * mx + dy * my;
-    ASTRO_REAL r = q > (ASTRO_REAL)0 ? ASTRO_RSQRT(q) : (ASTRO_REAL)0;
+    const ASTRO_REAL mx = n11 * dx + a12;
+    const ASTRO_REAL my = n12 * dx + a22;
+    const ASTRO_REAL q = dx * mx + dy * my;
+    const ASTRO_REAL r = ASTRO_RSQRT(ASTRO_FMAX(q, (ASTRO_REAL)1e-37));
     *gx += mx * r;
     *gy += my * r;
 }
 
-/* Pixels along x computed by one work-item: the halo's parameters are loaded once for all of them, and the
- * y offset is shared. (Launch geometry: the host launches ceil(nx / LENS_PIXELS_PER_ITEM) items per row;
- * src/workload/lens.rs mirrors this constant and a test checks they agree.) */
-#define LENS_PIXELS_PER_ITEM 4
-
-/* Exact offset of a pixel from a halo stored as (integer pixel index ik, remainder delta): di is the
- * integer i - ik held in ASTRO_REAL (exact below 2^24), so di * h + delta has no cancellation. Adding a
- * small integer p to di stays exact, which lets a work-item step through its pixels without int-to-float
- * conversions. */
-ASTRO_FN ASTRO_REAL lens_exact_offset(ASTRO_REAL di, ASTRO_REAL h, ASTRO_REAL delta)
+/* dPIE: the complex potential term I(r) of research/lens.md 2.4 for one radius, in the halo frame (u, v).
+ * Returns (K * arg w, -K * ln|w|) with w = znum / zden, principal branch. */
+ASTRO_FN void LENS_FN(lens_dpie_term)(ASTRO_REAL u, ASTRO_REAL v, ASTRO_GLOBAL const ASTRO_REAL *p,
+                                     ASTRO_REAL r, ASTRO_REAL *re, ASTRO_REAL *im)
 {
-    return di * h + delta;
+    const ASTRO_REAL eps = p[2], sqe = p[4], cx1 = p[5];
+    const ASTRO_REAL rho2 = u * u / ((1 + eps) * (1 + eps)) + v * v / ((1 - eps) * (1 - eps));
+    const ASTRO_REAL nr = cx1 * u, ni = 2 * sqe * ASTRO_SQRT(r * r + rho2) - v / cx1;
+    const ASTRO_REAL dr = u, di = 2 * r * sqe - v;
+    const ASTRO_REAL d2 = dr * dr + di * di;
+    const ASTRO_REAL wr = (nr * dr + ni * di) / d2, wi = (ni * dr - nr * di) / d2;
+    *re = ASTRO_ATAN2(wi, wr);
+    *im = (ASTRO_REAL)0.5 * ASTRO_LOG(wr * wr + wi * wi);
 }
 
-/* The work of one work-item `gid` of a band of rows [row0, row0 + rows): LENS_PIXELS_PER_ITEM pixels along
- * x. Halo k's parameters are loaded once for all of them, dy is shared, and dx steps as (di + p) * h + delta
- * (exact, no int-to-float conversion per pixel). Halos are summed in the order given (the host sorts them
- * weakest first). Outputs are indexed within the band. Each dialect's kernel only computes gid. */
-ASTRO_FN void lens_sie_item(size_t gid, ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT n11,
-                            ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT n12,
-                            ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT n22,
-                            ASTRO_GLOBAL const int *ASTRO_RESTRICT ix, ASTRO_GLOBAL const int *ASTRO_RESTRICT iy,
-                            ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT fx,
-                            ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT fy, int n_halos, int nx, int row0,
-                            int rows, ASTRO_REAL h, ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gx_out,
-                            ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gy_out)
+/* dPIE: adds one halo's deflection at exact offset (dx, dy). */
+ASTRO_FN void LENS_FN(lens_dpie_add)(ASTRO_REAL dx, ASTRO_REAL dy, ASTRO_GLOBAL const ASTRO_REAL *p,
+                                    ASTRO_REAL *gx, ASTRO_REAL *gy)
+{
+    const ASTRO_REAL c = p[0], s = p[1], rc = p[6], rcut = p[7], scale = p[8];
+    const ASTRO_REAL u = c * dx + s * dy, v = -s * dx + c * dy;
+    ASTRO_REAL gu, gv;
+    if (p[13] != 0) {
+        /* Circular limit (Lenstool-HPC uses it below eps = 2e-4, where K diverges). */
+        const ASTRO_REAL s2 = u * u + v * v;
+        const ASTRO_REAL t = s2 > 0 ? scale * (ASTRO_SQRT(s2 + rc * rc) - rc - ASTRO_SQRT(s2 + rcut * rcut) + rcut) / s2
+                                    : (ASTRO_REAL)0;
+        gu = t * u;
+        gv = t * v;
+    } else {
+        ASTRO_REAL a1, l1, a2, l2;
+        LENS_FN(lens_dpie_term)(u, v, p, rc, &a1, &l1);
+        LENS_FN(lens_dpie_term)(u, v, p, rcut, &a2, &l2);
+        const ASTRO_REAL k = p[3] * scale;
+        gu = k * (a1 - a2);
+        gv = -k * (l1 - l2);
+    }
+    *gx += c * gu - s * gv;
+    *gy += s * gu + c * gv;
+}
+
+/* Deflection at pixel (i, j) from every halo, SIE first then dPIE, in table order (the host sorts each
+ * table weakest first, so float32 adds the small terms before the large ones). */
+ASTRO_FN void LENS_FN(lens_point)(int i, int j, ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT sie, int n_sie,
+                                 ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT dpie, int n_dpie, ASTRO_REAL h,
+                                 ASTRO_REAL *gx, ASTRO_REAL *gy)
+{
+    const ASTRO_REAL fi = (ASTRO_REAL)i, fj = (ASTRO_REAL)j;
+    ASTRO_REAL ax = 0, ay = 0;
+    for (int k = 0; k < n_sie; ++k) {
+        ASTRO_GLOBAL const ASTRO_REAL *p = sie + (size_t)k * LENS_SIE_STRIDE;
+        const ASTRO_REAL dx = (fi - p[5]) * h + p[3], dy = (fj - p[6]) * h + p[4];
+        LENS_FN(lens_sie_add)(dx, dy, p[0], p[1], p[1] * dy, p[2] * dy, &ax, &ay);
+    }
+    for (int k = 0; k < n_dpie; ++k) {
+        ASTRO_GLOBAL const ASTRO_REAL *p = dpie + (size_t)k * LENS_DPIE_STRIDE;
+        LENS_FN(lens_dpie_add)((fi - p[11]) * h + p[9], (fj - p[12]) * h + p[10], p, &ax, &ay);
+    }
+    *gx = ax;
+    *gy = ay;
+}
+
+/* The work of grid work-item `gid` over a band of rows [row0, row0 + rows): LENS_PIXELS_PER_ITEM pixels
+ * along x. Outputs are indexed within the band. Each dialect's kernel only computes gid. */
+ASTRO_FN void LENS_FN(lens_grid_item)(size_t gid, ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT sie, int n_sie,
+                                     ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT dpie, int n_dpie, int nx,
+                                     int row0, int rows, ASTRO_REAL h, ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gx_out,
+                                     ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gy_out)
 {
     const int chunks = (nx + LENS_PIXELS_PER_ITEM - 1) / LENS_PIXELS_PER_ITEM;
     if (gid >= (size_t)chunks * (size_t)rows) return;
     const int i0 = (int)(gid % (size_t)chunks) * LENS_PIXELS_PER_ITEM;
     const int r = (int)(gid / (size_t)chunks);
-    const int j = row0 + r;
+    const ASTRO_REAL fi0 = (ASTRO_REAL)i0, fj = (ASTRO_REAL)(row0 + r);
     ASTRO_REAL gx[LENS_PIXELS_PER_ITEM], gy[LENS_PIXELS_PER_ITEM];
 #pragma unroll
-    for (int p = 0; p < LENS_PIXELS_PER_ITEM; ++p) gx[p] = gy[p] = 0;
-    for (int k = 0; k < n_halos; ++k) {
-        const ASTRO_REAL n11k = n11[k], n12k = n12[k], n22k = n22[k], fxk = fx[k];
-        const ASTRO_REAL dy = lens_exact_offset((ASTRO_REAL)(j - iy[k]), h, fy[k]);
-        const ASTRO_REAL di = (ASTRO_REAL)(i0 - ix[k]);
+    for (int q = 0; q < LENS_PIXELS_PER_ITEM; ++q) gx[q] = gy[q] = 0;
+    for (int k = 0; k < n_sie; ++k) {
+        ASTRO_GLOBAL const ASTRO_REAL *p = sie + (size_t)k * LENS_SIE_STRIDE;
+        const ASTRO_REAL n11 = p[0], n12 = p[1], n22 = p[2], fx = p[3];
+        const ASTRO_REAL dy = (fj - p[6]) * h + p[4];
+        const ASTRO_REAL a12 = n12 * dy, a22 = n22 * dy, di = fi0 - p[5];
 #pragma unroll
-        for (int p = 0; p < LENS_PIXELS_PER_ITEM; ++p) {
-            const ASTRO_REAL dx = lens_exact_offset(di + (ASTRO_REAL)p, h, fxk);
-            lens_sie_accumulate(dx, dy, n11k, n12k, n22k, &gx[p], &gy[p]);
-        }
+        for (int q = 0; q < LENS_PIXELS_PER_ITEM; ++q)
+            LENS_FN(lens_sie_add)((di + (ASTRO_REAL)q) * h + fx, dy, n11, n12, a12, a22, &gx[q], &gy[q]);
+    }
+    for (int k = 0; k < n_dpie; ++k) {
+        ASTRO_GLOBAL const ASTRO_REAL *p = dpie + (size_t)k * LENS_DPIE_STRIDE;
+        const ASTRO_REAL dy = (fj - p[12]) * h + p[10], di = fi0 - p[11];
+        for (int q = 0; q < LENS_PIXELS_PER_ITEM; ++q)
+            LENS_FN(lens_dpie_add)((di + (ASTRO_REAL)q) * h + p[9], dy, p, &gx[q], &gy[q]);
     }
     const size_t row_base = (size_t)r * (size_t)nx;
 #pragma unroll
-    for (int p = 0; p < LENS_PIXELS_PER_ITEM; ++p) {
-        if (i0 + p < nx) {
-            gx_out[row_base + i0 + p] = gx[p];
-            gy_out[row_base + i0 + p] = gy[p];
+    for (int q = 0; q < LENS_PIXELS_PER_ITEM; ++q) {
+        if (i0 + q < nx) {
+            gx_out[row_base + i0 + q] = gx[q];
+            gy_out[row_base + i0 + q] = gy[q];
+        }
+    }
+}
+
+/* Triangle delensing (research/lens.md 2.5) of grid cell (i, r) of a band whose gradient rows are
+ * [0, rows_ext): the cell spans pixels i..i+1 and rows r..r+1. For every system s the cell's two triangles
+ * are mapped to the source plane with beta = theta - scale_s * alpha, and a triangle containing the system's
+ * source barycentre appends a hit (s, i, r, triangle) at hits[4 * counter++] (up to max_hits). The
+ * containment test multiplies by the orientation, so parity flips inside critical curves are handled. */
+ASTRO_FN void LENS_FN(lens_delens_item)(size_t gid, ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT gx,
+                                       ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT gy, int nx, int rows,
+                                       int rows_ext, ASTRO_REAL x_first, ASTRO_REAL y_first, ASTRO_REAL h,
+                                       ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT sources, int n_sys,
+                                       ASTRO_GLOBAL int *ASTRO_RESTRICT hits, ASTRO_GLOBAL unsigned int *counter,
+                                       unsigned int max_hits)
+{
+    const int cells_x = nx - 1;
+    if (cells_x <= 0 || gid >= (size_t)cells_x * (size_t)rows) return;
+    const int i = (int)(gid % (size_t)cells_x), r = (int)(gid / (size_t)cells_x);
+    if (r + 1 >= rows_ext) return;
+    const size_t p00 = (size_t)r * nx + i, p01 = p00 + nx;
+    const ASTRO_REAL x0 = x_first + (ASTRO_REAL)i * h, y0 = y_first + (ASTRO_REAL)r * h;
+    /* Vertices: a = (i, r), b = (i, r+1), c = (i+1, r), d = (i+1, r+1). */
+    const ASTRO_REAL ax = gx[p00], ay = gy[p00], bx = gx[p01], by = gy[p01];
+    const ASTRO_REAL cx = gx[p00 + 1], cy = gy[p00 + 1], dx = gx[p01 + 1], dy = gy[p01 + 1];
+    for (int s = 0; s < n_sys; ++s) {
+        const ASTRO_REAL sx = sources[3 * s], sy = sources[3 * s + 1], k = sources[3 * s + 2];
+        /* Source-plane vertices relative to the source: beta - beta_s. */
+        const ASTRO_REAL Ax = x0 - k * ax - sx, Ay = y0 - k * ay - sy;
+        const ASTRO_REAL Bx = x0 - k * bx - sx, By = y0 + h - k * by - sy;
+        const ASTRO_REAL Cx = x0 + h - k * cx - sx, Cy = y0 - k * cy - sy;
+        const ASTRO_REAL Dx = x0 + h - k * dx - sx, Dy = y0 + h - k * dy - sy;
+        /* Twice the signed areas of (P, V1, V2) with P at the origin: V1 x V2. */
+        const ASTRO_REAL ab = Ax * By - Ay * Bx, bc = Bx * Cy - By * Cx, ca = Cx * Ay - Cy * Ax;
+        const ASTRO_REAL dc = Dx * Cy - Dy * Cx, cb = -bc, bd = Bx * Dy - By * Dx;
+        /* Upper triangle (a, b, c): inside iff the three sub-areas share the orientation's sign. */
+        const ASTRO_REAL o1 = ab + bc + ca;
+        if (ab * o1 >= 0 && bc * o1 >= 0 && ca * o1 >= 0 && o1 != 0) {
+            const unsigned int at = ASTRO_ATOMIC_INC(counter);
+            if (at < max_hits) {
+                hits[4 * (size_t)at] = s;
+                hits[4 * (size_t)at + 1] = i;
+                hits[4 * (size_t)at + 2] = r;
+                hits[4 * (size_t)at + 3] = 0;
+            }
+        }
+        /* Lower triangle (d, c, b). */
+        const ASTRO_REAL o2 = dc + cb + bd;
+        if (dc * o2 >= 0 && cb * o2 >= 0 && bd * o2 >= 0 && o2 != 0) {
+            const unsigned int at = ASTRO_ATOMIC_INC(counter);
+            if (at < max_hits) {
+                hits[4 * (size_t)at] = s;
+                hits[4 * (size_t)at + 1] = i;
+                hits[4 * (size_t)at + 2] = r;
+                hits[4 * (size_t)at + 3] = 1;
+            }
         }
     }
 }

@@ -1,36 +1,67 @@
-// Lens deflection gradient, CUDA C++. Same arithmetic as cl/lens.cl through cl/common/lens_sie.h (included
-// once per precision, each in its own namespace). The kernel only computes its thread index: the work of
-// one thread is lens_sie_item() in the shared header.
+// Lens kernels, CUDA C++. Same arithmetic as cl/lens.cl through the shared headers in cl/common/ (both
+// precisions in one translation unit, functions suffixed _f32/_f64). Each kernel only computes its index.
 #include "cuda_host.h"
 #include "astro_dialect.h"
-
-namespace lens_f32 {
 #define ASTRO_REAL float
-#include "lens_sie.h"
+#define ASTRO_SUFFIX f32
+#include "lens_model.h"
 #undef ASTRO_REAL
-}  // namespace lens_f32
-namespace lens_f64 {
+#undef ASTRO_SUFFIX
 #define ASTRO_REAL double
-#include "lens_sie.h"
+#define ASTRO_SUFFIX f64
+#include "lens_model.h"
 #undef ASTRO_REAL
-}  // namespace lens_f64
-using namespace lens_f32;
-using namespace lens_f64;
+#undef ASTRO_SUFFIX
+#include "lens_mixed.h"
 
-template <typename T>
-__global__ void lens_sie_grad(const T *__restrict__ n11, const T *__restrict__ n12, const T *__restrict__ n22,
-                              const int *__restrict__ ix, const int *__restrict__ iy, const T *__restrict__ fx,
-                              const T *__restrict__ fy, int n_halos, int nx, int row0, int rows, T h,
-                              T *__restrict__ gx_out, T *__restrict__ gy_out)
+static __device__ __forceinline__ size_t global_id() { return (size_t)blockIdx.x * blockDim.x + threadIdx.x; }
+
+#define LENS_GRID_KERNEL(T, S)                                                                                    \
+    __global__ void lens_grid_##S(const T *__restrict__ sie, int n_sie, const T *__restrict__ dpie, int n_dpie,  \
+                                  int nx, int row0, int rows, T h, T *__restrict__ gx_out, T *__restrict__ gy_out) \
+    {                                                                                                            \
+        lens_grid_item_##S(global_id(), sie, n_sie, dpie, n_dpie, nx, row0, rows, h, gx_out, gy_out);            \
+    }                                                                                                            \
+    __global__ void lens_delens_##S(const T *__restrict__ gx, const T *__restrict__ gy, int nx, int rows,         \
+                                    int rows_ext, T x_first, T y_first, T h, const T *__restrict__ sources,       \
+                                    int n_sys, int *__restrict__ hits, unsigned int *counter,                    \
+                                    unsigned int max_hits)                                                       \
+    {                                                                                                            \
+        lens_delens_item_##S(global_id(), gx, gy, nx, rows, rows_ext, x_first, y_first, h, sources, n_sys, hits, \
+                             counter, max_hits);                                                                 \
+    }
+LENS_GRID_KERNEL(float, f32)
+LENS_GRID_KERNEL(double, f64)
+
+__global__ void lens_flag(const float *__restrict__ gx, const float *__restrict__ gy, int nx, int rows, int rows_ext,
+                          float h, float axis_limit, float cross_limit, double *__restrict__ gx_out,
+                          double *__restrict__ gy_out, unsigned int *__restrict__ mask, unsigned int *__restrict__ list,
+                          unsigned int *counter)
 {
-    const size_t gid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    lens_sie_item(gid, n11, n12, n22, ix, iy, fx, fy, n_halos, nx, row0, rows, h, gx_out, gy_out);
+    lens_flag_item(global_id(), gx, gy, nx, rows, rows_ext, h, axis_limit, cross_limit, gx_out, gy_out, mask, list,
+                   counter);
+}
+
+__global__ void lens_patch(const int *__restrict__ centres, int n_centres, int size, int nx, int row0, int rows,
+                           unsigned int *__restrict__ mask, unsigned int *__restrict__ list, unsigned int *counter)
+{
+    lens_patch_item(global_id(), centres, n_centres, size, nx, row0, rows, mask, list, counter);
+}
+
+__global__ void lens_recompute(const unsigned int *__restrict__ list, const unsigned int *counter,
+                               const double *__restrict__ sie, int n_sie, const double *__restrict__ dpie, int n_dpie,
+                               int nx, int row0, double h, double *__restrict__ gx_out, double *__restrict__ gy_out)
+{
+    lens_recompute_item(global_id(), (size_t)gridDim.x * blockDim.x, list, counter, sie, n_sie, dpie, n_dpie, nx, row0,
+                        h, gx_out, gy_out);
 }
 
 namespace astroport_cuda {
+#define LENS_ENTRY(k) {#k, reinterpret_cast<const void *>(&k)}
 extern const KernelEntry lens_kernels[] = {
-    {"lens_sie_grad_f32", reinterpret_cast<const void *>(&lens_sie_grad<float>)},
-    {"lens_sie_grad_f64", reinterpret_cast<const void *>(&lens_sie_grad<double>)},
+    LENS_ENTRY(lens_grid_f32),   LENS_ENTRY(lens_grid_f64), LENS_ENTRY(lens_delens_f32), LENS_ENTRY(lens_delens_f64),
+    LENS_ENTRY(lens_flag),       LENS_ENTRY(lens_patch),    LENS_ENTRY(lens_recompute),
 };
-extern const int lens_kernel_count = 2;
+#undef LENS_ENTRY
+extern const int lens_kernel_count = sizeof(lens_kernels) / sizeof(lens_kernels[0]);
 }  // namespace astroport_cuda

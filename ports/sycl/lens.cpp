@@ -1,18 +1,58 @@
-// Lens deflection gradient, SYCL 2020 free-function kernel, compiled at run time by DPC++
-// (sycl_ext_oneapi_kernel_compiler) with -DASTRO_REAL=float|double -DASTRO_SUFFIX=f32|f64.
-// The kernel only computes its work-item index: the work of one item is lens_sie_item() in the shared header.
+// Lens kernels, SYCL 2020 free-function kernels compiled at run time by DPC++ (sycl_ext_oneapi_kernel_compiler).
+// Same arithmetic as cl/lens.cl through the shared headers (both precisions, functions suffixed _f32/_f64).
+// Each kernel only computes its work-item index.
 #include <sycl/sycl.hpp>
 #include "astro_dialect.h"
-#include "lens_sie.h"
+#define ASTRO_REAL float
+#define ASTRO_SUFFIX f32
+#include "lens_model.h"
+#undef ASTRO_REAL
+#undef ASTRO_SUFFIX
+#define ASTRO_REAL double
+#define ASTRO_SUFFIX f64
+#include "lens_model.h"
+#undef ASTRO_REAL
+#undef ASTRO_SUFFIX
+#include "lens_mixed.h"
 
 namespace syclexp = sycl::ext::oneapi::experimental;
+#define LENS_KERNEL extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>)) void
+static inline size_t global_id() { return sycl::ext::oneapi::this_work_item::get_nd_item<1>().get_global_id(0); }
 
-extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
-void ASTRO_CAT(lens_sie_grad, ASTRO_SUFFIX)(
-    const ASTRO_REAL *n11, const ASTRO_REAL *n12, const ASTRO_REAL *n22, const int *ix, const int *iy,
-    const ASTRO_REAL *fx, const ASTRO_REAL *fy, int n_halos, int nx, int row0, int rows, ASTRO_REAL h,
-    ASTRO_REAL *gx_out, ASTRO_REAL *gy_out)
+#define LENS_GRID_KERNEL(T, S)                                                                                  \
+    LENS_KERNEL lens_grid_##S(const T *sie, int n_sie, const T *dpie, int n_dpie, int nx, int row0, int rows, T h, \
+                              T *gx_out, T *gy_out)                                                            \
+    {                                                                                                          \
+        lens_grid_item_##S(global_id(), sie, n_sie, dpie, n_dpie, nx, row0, rows, h, gx_out, gy_out);          \
+    }                                                                                                          \
+    LENS_KERNEL lens_delens_##S(const T *gx, const T *gy, int nx, int rows, int rows_ext, T x_first, T y_first, \
+                                T h, const T *sources, int n_sys, int *hits, unsigned int *counter,            \
+                                unsigned int max_hits)                                                         \
+    {                                                                                                          \
+        lens_delens_item_##S(global_id(), gx, gy, nx, rows, rows_ext, x_first, y_first, h, sources, n_sys,     \
+                             hits, counter, max_hits);                                                         \
+    }
+LENS_GRID_KERNEL(float, f32)
+LENS_GRID_KERNEL(double, f64)
+
+LENS_KERNEL lens_flag(const float *gx, const float *gy, int nx, int rows, int rows_ext, float h, float axis_limit,
+                      float cross_limit, double *gx_out, double *gy_out, unsigned int *mask, unsigned int *list,
+                      unsigned int *counter)
 {
-    const size_t gid = sycl::ext::oneapi::this_work_item::get_nd_item<1>().get_global_id(0);
-    lens_sie_item(gid, n11, n12, n22, ix, iy, fx, fy, n_halos, nx, row0, rows, h, gx_out, gy_out);
+    lens_flag_item(global_id(), gx, gy, nx, rows, rows_ext, h, axis_limit, cross_limit, gx_out, gy_out, mask, list,
+                   counter);
+}
+
+LENS_KERNEL lens_patch(const int *centres, int n_centres, int size, int nx, int row0, int rows, unsigned int *mask,
+                       unsigned int *list, unsigned int *counter)
+{
+    lens_patch_item(global_id(), centres, n_centres, size, nx, row0, rows, mask, list, counter);
+}
+
+LENS_KERNEL lens_recompute(const unsigned int *list, const unsigned int *counter, const double *sie, int n_sie,
+                           const double *dpie, int n_dpie, int nx, int row0, double h, double *gx_out,
+                           double *gy_out)
+{
+    const size_t gsize = sycl::ext::oneapi::this_work_item::get_nd_item<1>().get_global_range(0);
+    lens_recompute_item(global_id(), gsize, list, counter, sie, n_sie, dpie, n_dpie, nx, row0, h, gx_out, gy_out);
 }

@@ -49,27 +49,53 @@ impl fmt::Display for Model {
     }
 }
 
-/// Floating-point precision of a run.
+/// Numeric mode of a run: plain float32 or float64, or one of the lens workload's mixed-precision schemes
+/// (float32 everywhere, float64 where a criterion flags the pixel; seed 000 §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Precision {
     F32,
     F64,
+    /// Exact-offset float32 pass, float64 where the δ1..δ4 criteria flag (no fixed patches).
+    Mixed,
+    /// As `Mixed` plus the paper's fixed float64 patches around halo centres.
+    MixedPatches,
+    /// The paper's scheme as published: naive float32 offsets (x − x0 in float32), δ criteria and patches.
+    MixedPaper,
 }
 
 impl Precision {
+    /// The two plain precisions every workload offers.
     pub const ALL: [Precision; 2] = [Precision::F32, Precision::F64];
+    pub const MIXED: [Precision; 3] = [
+        Precision::Mixed,
+        Precision::MixedPatches,
+        Precision::MixedPaper,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             Precision::F32 => "f32",
             Precision::F64 => "f64",
+            Precision::Mixed => "mixed",
+            Precision::MixedPatches => "mixed-patches",
+            Precision::MixedPaper => "mixed-paper",
         }
     }
-    /// The C type name used in kernel sources.
-    pub fn c_type(self) -> &'static str {
+    /// The arithmetic pipe that bounds the run: mixed modes do nearly all their work in float32.
+    pub fn base(self) -> Precision {
         match self {
-            Precision::F32 => "float",
+            Precision::F64 => Precision::F64,
+            _ => Precision::F32,
+        }
+    }
+    pub fn is_mixed(self) -> bool {
+        Precision::MIXED.contains(&self)
+    }
+    /// The C type name used in kernel sources (of the base pipe).
+    pub fn c_type(self) -> &'static str {
+        match self.base() {
             Precision::F64 => "double",
+            _ => "float",
         }
     }
 }
@@ -83,11 +109,15 @@ impl fmt::Display for Precision {
 impl std::str::FromStr for Precision {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "f32" => Ok(Precision::F32),
-            "f64" => Ok(Precision::F64),
-            _ => Err(format!("unknown precision '{s}' (expected f32 or f64)")),
-        }
+        [Precision::F32, Precision::F64]
+            .into_iter()
+            .chain(Precision::MIXED)
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown precision '{s}' (expected f32, f64, mixed, mixed-patches or mixed-paper)"
+                )
+            })
     }
 }
 
@@ -253,9 +283,9 @@ pub enum KernelArg<'a> {
 impl KernelArg<'_> {
     /// A floating scalar in the given precision.
     pub fn real(p: Precision, v: f64) -> Self {
-        match p {
-            Precision::F32 => KernelArg::F32(v as f32),
+        match p.base() {
             Precision::F64 => KernelArg::F64(v),
+            _ => KernelArg::F32(v as f32),
         }
     }
 }
@@ -306,9 +336,9 @@ pub enum StepArg {
 impl StepArg {
     /// A floating scalar in the given precision.
     pub fn real(p: Precision, v: f64) -> Self {
-        match p {
-            Precision::F32 => StepArg::F32(v as f32),
+        match p.base() {
             Precision::F64 => StepArg::F64(v),
+            _ => StepArg::F32(v as f32),
         }
     }
 }

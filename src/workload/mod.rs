@@ -10,6 +10,18 @@ use serde::Serialize;
 #[derive(Debug, Clone)]
 pub struct Field {
     pub components: Vec<Vec<f64>>,
+    /// Named figures a run reports beside its values (for example the fraction of pixels recomputed in
+    /// float64 by a mixed-precision run); copied into the row's accuracy.
+    pub stats: Vec<(String, f64)>,
+}
+
+impl Field {
+    pub fn new(components: Vec<Vec<f64>>) -> Self {
+        Field {
+            components,
+            stats: Vec::new(),
+        }
+    }
 }
 
 /// Accuracy against the f64 reference, with the tolerance that decides pass/fail.
@@ -24,6 +36,9 @@ pub struct Accuracy {
     pub tolerance_rel: f64,
     pub unit: &'static str,
     pub pass: bool,
+    /// Workload-specific figures (name, value), for example the error budget of a mixed-precision run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub extra: Vec<(String, f64)>,
 }
 
 /// How much work one run does, for throughput and the fraction of the device limit.
@@ -46,6 +61,10 @@ pub struct DevicePlan<'a> {
 pub trait Workload: Sync {
     fn name(&self) -> &'static str;
     fn preset(&self) -> &str;
+    /// The numeric modes this workload offers (`bench` runs all of them).
+    fn precisions(&self) -> Vec<Precision> {
+        Precision::ALL.to_vec()
+    }
     /// One line describing the problem size, for tables.
     fn describe(&self) -> String;
     fn work(&self) -> WorkCount;

@@ -1,0 +1,82 @@
+/* Mixed precision (seed 000 3.2-3.3, research/lens.md 2.6): after a float32 grid pass, flag the pixels
+ * where float32 may not be accurate enough and recompute them in float64. Shared by the three dialects;
+ * include astro_dialect.h and lens_model.h for float (suffix f32) and double (suffix f64) first.
+ *
+ * Steps of one band (the host builds the sequence; src/workload/lens/mod.rs):
+ *   1. lens_grid_f32 over the band plus one extra row (the y differences need row r + 1);
+ *   2. lens_flag_item: the delta_1..delta_4 source-plane criteria; writes the float32 values widened to
+ *      float64, the flag mask, and appends flagged pixels to a list;
+ *   3. lens_patch_item (optional, the paper's fixed patches): marks square patches around halo centres,
+ *      appending pixels not yet in the list;
+ *   4. lens_recompute_item: float64 for every listed pixel.
+ *
+ * delta_i (pixel size h; forward differences, backward on the last column/row):
+ *   delta_1 = alpha_1(i+1, j) - alpha_1(i, j)   delta_2 = alpha_2(i, j+1) - alpha_2(i, j)   (axes)
+ *   delta_3 = alpha_1(i, j+1) - alpha_1(i, j)   delta_4 = alpha_2(i+1, j) - alpha_2(i, j)   (cross terms)
+ * A pixel is flagged when |h - delta_i| < axis_limit (i = 1, 2: the source-plane pixel has shrunk by more than
+ * 3.26x, the paper's 0.0092" at h = 0.03") or |delta_i| > cross_limit (i = 3, 4: the paper's 0.0104"). */
+
+ASTRO_FN void lens_flag_item(size_t gid, ASTRO_GLOBAL const float *ASTRO_RESTRICT gx,
+                             ASTRO_GLOBAL const float *ASTRO_RESTRICT gy, int nx, int rows, int rows_ext, float h,
+                             float axis_limit, float cross_limit, ASTRO_GLOBAL double *ASTRO_RESTRICT gx_out,
+                             ASTRO_GLOBAL double *ASTRO_RESTRICT gy_out, ASTRO_GLOBAL unsigned int *ASTRO_RESTRICT mask,
+                             ASTRO_GLOBAL unsigned int *ASTRO_RESTRICT list, ASTRO_GLOBAL unsigned int *counter)
+{
+    if (gid >= (size_t)nx * (size_t)rows) return;
+    const int i = (int)(gid % (size_t)nx), r = (int)(gid / (size_t)nx);
+    const size_t p = gid;
+    /* Neighbour along x and along y; a backward neighbour flips the sign of the difference. */
+    const int fwd_x = i + 1 < nx, fwd_y = r + 1 < rows_ext;
+    const size_t px = fwd_x ? p + 1 : p - 1, py = fwd_y ? p + (size_t)nx : p - (size_t)nx;
+    const float sx = fwd_x ? 1.0f : -1.0f, sy = fwd_y ? 1.0f : -1.0f;
+    const float a1 = gx[p], a2 = gy[p];
+    gx_out[p] = (double)a1;
+    gy_out[p] = (double)a2;
+    int flagged = 0;
+    if (nx > 1) {
+        const float d1 = sx * (gx[px] - a1), d4 = sx * (gy[px] - a2);
+        flagged |= ASTRO_FABS(h - d1) < axis_limit || ASTRO_FABS(d4) > cross_limit;
+    }
+    if (rows_ext > 1) {
+        const float d2 = sy * (gy[py] - a2), d3 = sy * (gx[py] - a1);
+        flagged |= ASTRO_FABS(h - d2) < axis_limit || ASTRO_FABS(d3) > cross_limit;
+    }
+    mask[p] = (unsigned int)flagged;
+    if (flagged) list[ASTRO_ATOMIC_INC(counter)] = (unsigned int)p;
+}
+
+/* One pixel of the fixed float64 patches: work-item gid covers pixel (gid % size^2) of the patch around
+ * centre gid / size^2 (centres: pairs of integer pixel indices). Pixels outside the band are skipped;
+ * a pixel already listed (by the flags or another patch) is not listed again. */
+ASTRO_FN void lens_patch_item(size_t gid, ASTRO_GLOBAL const int *ASTRO_RESTRICT centres, int n_centres, int size,
+                              int nx, int row0, int rows, ASTRO_GLOBAL unsigned int *ASTRO_RESTRICT mask,
+                              ASTRO_GLOBAL unsigned int *ASTRO_RESTRICT list, ASTRO_GLOBAL unsigned int *counter)
+{
+    const size_t area = (size_t)size * (size_t)size;
+    if (gid >= area * (size_t)n_centres) return;
+    const int c = (int)(gid / area), a = (int)(gid % area);
+    const int i = centres[2 * c] - size / 2 + a % size;
+    const int r = centres[2 * c + 1] - size / 2 + a / size - row0;
+    if (i < 0 || i >= nx || r < 0 || r >= rows) return;
+    const size_t p = (size_t)r * nx + i;
+    if (ASTRO_ATOMIC_XCHG(&mask[p], 1u) == 0u) list[ASTRO_ATOMIC_INC(counter)] = (unsigned int)p;
+}
+
+/* Float64 recompute of the listed pixels, grid-stride (the host does not know the count in advance). */
+ASTRO_FN void lens_recompute_item(size_t gid, size_t gsize, ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT list,
+                                  ASTRO_GLOBAL const unsigned int *counter,
+                                  ASTRO_GLOBAL const double *ASTRO_RESTRICT sie, int n_sie,
+                                  ASTRO_GLOBAL const double *ASTRO_RESTRICT dpie, int n_dpie, int nx, int row0,
+                                  double h, ASTRO_GLOBAL double *ASTRO_RESTRICT gx_out,
+                                  ASTRO_GLOBAL double *ASTRO_RESTRICT gy_out)
+{
+    const size_t count = counter[0];
+    for (size_t t = gid; t < count; t += gsize) {
+        const size_t p = list[t];
+        const int i = (int)(p % (size_t)nx), j = row0 + (int)(p / (size_t)nx);
+        double ax, ay;
+        lens_point_f64(i, j, sie, n_sie, dpie, n_dpie, h, &ax, &ay);
+        gx_out[p] = ax;
+        gy_out[p] = ay;
+    }
+}

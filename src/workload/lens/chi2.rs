@@ -1,0 +1,1 @@
+//! Image-plane χ² (research/lens.md §2.5). Being written.
