@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Lens `hff` preset on the lent GPU machine (no Rust there): CUDA and NVIDIA OpenCL in f32 and f64, plus
-# the Rust `cpu` model on its cores, one invocation so ratios share one reference.
+# Lens `hff` preset on the lent GPU machine (no Rust there): CUDA and NVIDIA OpenCL in every numeric mode
+# (f32, f64, mixed, mixed-patches, mixed-paper), plus the Rust `cpu` model on its cores, one invocation so
+# ratios share one reference. Then energy runs (GPU power sampled through nvidia-smi/NVML while a mode runs
+# many repeats) and the SASS of the grid kernels.
 # Build here first:   cargo build --release --features cuda --target-dir target/gpu
 #                     mkdir -p .carry && cp target/gpu/release/astroport .carry/
 # Then run it there with .carry carried; results land in $OUT (results.jsonl, report.md, logs).
@@ -22,8 +24,28 @@ export CUDA_CACHE_DISABLE=1   # NVIDIA OpenCL returns no ptxas report for cached
 cat "$out/devices.txt"
 nv=$(awk '$2=="opencl" && /NVIDIA/ {print $1; exit}' "$out/devices.txt")
 [ -n "$nv" ] || nv="opencl"   # no NVIDIA OpenCL: the row will say why
-"$bin" bench --preset hff --backend cuda --backend "$nv" --backend cpu --repeats "${REPEATS:-7}" --out "$out" \
-  2> "$out/bench.log"
+"$bin" bench --preset hff --backend cuda --backend "$nv" ${WITH_CPU:+--backend cpu} --repeats "${REPEATS:-7}" \
+  --out "$out" 2> "$out/bench.log"
 status=$?
 tail -n 5 "$out/bench.log"
+
+# Energy: sample board power every 10 ms while one mode runs 40 timed repeats on CUDA.
+if [ -z "${NO_ENERGY:-}" ]; then
+  for p in f32 f64 mixed mixed-patches mixed-paper; do
+    nvidia-smi --query-gpu=timestamp,power.draw.instant,clocks.sm --format=csv,noheader,nounits -lms 10 \
+      > "$out/power-$p.csv" 2>&1 &
+    smi=$!
+    sleep 0.5
+    "$bin" run lens --preset hff --precision "$p" --backend cuda --repeats 40 --warmup 3 \
+      --out "$out/energy-$p" > "$out/energy-$p.log" 2>&1
+    sleep 0.3
+    kill $smi 2>/dev/null; wait $smi 2>/dev/null
+  done
+fi
+# SASS of the lens kernels, for the instruction-mix notes.
+if command -v cuobjdump >/dev/null; then
+  cuobjdump -sass -fun lens_grid_f32 "$bin" > "$out/sass-lens_grid_f32.txt" 2>&1 || true
+  cuobjdump -sass -fun lens_grid_f64 "$bin" > "$out/sass-lens_grid_f64.txt" 2>&1 || true
+  cuobjdump -res-usage "$bin" > "$out/res-usage.txt" 2>&1 || true
+fi
 exit $status
