@@ -36,7 +36,7 @@ if [ -z "${NO_ENERGY:-}" ]; then
       > "$out/power-$p.csv" 2>&1 &
     smi=$!
     sleep 0.5
-    "$bin" run lens --preset hff --precision "$p" --backend cuda --repeats 40 --warmup 3 \
+    "$bin" run lens --preset hff --precision "$p" --backend cuda --repeats "${ENERGY_REPEATS:-40}" --warmup 3 \
       --out "$out/energy-$p" > "$out/energy-$p.log" 2>&1
     sleep 0.3
     kill $smi 2>/dev/null; wait $smi 2>/dev/null
@@ -48,4 +48,6 @@ if command -v cuobjdump >/dev/null; then
   cuobjdump -sass -fun lens_grid_f64 "$bin" > "$out/sass-lens_grid_f64.txt" 2>&1 || true
   cuobjdump -res-usage "$bin" > "$out/res-usage.txt" 2>&1 || true
 fi
+# One archive of everything (the device tool returns a limited number of files).
+tar czf "$out/../lens-gpu.tgz" -C "$out" . && mv "$out/../lens-gpu.tgz" "$out/lens-gpu.tgz"
 exit $status

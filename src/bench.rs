@@ -66,6 +66,7 @@ struct Measured {
     resources: Option<crate::backend::Resources>,
     launch: Option<Launch>,
     build_options: String,
+    steps: Vec<crate::backend::StepReport>,
 }
 
 /// Why a run produced no result: the device cannot do it (a `no_device` row), or it failed.
@@ -109,6 +110,7 @@ fn execute(
                     source: "n/a: Rust on the host (rayon)".into(),
                 }),
                 launch: None,
+                steps: Vec::new(),
                 build_options: format!(
                     "rustc -C opt-level=3, target-cpu {}",
                     env!("ASTROPORT_TARGET_CPU")
@@ -132,6 +134,7 @@ fn execute(
             let (mut median, mut min, mut max, mut build) = (0.0, 0.0, 0.0, 0.0);
             let mut resources = None;
             let mut build_options = String::new();
+            let mut steps: Vec<crate::backend::StepReport> = Vec::new();
             let (mut global, mut local) = (0u64, 0u64);
             for job in &plan.jobs {
                 let out = dev.run(job).map_err(|e| RunError::Failed(e.to_string()))?;
@@ -152,6 +155,13 @@ fn execute(
                     .unwrap_or(0);
                 local = out.local_used as u64;
                 resources.get_or_insert(out.resources);
+                if steps.is_empty() {
+                    steps = out.steps;
+                } else {
+                    for (acc, s) in steps.iter_mut().zip(out.steps) {
+                        acc.median_s += s.median_s;
+                    }
+                }
                 if build_options.is_empty() {
                     build_options = out.build_options;
                 }
@@ -175,6 +185,7 @@ fn execute(
                     bands: bands as u32,
                 }),
                 build_options,
+                steps,
             })
         }
     }
@@ -207,6 +218,7 @@ fn base_row(
         accuracy: None,
         resources: None,
         launch: None,
+        steps: Vec::new(),
         provenance: prov,
     }
 }
@@ -306,6 +318,7 @@ pub fn run(
                             r.build_s = m.build_s;
                             r.resources = m.resources;
                             r.launch = m.launch;
+                            r.steps = m.steps;
                             r.provenance.build_options = m.build_options;
                         }
                     }

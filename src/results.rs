@@ -2,7 +2,7 @@
 //! `results.jsonl`. Reports (terminal, Markdown) are rendered from rows; ratios between models are
 //! computed at report time.
 
-use crate::backend::Resources;
+use crate::backend::{Resources, StepReport};
 use crate::workload::Accuracy;
 use serde::Serialize;
 use std::io::Write;
@@ -147,6 +147,9 @@ pub struct Row {
     pub accuracy: Option<Accuracy>,
     pub resources: Option<Resources>,
     pub launch: Option<Launch>,
+    /// Per-step medians and resources of a multi-step job (summed over bands), in step order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepReport>,
     pub provenance: Provenance,
 }
 

@@ -632,13 +632,13 @@ impl LensProblem {
             .for_each(|(j, (gx_row, gy_row))| {
                 let mut ax = vec![T::ZERO; n];
                 let mut ay = vec![T::ZERO; n];
-                let fj = T::from_f64(j as f64);
+                let fj = T::from_i32(j as i32);
                 for p in t.sie.chunks_exact(SIE_STRIDE) {
                     let (n11, n12, n22, fx, fy, ik, jk) = (p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
                     let dy = (fj - jk) * pixel + fy;
                     let (a12, a22) = (n12 * dy, n22 * dy);
                     for (i, (sx, sy)) in ax.iter_mut().zip(ay.iter_mut()).enumerate() {
-                        let dx = (T::from_f64(i as f64) - ik) * pixel + fx;
+                        let dx = (T::from_i32(i as i32) - ik) * pixel + fx;
                         let mx = n11 * dx + a12;
                         let my = n12 * dx + a22;
                         let q = dx * mx + dy * my;
@@ -650,7 +650,7 @@ impl LensProblem {
                 for p in t.dpie.chunks_exact(DPIE_STRIDE) {
                     let dy = (fj - p[12]) * pixel + p[10];
                     for (i, (sx, sy)) in ax.iter_mut().zip(ay.iter_mut()).enumerate() {
-                        let dx = (T::from_f64(i as f64) - p[11]) * pixel + p[9];
+                        let dx = (T::from_i32(i as i32) - p[11]) * pixel + p[9];
                         let (a, b) = dpie_from_table(dx, dy, p);
                         *sx = *sx + a;
                         *sy = *sy + b;
@@ -825,6 +825,8 @@ pub trait Real:
     const ZERO: Self;
     const ONE: Self;
     fn from_f64(v: f64) -> Self;
+    /// From a small integer (pixel indices): i32 conversions vectorise where usize → float do not.
+    fn from_i32(v: i32) -> Self;
     fn to_f64(self) -> f64;
     fn sqrt(self) -> Self;
     fn ln(self) -> Self;
@@ -838,6 +840,9 @@ macro_rules! impl_real {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
             fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            fn from_i32(v: i32) -> Self {
                 v as $t
             }
             fn to_f64(self) -> f64 {
