@@ -4,7 +4,7 @@ use crate::backend::{discover, Precision, Selector, Target};
 use crate::bench::{self, RunOptions};
 use crate::report;
 use crate::results::{append_jsonl, write_atomic, Row, Status};
-use crate::workload::lens::{LensOptions, LensProblem, Preset};
+use crate::workload::lens::{chi2, io as lens_io, Halos, LensOptions, LensProblem, Preset};
 use crate::workload::Workload;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -34,6 +34,17 @@ pub enum Command {
         /// Precision.
         #[arg(long, default_value = "f32")]
         precision: Precision,
+    },
+    /// Image-plane χ² of multiple-image systems on each backend (lens): grid and delensing on the device.
+    Chi2 {
+        #[command(flatten)]
+        common: Common,
+        /// Observed systems (CSV, docs/lens-inputs.md); default: mock systems from the model itself.
+        #[arg(long)]
+        images: Option<PathBuf>,
+        /// Write the mock systems used to this CSV file.
+        #[arg(long)]
+        write_images: Option<PathBuf>,
     },
     /// The main job: every workload on every available backend and precision, verified and reported.
     Bench {
@@ -73,6 +84,10 @@ pub struct Common {
     /// Cap on device memory per run in MiB, below what the device reports (forces tiling into bands).
     #[arg(long)]
     pub device_mem_mib: Option<u64>,
+    /// Lens: halo catalogue (CSV, docs/lens-inputs.md) instead of the preset's halos; the preset still
+    /// sets the grid.
+    #[arg(long)]
+    pub halos: Option<PathBuf>,
 }
 
 /// Runs the program; returns the process exit code (0 ok, 1 a run failed verification, 2 bad input).
@@ -112,8 +127,137 @@ fn lens_problem(common: &Common) -> Result<LensProblem, String> {
         device_mem_limit: common.device_mem_mib.map(|m| m << 20),
         ..Default::default()
     };
-    LensProblem::preset(preset, &opts)
-        .map_err(|e| format!("--preset {} / --size: {e}", common.preset))
+    let problem = LensProblem::preset(preset, &opts)
+        .map_err(|e| format!("--preset {} / --size: {e}", common.preset))?;
+    let Some(path) = &common.halos else {
+        return Ok(problem);
+    };
+    let records = lens_io::read_halos(path).map_err(|e| e.to_string())?;
+    let halos = Halos::from_records(&records, problem.dls_ds);
+    let name = path
+        .file_name()
+        .map(|f| f.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let mut custom = LensProblem::new(
+        &format!("{}:{name}", problem.preset),
+        problem.n,
+        problem.pixel,
+        problem.cosmology,
+        halos,
+    )
+    .map_err(|e| format!("{}: {e}", path.display()))?;
+    custom.device_mem_limit = problem.device_mem_limit;
+    Ok(custom)
+}
+
+/// `astroport chi2`: the f64 CPU reference, then every selected device, each compared with it.
+fn run_chi2(
+    common: &Common,
+    images: Option<&PathBuf>,
+    write_images: Option<&PathBuf>,
+) -> Result<i32, String> {
+    let problem = lens_problem(common)?;
+    let systems = match images {
+        Some(path) => lens_io::read_image_systems(path).map_err(|e| e.to_string())?,
+        None => chi2::mock_systems(&problem, &chi2::MockOptions::default()),
+    };
+    for s in &systems {
+        if s.z_source <= problem.cosmology.z_lens {
+            return Err(format!(
+                "image system '{}': z_source {} is not behind the lens (z_lens {})",
+                s.id, s.z_source, problem.cosmology.z_lens
+            ));
+        }
+    }
+    if let Some(path) = write_images {
+        lens_io::write_image_systems(path, &systems).map_err(|e| e.to_string())?;
+    }
+    let n_images: usize = systems.iter().map(|s| s.images.len()).sum();
+    println!(
+        "lens χ², preset {} ({}): {} systems, {} images",
+        problem.preset,
+        problem.describe(),
+        systems.len(),
+        n_images
+    );
+    let start = std::time::Instant::now();
+    let reference = problem.reference();
+    let (ref_chi2, ref_pred) = chi2::chi2_of_grid(
+        &problem,
+        &reference.components[0],
+        &reference.components[1],
+        &systems,
+    );
+    println!(
+        "  cpu f64 reference: χ² {:.4} (missing {}, extra {}), host {:.3} s",
+        ref_chi2.chi2,
+        ref_chi2.n_missing,
+        ref_chi2.n_extra,
+        start.elapsed().as_secs_f64()
+    );
+    let discovery = discover();
+    let sels = selectors(common)?;
+    let mut code = 0;
+    let mut lines = Vec::new();
+    for choice in bench::select(&discovery, &sels) {
+        let dev = match choice {
+            bench::Choice::Run(Target::Device(dev)) => dev,
+            bench::Choice::Run(Target::Cpu(_)) => continue, // the reference above is the cpu row
+            bench::Choice::Absent(a) => {
+                println!("  {}: {}: {}", a.id, a.why.status(), a.reason);
+                continue;
+            }
+        };
+        match chi2::chi2_device(
+            &problem,
+            dev.as_ref(),
+            &systems,
+            common.warmup,
+            common.repeats,
+        ) {
+            Err(e) => {
+                println!("  {}: failed: {e}", dev.id());
+                code = 1;
+            }
+            Ok(r) => {
+                let worst = chi2::worst_shift(&ref_pred, &r.predicted);
+                let same = worst <= 1.5 * problem.pixel;
+                if !same {
+                    code = 1;
+                }
+                println!(
+                    "  {}: χ² {:.4} (missing {}, extra {}), device {:.3} ms; images vs reference: worst shift {:.3}″ -> {}",
+                    dev.id(),
+                    r.chi2.chi2,
+                    r.chi2.n_missing,
+                    r.chi2.n_extra,
+                    r.time_s * 1e3,
+                    worst,
+                    if same { "same images" } else { "DIFFERENT" }
+                );
+                lines.push(serde_json::json!({
+                    "schema": "astroport.chi2/1", "preset": problem.preset, "backend": dev.id(),
+                    "device": dev.info().name, "systems": systems.len(), "images": n_images,
+                    "chi2": r.chi2.chi2, "missing": r.chi2.n_missing, "extra": r.chi2.n_extra,
+                    "reference_chi2": ref_chi2.chi2, "worst_shift_arcsec": worst, "same_images": same,
+                    "time_s": r.time_s, "steps": r.steps,
+                }));
+            }
+        }
+    }
+    if let Some(dir) = &common.out {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let path = dir.join("chi2.jsonl");
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(code)
 }
 
 fn selectors(common: &Common) -> Result<Vec<Selector>, String> {
@@ -142,6 +286,11 @@ fn execute(cli: Cli) -> Result<i32, String> {
             }
             run_and_report(&problem, &common, sels, vec![precision], "astroport run")
         }
+        Command::Chi2 {
+            common,
+            images,
+            write_images,
+        } => run_chi2(&common, images.as_ref(), write_images.as_ref()),
         Command::Bench { common, precision } => {
             let problem = lens_problem(&common)?;
             let sels = selectors(&common)?;

@@ -156,16 +156,75 @@ fn circular_sis_has_constant_deflection() {
     }
 }
 
-/// The host's launch geometry and the kernels' shared header agree on pixels per work-item.
+/// The host's launch geometry and table layout agree with the kernels' shared header.
 #[test]
-fn pixels_per_item_matches_the_kernel_header() {
-    let header = include_str!("../cl/common/lens_sie.h");
-    let want = format!(
-        "#define LENS_PIXELS_PER_ITEM {}",
-        astroport::workload::lens::PIXELS_PER_ITEM
-    );
-    assert!(
-        header.contains(&want),
-        "cl/common/lens_sie.h must contain '{want}'"
-    );
+fn host_constants_match_the_kernel_header() {
+    use astroport::workload::lens::{DPIE_STRIDE, PIXELS_PER_ITEM, SIE_STRIDE};
+    let header = include_str!("../cl/common/lens_model.h");
+    for want in [
+        format!("#define LENS_PIXELS_PER_ITEM {PIXELS_PER_ITEM}"),
+        format!("#define LENS_SIE_STRIDE {SIE_STRIDE}"),
+        format!("#define LENS_DPIE_STRIDE {DPIE_STRIDE}"),
+    ] {
+        assert!(
+            header.contains(&want),
+            "cl/common/lens_model.h must contain '{want}'"
+        );
+    }
+}
+
+fn dpie_oracle_halos(o: &Value) -> Halos {
+    let mut h = Halos::default();
+    for halo in o["dpie"]["halos"].as_array().unwrap() {
+        h.push_dpie(
+            num(&halo["x0"]),
+            num(&halo["y0"]),
+            num(&halo["b_arcsec"]),
+            num(&halo["e_pot"]),
+            num(&halo["theta_rad"]),
+            num(&halo["rcore_arcsec"]),
+            num(&halo["rcut_arcsec"]),
+        );
+    }
+    h
+}
+
+/// dPIE (LENSTOOL type 81): the f64 reference matches the mpmath oracle, and the strength and ε
+/// conversions reproduce the oracle's inputs from σ_LT and the mass ellipticity.
+#[test]
+fn dpie_reference_matches_mpmath() {
+    use astroport::workload::lens::{b0_dpie_arcsec, dpie_eps_from_mass};
+    let o = oracle();
+    let halos = dpie_oracle_halos(&o);
+    let ratio = Cosmology::default().dls_over_ds();
+    for halo in o["dpie"]["halos"].as_array().unwrap() {
+        let b = b0_dpie_arcsec(num(&halo["sigma_LT_kms"])) * ratio;
+        let want = num(&halo["b_arcsec"]);
+        assert!(((b - want) / want).abs() < 1e-13, "b {b} vs {want}");
+        let eps = dpie_eps_from_mass(num(&halo["e_mass"]));
+        assert!((eps - num(&halo["e_pot"])).abs() < 1e-15, "eps {eps}");
+    }
+    let mut worst = 0.0f64;
+    for p in o["dpie"]["points"].as_array().unwrap() {
+        let (x, y, gx, gy) = (num(&p[0]), num(&p[1]), num(&p[2]), num(&p[3]));
+        let (ax, ay) = gradient_at(&halos, x, y);
+        let rel = ((ax - gx).hypot(ay - gy)) / gx.hypot(gy);
+        worst = worst.max(rel);
+    }
+    assert!(worst < 1e-12, "dPIE worst relative error {worst:e}");
+}
+
+/// The circular dPIE limit (used below ε = 2e-4) meets the elliptical formula continuously.
+#[test]
+fn dpie_circular_limit_is_continuous() {
+    use astroport::workload::lens::dpie_deflection;
+    for (u, v) in [(3.0f64, 4.0f64), (0.2, -0.1), (40.0, 70.0)] {
+        let circ: (f64, f64) = dpie_deflection(u, v, 1.0, 0.0, 1e-4, 10.0, 0.5, 50.0);
+        let ell: (f64, f64) = dpie_deflection(u, v, 1.0, 0.0, 3e-4, 10.0, 0.5, 50.0);
+        let rel = (circ.0 - ell.0).hypot(circ.1 - ell.1) / circ.0.hypot(circ.1);
+        assert!(
+            rel < 1e-3,
+            "({u},{v}): circular vs ε=3e-4 differ by {rel:e}"
+        );
+    }
 }

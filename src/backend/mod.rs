@@ -359,7 +359,10 @@ pub struct Launch {
 pub enum Step {
     Launch(Launch),
     /// Sets every byte of a buffer (counters, accumulators) before the steps that follow.
-    Fill { buffer: usize, byte: u8 },
+    Fill {
+        buffer: usize,
+        byte: u8,
+    },
 }
 
 impl Step {

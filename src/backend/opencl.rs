@@ -11,11 +11,11 @@ use super::{
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
 use opencl3::context::Context;
 use opencl3::device::{Device, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_GPU};
+use opencl3::event::Event;
 use opencl3::kernel::{ExecuteKernel, Kernel};
 use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
 use opencl3::platform::get_platforms;
 use opencl3::program::Program as ClProgram;
-use opencl3::event::Event;
 use opencl3::types::{cl_event, CL_BLOCKING};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -185,12 +185,14 @@ impl OpenClDevice {
         let mut kernels = Vec::with_capacity(job.steps.len());
         for step in &job.steps {
             kernels.push(match step {
-                Step::Launch(l) => Some(Kernel::create(&built.program, &l.kernel).map_err(|e| {
-                    BackendError::Runtime(format!(
-                        "kernel '{}' not found in {}: {e}",
-                        l.kernel, job.program.name
-                    ))
-                })?),
+                Step::Launch(l) => {
+                    Some(Kernel::create(&built.program, &l.kernel).map_err(|e| {
+                        BackendError::Runtime(format!(
+                            "kernel '{}' not found in {}: {e}",
+                            l.kernel, job.program.name
+                        ))
+                    })?)
+                }
                 Step::Fill { .. } => None,
             });
         }
@@ -357,7 +359,9 @@ impl OpenClDevice {
             let mut first_start = u64::MAX;
             let mut last_end = 0u64;
             for e in &events {
-                let start = e.profiling_command_start().map_err(cl_err("profiling start"))?;
+                let start = e
+                    .profiling_command_start()
+                    .map_err(cl_err("profiling start"))?;
                 let end = e.profiling_command_end().map_err(cl_err("profiling end"))?;
                 first_start = first_start.min(start);
                 last_end = last_end.max(end);
@@ -409,6 +413,8 @@ impl OpenClDevice {
                 }
             })
             .collect();
-        Ok(JobOutput::from_steps(outputs, times, steps, build_s, options))
+        Ok(JobOutput::from_steps(
+            outputs, times, steps, build_s, options,
+        ))
     }
 }

@@ -1026,3 +1026,96 @@ mod tests {
         assert_eq!((c.chi2, c.n_missing, c.n_extra), (0.0, 0, 1));
     }
 }
+
+/// One χ² evaluation on a device: its result, predicted images, the hits, and the device time.
+#[derive(Debug, Clone)]
+pub struct DeviceChi2 {
+    pub chi2: Chi2,
+    pub predicted: Vec<Vec<(f64, f64)>>,
+    pub hits: Vec<Hit>,
+    /// Median device time of the whole evaluation (grid + delensing, summed over bands), seconds.
+    pub time_s: f64,
+    /// Per-step medians of the first band.
+    pub steps: Vec<crate::backend::StepReport>,
+}
+
+/// Runs one image-plane χ² evaluation on an accelerator: the float32 grid and the delensing stay on the
+/// device (`LensProblem::chi2_jobs`); the few hits come back and are matched here.
+pub fn chi2_device(
+    problem: &LensProblem,
+    dev: &dyn crate::backend::Accelerator,
+    systems: &[ImageSystem],
+    warmup: u32,
+    repeats: u32,
+) -> Result<DeviceChi2, String> {
+    let sources: Vec<f32> = source_barycentres(problem, systems)
+        .iter()
+        .flat_map(|s| s.map(|v| v as f32))
+        .collect();
+    let info = dev.info();
+    let mut hits = Vec::new();
+    let mut time_s = 0.0;
+    let mut steps = Vec::new();
+    for (row0, job) in problem.chi2_jobs(
+        &sources,
+        info.max_alloc_bytes,
+        info.global_mem_bytes,
+        warmup,
+        repeats,
+    ) {
+        let out = dev.run(&job).map_err(|e| e.to_string())?;
+        time_s += crate::backend::median(&out.times_s);
+        if steps.is_empty() {
+            steps = out.steps.clone();
+        }
+        let count = out.outputs[1].to_f64()[0] as usize;
+        if count > crate::workload::lens::MAX_HITS_PER_BAND {
+            return Err(format!(
+                "delensing found {count} triangle hits in the band at row {row0}, more than the {} it holds",
+                crate::workload::lens::MAX_HITS_PER_BAND
+            ));
+        }
+        let crate::backend::HostVec::I32(raw) = &out.outputs[0] else {
+            return Err("delensing returned hits of the wrong type".into());
+        };
+        for h in raw.chunks_exact(4).take(count) {
+            hits.push(Hit {
+                system: h[0] as u32,
+                i: h[1] as u32,
+                j: (row0 as i32 + h[2]) as u32,
+                triangle: h[3] as u8,
+            });
+        }
+    }
+    hits.sort();
+    let predicted = predicted_images(problem, &hits, systems.len());
+    Ok(DeviceChi2 {
+        chi2: chi2(systems, &predicted),
+        predicted,
+        hits,
+        time_s,
+        steps,
+    })
+}
+
+/// Largest distance between a reference predicted image and the nearest image predicted by another run,
+/// over every system and image in both directions (arcsec; infinite when one side has an image the other
+/// lacks entirely).
+pub fn worst_shift(a: &[Vec<(f64, f64)>], b: &[Vec<(f64, f64)>]) -> f64 {
+    let one_way = |x: &[Vec<(f64, f64)>], y: &[Vec<(f64, f64)>]| {
+        x.iter()
+            .zip(y)
+            .flat_map(|(xs, ys)| {
+                xs.iter().map(move |p| {
+                    ys.iter()
+                        .map(|q| ((p.0 - q.0).powi(2) + (p.1 - q.1).powi(2)).sqrt())
+                        .fold(f64::INFINITY, f64::min)
+                })
+            })
+            .fold(0.0f64, f64::max)
+    };
+    if a.len() != b.len() {
+        return f64::INFINITY;
+    }
+    one_way(a, b).max(one_way(b, a))
+}

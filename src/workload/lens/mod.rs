@@ -27,8 +27,14 @@ pub static PROGRAM: Program = Program {
             "astro_dialect.h",
             include_str!("../../../cl/common/astro_dialect.h"),
         ),
-        ("lens_model.h", include_str!("../../../cl/common/lens_model.h")),
-        ("lens_mixed.h", include_str!("../../../cl/common/lens_mixed.h")),
+        (
+            "lens_model.h",
+            include_str!("../../../cl/common/lens_model.h"),
+        ),
+        (
+            "lens_mixed.h",
+            include_str!("../../../cl/common/lens_mixed.h"),
+        ),
     ],
 };
 
@@ -64,6 +70,10 @@ pub const BUDGET_PER_PIXEL: f64 = 0.25;
 
 /// Float32 tolerance on |Δg| in arcsec: 1/300 of an HFF pixel. Float64: relative.
 pub const TOL_F32_ABS: f64 = 1e-4;
+/// Float32 tolerance when the catalogue has dPIE halos: the difference of two complex logarithms loses
+/// about 2e-5 relative in float32 (measured 9.7e-4″ on a 15″ halo); still a quarter of the paper's
+/// quarter-pixel budget of 7.5e-3″. Weaker than for SIE; the mixed modes recompute flagged pixels in f64.
+pub const TOL_F32_ABS_DPIE: f64 = 2e-3;
 pub const TOL_F64_REL: f64 = 1e-10;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,11 +219,30 @@ impl Halos {
     }
     /// Adds a dPIE (LENSTOOL type 81) with the formula's ε and radii in arcsec.
     #[allow(clippy::too_many_arguments)]
-    pub fn push_dpie(&mut self, x0: f64, y0: f64, b: f64, eps: f64, theta: f64, r_core: f64, r_cut: f64) {
+    pub fn push_dpie(
+        &mut self,
+        x0: f64,
+        y0: f64,
+        b: f64,
+        eps: f64,
+        theta: f64,
+        r_core: f64,
+        r_cut: f64,
+    ) {
         self.push_any(HaloProfile::Dpie, x0, y0, b, eps, theta, r_core, r_cut);
     }
     #[allow(clippy::too_many_arguments)]
-    fn push_any(&mut self, p: HaloProfile, x0: f64, y0: f64, b: f64, e: f64, theta: f64, rc: f64, rcut: f64) {
+    fn push_any(
+        &mut self,
+        p: HaloProfile,
+        x0: f64,
+        y0: f64,
+        b: f64,
+        e: f64,
+        theta: f64,
+        rc: f64,
+        rcut: f64,
+    ) {
         self.x0.push(x0);
         self.y0.push(y0);
         self.b.push(b);
@@ -242,7 +271,13 @@ impl Halos {
         for r in records {
             let theta = r.angle_deg.to_radians();
             match r.profile {
-                HaloProfile::Sie => h.push(r.x, r.y, b0_arcsec(r.sigma_kms) * dls_ds, r.ellipticity / 3.0, theta),
+                HaloProfile::Sie => h.push(
+                    r.x,
+                    r.y,
+                    b0_arcsec(r.sigma_kms) * dls_ds,
+                    r.ellipticity / 3.0,
+                    theta,
+                ),
                 HaloProfile::Dpie => h.push_dpie(
                     r.x,
                     r.y,
@@ -268,8 +303,16 @@ impl Halos {
     /// Checks every halo's parameters; the error names the halo and the field.
     pub fn validate(&self) -> Result<(), LensError> {
         for k in 0..self.len() {
-            let bad = |field: &'static str, value: f64| LensError::BadHalo { index: k, field, value };
-            for (field, v) in [("x", self.x0[k]), ("y", self.y0[k]), ("theta", self.theta[k])] {
+            let bad = |field: &'static str, value: f64| LensError::BadHalo {
+                index: k,
+                field,
+                value,
+            };
+            for (field, v) in [
+                ("x", self.x0[k]),
+                ("y", self.y0[k]),
+                ("theta", self.theta[k]),
+            ] {
                 if !v.is_finite() {
                     return Err(bad(field, v));
                 }
@@ -281,7 +324,9 @@ impl Halos {
                 return Err(bad("ellipticity", self.e[k]));
             }
             if self.profile[k] == HaloProfile::Dpie
-                && !(self.r_core[k] >= 0.0 && self.r_cut[k] > self.r_core[k] && self.r_cut[k].is_finite())
+                && !(self.r_core[k] >= 0.0
+                    && self.r_cut[k] > self.r_core[k]
+                    && self.r_cut[k].is_finite())
             {
                 return Err(bad("r_cut (must exceed r_core >= 0)", self.r_cut[k]));
             }
@@ -541,7 +586,11 @@ impl LensProblem {
     /// split (index 0, remainder x(0) − x0) reproduces float32 arithmetic on plain coordinates.
     fn offset(&self, x0: f64, naive: bool) -> (f64, f64) {
         let centre = (self.n as f64 - 1.0) / 2.0;
-        let ik = if naive { 0.0 } else { (x0 / self.pixel + centre).round() };
+        let ik = if naive {
+            0.0
+        } else {
+            (x0 / self.pixel + centre).round()
+        };
         (ik, (ik - centre) * self.pixel - x0)
     }
 
@@ -565,7 +614,11 @@ impl LensProblem {
                 HaloProfile::Dpie => {
                     let eps = h.e[k];
                     let sqe = eps.sqrt();
-                    let kk = if eps > 0.0 { (1.0 - eps * eps) / (2.0 * sqe) } else { 0.0 };
+                    let kk = if eps > 0.0 {
+                        (1.0 - eps * eps) / (2.0 * sqe)
+                    } else {
+                        0.0
+                    };
                     let (rc, rcut) = (h.r_core[k], h.r_cut[k]);
                     let circular = if eps < DPIE_CIRCULAR_EPS { 1.0 } else { 0.0 };
                     t.dpie.extend(
@@ -634,7 +687,8 @@ impl LensProblem {
                 let mut ay = vec![T::ZERO; n];
                 let fj = T::from_i32(j as i32);
                 for p in t.sie.chunks_exact(SIE_STRIDE) {
-                    let (n11, n12, n22, fx, fy, ik, jk) = (p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
+                    let (n11, n12, n22, fx, fy, ik, jk) =
+                        (p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
                     let dy = (fj - jk) * pixel + fy;
                     let (a12, a22) = (n12 * dy, n22 * dy);
                     for (i, (sx, sy)) in ax.iter_mut().zip(ay.iter_mut()).enumerate() {
@@ -692,12 +746,18 @@ impl LensProblem {
         let mask = self.flags(&field, precision);
         let listed: Vec<usize> = (0..mask.len()).filter(|&p| mask[p]).collect();
         let n = self.n;
-        let values: Vec<(f64, f64)> = listed.par_iter().map(|&p| self.point64(p % n, p / n)).collect();
+        let values: Vec<(f64, f64)> = listed
+            .par_iter()
+            .map(|&p| self.point64(p % n, p / n))
+            .collect();
         for (&p, (a, b)) in listed.iter().zip(values) {
             field.components[0][p] = a;
             field.components[1][p] = b;
         }
-        field.stats.push(("recomputed_fraction".into(), listed.len() as f64 / (n * n) as f64));
+        field.stats.push((
+            "recomputed_fraction".into(),
+            listed.len() as f64 / (n * n) as f64,
+        ));
         field
     }
 
@@ -714,8 +774,16 @@ impl LensProblem {
                 let (i, j) = (p % n, p / n);
                 let mut flagged = false;
                 if n > 1 {
-                    let (px, sx) = if i + 1 < n { (p + 1, 1.0f32) } else { (p - 1, -1.0) };
-                    let (py, sy) = if j + 1 < n { (p + n, 1.0f32) } else { (p - n, -1.0) };
+                    let (px, sx) = if i + 1 < n {
+                        (p + 1, 1.0f32)
+                    } else {
+                        (p - 1, -1.0)
+                    };
+                    let (py, sy) = if j + 1 < n {
+                        (p + n, 1.0f32)
+                    } else {
+                        (p - n, -1.0)
+                    };
                     let d1 = sx * (at(gx, px) - at(gx, p));
                     let d4 = sx * (at(gy, px) - at(gy, p));
                     let d2 = sy * (at(gy, py) - at(gy, p));
@@ -793,10 +861,20 @@ impl LensProblem {
                     if n < 2 {
                         continue;
                     }
-                    let delta = if forward { comp[p + c] - comp[p] } else { comp[p] - comp[p - c] };
+                    let delta = if forward {
+                        comp[p + c] - comp[p]
+                    } else {
+                        comp[p] - comp[p - c]
+                    };
                     let shrink = (h - delta).abs() / h; // 1/M_i
                     let err = (result.components[axis][p] - comp[p]).abs();
-                    let ratio = if shrink > 0.0 { err / (limit * shrink) } else if err > 0.0 { f64::INFINITY } else { 0.0 };
+                    let ratio = if shrink > 0.0 {
+                        err / (limit * shrink)
+                    } else if err > 0.0 {
+                        f64::INFINITY
+                    } else {
+                        0.0
+                    };
                     worst = worst.max(ratio);
                 }
                 let w = if worst.is_nan() { f64::INFINITY } else { worst };
@@ -808,7 +886,16 @@ impl LensProblem {
 
 /// One dPIE halo from its table row (see cl/common/lens_model.h for the fields).
 fn dpie_from_table<T: Real>(dx: T, dy: T, p: &[T]) -> (T, T) {
-    dpie_deflection(dx, dy, p[0], p[1], p[2], p[8] * (p[7] - p[6]) / p[7], p[6], p[7])
+    dpie_deflection(
+        dx,
+        dy,
+        p[0],
+        p[1],
+        p[2],
+        p[8] * (p[7] - p[6]) / p[7],
+        p[6],
+        p[7],
+    )
 }
 
 /// The two floating types of the CPU path.
@@ -898,8 +985,18 @@ impl LensProblem {
     /// The grid launch of one band, in precision p (f32 or f64), writing buffers GX/GY.
     pub(crate) fn grid_launch(&self, p: Precision, row0: usize, rows: usize) -> Step {
         let (sie, dpie, t_sie, t_dpie) = match p.base() {
-            Precision::F64 => (buf::SIE64, buf::DPIE64, self.tables64.n_sie, self.tables64.n_dpie),
-            _ => (buf::SIE32, buf::DPIE32, self.tables32.n_sie, self.tables32.n_dpie),
+            Precision::F64 => (
+                buf::SIE64,
+                buf::DPIE64,
+                self.tables64.n_sie,
+                self.tables64.n_dpie,
+            ),
+            _ => (
+                buf::SIE32,
+                buf::DPIE32,
+                self.tables32.n_sie,
+                self.tables32.n_dpie,
+            ),
         };
         Step::Launch(Launch {
             kernel: format!("lens_grid_{}", p.base().name()),
@@ -926,7 +1023,12 @@ impl LensProblem {
     }
 
     /// Bands of rows (row0, rows) for a job whose largest per-pixel footprint is `bytes_per_pixel`.
-    pub(crate) fn bands(&self, bytes_per_pixel: usize, max_alloc: u64, mem: u64) -> Vec<(usize, usize)> {
+    pub(crate) fn bands(
+        &self,
+        bytes_per_pixel: usize,
+        max_alloc: u64,
+        mem: u64,
+    ) -> Vec<(usize, usize)> {
         // band_rows budgets two buffers of `elem` bytes per pixel; pass half the footprint.
         let band = self.band_rows(bytes_per_pixel.div_ceil(2), max_alloc, mem);
         let mut out = Vec::new();
@@ -939,7 +1041,14 @@ impl LensProblem {
         out
     }
 
-    fn mixed_job<'a>(&'a self, p: Precision, row0: usize, rows: usize, warmup: u32, repeats: u32) -> KernelJob<'a> {
+    fn mixed_job<'a>(
+        &'a self,
+        p: Precision,
+        row0: usize,
+        rows: usize,
+        warmup: u32,
+        repeats: u32,
+    ) -> KernelJob<'a> {
         let (t32, _) = self.tables_for(p);
         let n = self.n;
         let ext = self.extended_rows(row0, rows);
@@ -947,20 +1056,44 @@ impl LensProblem {
         let mut buffers = self.table_buffers(t32);
         let patches = self.patches();
         buffers.extend([
-            BufferSpec::Scratch { dtype: DType::F32, len: ext * n },
-            BufferSpec::Scratch { dtype: DType::F32, len: ext * n },
-            BufferSpec::Scratch { dtype: DType::U32, len: band },
-            BufferSpec::Scratch { dtype: DType::U32, len: band },
-            BufferSpec::Output { dtype: DType::U32, len: 1 },
-            BufferSpec::Output { dtype: DType::F64, len: band },
-            BufferSpec::Output { dtype: DType::F64, len: band },
+            BufferSpec::Scratch {
+                dtype: DType::F32,
+                len: ext * n,
+            },
+            BufferSpec::Scratch {
+                dtype: DType::F32,
+                len: ext * n,
+            },
+            BufferSpec::Scratch {
+                dtype: DType::U32,
+                len: band,
+            },
+            BufferSpec::Scratch {
+                dtype: DType::U32,
+                len: band,
+            },
+            BufferSpec::Output {
+                dtype: DType::U32,
+                len: 1,
+            },
+            BufferSpec::Output {
+                dtype: DType::F64,
+                len: band,
+            },
+            BufferSpec::Output {
+                dtype: DType::F64,
+                len: band,
+            },
             BufferSpec::Input(HostSlice::I32(&patches[0].1)),
             BufferSpec::Input(HostSlice::I32(&patches[1].1)),
         ]);
         let (axis, cross) = self.flag_limits();
         let mut steps = vec![
             self.grid_launch(Precision::F32, row0, ext),
-            Step::Fill { buffer: buf::COUNTER, byte: 0 },
+            Step::Fill {
+                buffer: buf::COUNTER,
+                byte: 0,
+            },
             Step::Launch(Launch {
                 kernel: "lens_flag".into(),
                 args: vec![
@@ -1035,6 +1168,87 @@ impl LensProblem {
     }
 }
 
+/// Hits one delensing band can hold; a band that finds more is an error (never silently truncated).
+pub const MAX_HITS_PER_BAND: usize = 1 << 16;
+
+impl LensProblem {
+    /// Device jobs of one image-plane χ² evaluation (research/lens.md §2.5), one per band of rows: the
+    /// float32 grid (exact offsets) stays on the device in scratch buffers, the delensing kernel tests every
+    /// cell's two triangles against every system's source, and only the hits come back. `sources` holds
+    /// (β̄x, β̄y, scale) per system.
+    pub fn chi2_jobs<'a>(
+        &'a self,
+        sources: &'a [f32],
+        max_alloc: u64,
+        mem: u64,
+        warmup: u32,
+        repeats: u32,
+    ) -> Vec<(usize, KernelJob<'a>)> {
+        let n = self.n;
+        self.bands(8, max_alloc, mem)
+            .into_iter()
+            .map(|(row0, rows)| {
+                let ext = self.extended_rows(row0, rows);
+                let mut buffers = self.table_buffers(&self.tables32);
+                buffers.extend([
+                    BufferSpec::Scratch {
+                        dtype: DType::F32,
+                        len: ext * n,
+                    },
+                    BufferSpec::Scratch {
+                        dtype: DType::F32,
+                        len: ext * n,
+                    },
+                    BufferSpec::Input(HostSlice::F32(sources)),
+                    BufferSpec::Output {
+                        dtype: DType::I32,
+                        len: 4 * MAX_HITS_PER_BAND,
+                    },
+                    BufferSpec::Output {
+                        dtype: DType::U32,
+                        len: 1,
+                    },
+                ]);
+                let steps = vec![
+                    self.grid_launch(Precision::F32, row0, ext),
+                    Step::Fill { buffer: 8, byte: 0 },
+                    Step::Launch(Launch {
+                        kernel: "lens_delens_f32".into(),
+                        args: vec![
+                            StepArg::Buffer(buf::GX),
+                            StepArg::Buffer(buf::GY),
+                            StepArg::I32(n as i32),
+                            StepArg::I32(rows as i32),
+                            StepArg::I32(ext as i32),
+                            StepArg::F32(self.coord(0) as f32),
+                            StepArg::F32(self.coord(row0) as f32),
+                            StepArg::F32(self.pixel as f32),
+                            StepArg::Buffer(6),
+                            StepArg::I32((sources.len() / 3) as i32),
+                            StepArg::Buffer(7),
+                            StepArg::Buffer(8),
+                            StepArg::U32(MAX_HITS_PER_BAND as u32),
+                        ],
+                        global: (n.max(2) - 1) * rows,
+                        local: Some(GPU_GROUP),
+                    }),
+                ];
+                (
+                    row0,
+                    KernelJob {
+                        program: &PROGRAM,
+                        defines: vec![],
+                        buffers,
+                        steps,
+                        warmup,
+                        repeats,
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
 impl Workload for LensProblem {
     fn name(&self) -> &'static str {
         "lens"
@@ -1098,14 +1312,24 @@ impl Workload for LensProblem {
                 .map(|(row0, rows)| self.mixed_job(precision, row0, rows, warmup, repeats))
                 .collect()
         } else {
-            let dtype = if precision == Precision::F64 { DType::F64 } else { DType::F32 };
+            let dtype = if precision == Precision::F64 {
+                DType::F64
+            } else {
+                DType::F32
+            };
             self.bands(2 * dtype.bytes(), max_alloc, mem)
                 .into_iter()
                 .map(|(row0, rows)| {
                     let mut buffers = self.table_buffers(&self.tables32);
                     buffers.extend([
-                        BufferSpec::Output { dtype, len: rows * self.n },
-                        BufferSpec::Output { dtype, len: rows * self.n },
+                        BufferSpec::Output {
+                            dtype,
+                            len: rows * self.n,
+                        },
+                        BufferSpec::Output {
+                            dtype,
+                            len: rows * self.n,
+                        },
                     ]);
                     KernelJob {
                         program: &PROGRAM,
@@ -1135,18 +1359,24 @@ impl Workload for LensProblem {
         }
         let mut field = Field::new(vec![gx, gy]);
         if let Some(count) = recomputed {
-            field
-                .stats
-                .push(("recomputed_fraction".into(), count / (self.n * self.n) as f64));
+            field.stats.push((
+                "recomputed_fraction".into(),
+                count / (self.n * self.n) as f64,
+            ));
         }
         field
     }
     fn compare(&self, result: &Field, reference: &Field, precision: Precision) -> Accuracy {
         let (max_abs, max_rel, rms_abs, non_finite) = vector_errors(result, reference);
         let complete = result.components.iter().all(|c| c.len() == self.n * self.n);
+        let tol_f32 = if self.tables64.n_dpie > 0 {
+            TOL_F32_ABS_DPIE
+        } else {
+            TOL_F32_ABS
+        };
         let (tolerance_abs, tolerance_rel) = match precision {
             Precision::F64 => (f64::INFINITY, TOL_F64_REL),
-            _ => (TOL_F32_ABS, f64::INFINITY),
+            _ => (tol_f32, f64::INFINITY),
         };
         let (budget_worst, over_budget) = if complete {
             self.budget(result, reference)

@@ -1,0 +1,171 @@
+//! Lens modes beyond the plain gradient, on every backend found: dPIE halos, the mixed-precision schemes
+//! (with the paper's error budget), the image-plane χ² (same images as the f64 reference), and input
+//! validation of halo catalogues.
+
+use astroport::backend::{discover, Precision, Target};
+use astroport::bench::{self, Choice, RunOptions};
+use astroport::results::Status;
+use astroport::workload::lens::{chi2, Halos, LensOptions, LensProblem, Preset};
+use astroport::workload::Workload;
+
+fn run_all(problem: &LensProblem, precisions: Vec<Precision>) -> Vec<astroport::results::Row> {
+    let d = discover();
+    let choices: Vec<Choice> = d.targets.iter().map(Choice::Run).collect();
+    let opts = RunOptions {
+        precisions,
+        selectors: vec![],
+        warmup: 0,
+        repeats: 1,
+    };
+    let rows = bench::run(problem, &choices, &opts, |_| {});
+    assert!(rows.len() >= 2, "at least cpu and one device backend");
+    rows
+}
+
+fn assert_all_ok(rows: &[astroport::results::Row]) {
+    for r in rows {
+        assert_eq!(
+            r.status,
+            Status::Ok,
+            "{} {}: {}",
+            r.backend,
+            r.precision,
+            r.reason
+        );
+    }
+}
+
+/// A catalogue mixing SIE and dPIE halos gives the same grid on every backend as the f64 reference.
+#[test]
+fn mixed_catalogue_with_dpie_agrees_everywhere() {
+    let base = LensProblem::preset(Preset::Tiny, &LensOptions::default()).unwrap();
+    let mut halos: Halos = base.halos.clone();
+    halos.push_dpie(10.0, -5.0, 15.0, 0.2, 0.7, 1.5, 150.0);
+    halos.push_dpie(-30.0, 20.0, 1.0, 1e-5, 0.0, 0.1, 20.0); // circular limit
+    let p = LensProblem::new("tiny+dpie", base.n, base.pixel, base.cosmology, halos).unwrap();
+    assert!(p.describe().contains("2 dPIE"));
+    let rows = run_all(&p, Precision::ALL.to_vec());
+    assert_all_ok(&rows);
+    for r in &rows {
+        let a = r.accuracy.as_ref().unwrap();
+        let bound = if r.precision == "f32" { 1e-4 } else { 1e-10 };
+        assert!(
+            a.max_rel < bound,
+            "{} {} dPIE max_rel {:e}",
+            r.backend,
+            r.precision,
+            a.max_rel
+        );
+    }
+}
+
+/// Every mixed scheme passes on every backend: f32 tolerance, no pixel over the paper's budget, and a
+/// recomputed fraction reported; the device flags the same pixels as the cpu (same fraction).
+#[test]
+fn mixed_precision_on_every_backend() {
+    let p = LensProblem::preset(Preset::Tiny, &LensOptions::default()).unwrap();
+    let rows = run_all(&p, Precision::MIXED.to_vec());
+    assert_all_ok(&rows);
+    for mode in ["mixed", "mixed-patches", "mixed-paper"] {
+        let fractions: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.precision == mode)
+            .map(|r| {
+                let a = r.accuracy.as_ref().unwrap();
+                let get = |k: &str| a.extra.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
+                assert_eq!(get("pixels_over_budget"), Some(0.0), "{} {mode}", r.backend);
+                get("recomputed_fraction").expect("fraction reported")
+            })
+            .collect();
+        assert!(
+            fractions.iter().all(|f| *f > 0.0 && *f < 1.0),
+            "{mode}: {fractions:?}"
+        );
+        let spread = fractions.iter().cloned().fold(0.0, f64::max)
+            - fractions.iter().cloned().fold(1.0, f64::min);
+        assert!(
+            spread < 0.01,
+            "{mode}: backends flag different amounts {fractions:?}"
+        );
+    }
+}
+
+/// χ² on every device backend finds the same images as the f64 cpu delensing, and χ² at the true model
+/// is at the pixel level (every image matched within 1.5 px).
+#[test]
+fn chi2_same_images_on_every_backend() {
+    let p = LensProblem::preset(Preset::Ci, &LensOptions::default()).unwrap();
+    let systems = chi2::mock_systems(&p, &chi2::MockOptions::default());
+    assert!(systems.len() >= 20);
+    let reference = p.reference();
+    let (c_ref, pred_ref) = chi2::chi2_of_grid(
+        &p,
+        &reference.components[0],
+        &reference.components[1],
+        &systems,
+    );
+    assert_eq!(c_ref.n_missing, 0);
+    let pixel_level = systems
+        .iter()
+        .map(|s| {
+            s.images
+                .iter()
+                .map(|i| (1.5 * p.pixel / i.sigma).powi(2))
+                .sum::<f64>()
+        })
+        .sum::<f64>();
+    assert!(
+        c_ref.chi2 <= pixel_level,
+        "χ² {} above the pixel level {pixel_level}",
+        c_ref.chi2
+    );
+    let d = discover();
+    let mut devices = 0;
+    for t in &d.targets {
+        let Target::Device(dev) = t else { continue };
+        let r = chi2::chi2_device(&p, dev.as_ref(), &systems, 0, 1).unwrap();
+        let shift = chi2::worst_shift(&pred_ref, &r.predicted);
+        assert!(
+            shift <= 1.5 * p.pixel,
+            "{}: images shifted by {shift}″",
+            dev.id()
+        );
+        assert_eq!(r.chi2.n_missing, 0, "{}", dev.id());
+        devices += 1;
+    }
+    assert!(devices >= 1, "no device backend to check");
+}
+
+/// A malformed catalogue is refused with a message naming file, line, column and value (exit 2).
+#[test]
+fn bad_halo_catalogue_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("halos.csv");
+    std::fs::write(
+        &path,
+        "id,profile,x_arcsec,y_arcsec,sigma_kms,ellipticity,angle_deg\nA,sie,0,0,900,1.2,0\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_astroport"))
+        .args([
+            "run",
+            "lens",
+            "--preset",
+            "tiny",
+            "--backend",
+            "cpu",
+            "--halos",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("halos.csv")
+            && err.contains("line 2")
+            && err.contains("ellipticity")
+            && err.contains("1.2"),
+        "{err}"
+    );
+}
