@@ -2,17 +2,7 @@
  * one item is a function of the shared headers, identical in the three dialects. Both precisions live in one
  * program: the mixed-precision pipeline uses both. */
 #include "astro_dialect.h"
-#define ASTRO_REAL float
-#define ASTRO_SUFFIX f32
-#include "lens_model.h"
-#undef ASTRO_REAL
-#undef ASTRO_SUFFIX
-#define ASTRO_REAL double
-#define ASTRO_SUFFIX f64
-#include "lens_model.h"
-#undef ASTRO_REAL
-#undef ASTRO_SUFFIX
-#include "lens_mixed.h"
+#include "lens_all.h"
 
 #define LENS_GRID_KERNEL(T, S)                                                                              \
     __kernel void lens_grid_##S(__global const T *restrict sie, const int n_sie,                           \

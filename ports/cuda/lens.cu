@@ -2,17 +2,7 @@
 // precisions in one translation unit, functions suffixed _f32/_f64). Each kernel only computes its index.
 #include "cuda_host.h"
 #include "astro_dialect.h"
-#define ASTRO_REAL float
-#define ASTRO_SUFFIX f32
-#include "lens_model.h"
-#undef ASTRO_REAL
-#undef ASTRO_SUFFIX
-#define ASTRO_REAL double
-#define ASTRO_SUFFIX f64
-#include "lens_model.h"
-#undef ASTRO_REAL
-#undef ASTRO_SUFFIX
-#include "lens_mixed.h"
+#include "lens_all.h"
 
 static __device__ __forceinline__ size_t global_id() { return (size_t)blockIdx.x * blockDim.x + threadIdx.x; }
 

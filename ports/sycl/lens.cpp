@@ -3,17 +3,7 @@
 // Each kernel only computes its work-item index.
 #include <sycl/sycl.hpp>
 #include "astro_dialect.h"
-#define ASTRO_REAL float
-#define ASTRO_SUFFIX f32
-#include "lens_model.h"
-#undef ASTRO_REAL
-#undef ASTRO_SUFFIX
-#define ASTRO_REAL double
-#define ASTRO_SUFFIX f64
-#include "lens_model.h"
-#undef ASTRO_REAL
-#undef ASTRO_SUFFIX
-#include "lens_mixed.h"
+#include "lens_all.h"
 
 namespace syclexp = sycl::ext::oneapi::experimental;
 #define LENS_KERNEL extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>)) void

@@ -35,6 +35,7 @@ pub static PROGRAM: Program = Program {
             "lens_mixed.h",
             include_str!("../../../cl/common/lens_mixed.h"),
         ),
+        ("lens_all.h", include_str!("../../../cl/common/lens_all.h")),
     ],
 };
 
