@@ -129,66 +129,98 @@ fn execute(
                 opts.warmup,
                 opts.repeats,
             );
-            let bands = plan.jobs.len();
-            let mut outputs = Vec::with_capacity(bands);
-            let (mut median, mut min, mut max, mut build) = (0.0, 0.0, 0.0, 0.0);
-            let mut resources = None;
-            let mut build_options = String::new();
-            let mut steps: Vec<crate::backend::StepReport> = Vec::new();
-            let (mut global, mut local) = (0u64, 0u64);
-            for job in &plan.jobs {
-                let out = dev.run(job).map_err(|e| RunError::Failed(e.to_string()))?;
-                let t = TimeStats::from_samples(&out.times_s, opts.warmup, "device events")
-                    .ok_or("no timed repeat")?;
-                median += t.median;
-                min += t.min;
-                max += t.max;
-                build += out.build_s;
-                global += job
-                    .steps
-                    .iter()
-                    .map(|s| match s {
-                        crate::backend::Step::Launch(l) => l.global as u64,
-                        _ => 0,
-                    })
-                    .max()
-                    .unwrap_or(0);
-                local = out.local_used as u64;
-                resources.get_or_insert(out.resources);
-                if steps.is_empty() {
-                    steps = out.steps;
-                } else {
-                    for (acc, s) in steps.iter_mut().zip(out.steps) {
-                        acc.median_s += s.median_s;
-                    }
-                }
-                if build_options.is_empty() {
-                    build_options = out.build_options;
-                }
-                outputs.push(out.outputs);
-            }
+            let run = run_bands(dev.as_ref(), &plan.jobs, opts.warmup).map_err(RunError::Failed)?;
             Ok(Measured {
-                field: workload.assemble(outputs),
-                times: TimeStats {
-                    median,
-                    min,
-                    max,
-                    repeats: opts.repeats,
-                    warmup: opts.warmup,
-                    timer: "device events",
-                },
-                build_s: Some(build),
-                resources,
-                launch: Some(Launch {
-                    global,
-                    local,
-                    bands: bands as u32,
-                }),
-                build_options,
-                steps,
+                field: workload.assemble(run.outputs),
+                times: run.times,
+                build_s: Some(run.build_s),
+                resources: run.resources,
+                launch: Some(run.launch),
+                build_options: run.build_options,
+                steps: run.steps,
             })
         }
     }
+}
+
+/// What the bands of one plan gave: outputs in band order, and times summed over bands.
+pub struct BandsRun {
+    pub outputs: Vec<Vec<crate::backend::HostVec>>,
+    pub times: TimeStats,
+    pub build_s: f64,
+    /// Resources of the first band's main launch.
+    pub resources: Option<crate::backend::Resources>,
+    pub launch: Launch,
+    pub build_options: String,
+    /// Per-step medians summed over bands.
+    pub steps: Vec<crate::backend::StepReport>,
+}
+
+/// Runs the jobs of a tiled plan (one per band) on a device, written once for every caller (the bench
+/// driver and workload-specific drivers such as the lens χ²).
+pub fn run_bands(
+    dev: &dyn crate::backend::Accelerator,
+    jobs: &[crate::backend::KernelJob],
+    warmup: u32,
+) -> Result<BandsRun, String> {
+    let mut outputs = Vec::with_capacity(jobs.len());
+    let (mut median, mut min, mut max, mut build, mut repeats) = (0.0, 0.0, 0.0, 0.0, 0);
+    let mut resources = None;
+    let mut build_options = String::new();
+    let mut steps: Vec<crate::backend::StepReport> = Vec::new();
+    let (mut global, mut local) = (0u64, 0u64);
+    for job in jobs {
+        let out = dev.run(job).map_err(|e| e.to_string())?;
+        let t = TimeStats::from_samples(&out.times_s, warmup, "device events")
+            .ok_or("no timed repeat")?;
+        median += t.median;
+        min += t.min;
+        max += t.max;
+        repeats = t.repeats;
+        build += out.build_s;
+        global += job
+            .steps
+            .iter()
+            .map(|s| match s {
+                crate::backend::Step::Launch(l) => l.global as u64,
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0);
+        local = out.local_used as u64;
+        resources.get_or_insert(out.resources);
+        if steps.is_empty() {
+            steps = out.steps;
+        } else {
+            for (acc, s) in steps.iter_mut().zip(out.steps) {
+                acc.median_s += s.median_s;
+            }
+        }
+        if build_options.is_empty() {
+            build_options = out.build_options;
+        }
+        outputs.push(out.outputs);
+    }
+    Ok(BandsRun {
+        outputs,
+        times: TimeStats {
+            median,
+            min,
+            max,
+            repeats,
+            warmup,
+            timer: "device events",
+        },
+        build_s: build,
+        resources,
+        launch: Launch {
+            global,
+            local,
+            bands: jobs.len() as u32,
+        },
+        build_options,
+        steps,
+    })
 }
 
 fn base_row(

@@ -51,19 +51,13 @@ impl TimeStats {
         if samples.is_empty() {
             return None;
         }
-        let mut s = samples.to_vec();
-        s.sort_by(f64::total_cmp);
-        let mid = s.len() / 2;
-        let median = if s.len() % 2 == 1 {
-            s[mid]
-        } else {
-            0.5 * (s[mid - 1] + s[mid])
-        };
+        let min = samples.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         Some(TimeStats {
-            median,
-            min: s[0],
-            max: s[s.len() - 1],
-            repeats: s.len() as u32,
+            median: crate::backend::median(samples),
+            min,
+            max,
+            repeats: samples.len() as u32,
             warmup,
             timer,
         })

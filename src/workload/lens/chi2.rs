@@ -1053,36 +1053,34 @@ pub fn chi2_device(
         .flat_map(|s| s.map(|v| v as f32))
         .collect();
     let info = dev.info();
+    let (row0s, jobs): (Vec<usize>, Vec<_>) = problem
+        .chi2_jobs(
+            &sources,
+            info.max_alloc_bytes,
+            info.global_mem_bytes,
+            warmup,
+            repeats,
+        )
+        .into_iter()
+        .unzip();
+    let run = crate::bench::run_bands(dev, &jobs, warmup)?;
     let mut hits = Vec::new();
-    let mut time_s = 0.0;
-    let mut steps = Vec::new();
-    for (row0, job) in problem.chi2_jobs(
-        &sources,
-        info.max_alloc_bytes,
-        info.global_mem_bytes,
-        warmup,
-        repeats,
-    ) {
-        let out = dev.run(&job).map_err(|e| e.to_string())?;
-        time_s += crate::backend::median(&out.times_s);
-        if steps.is_empty() {
-            steps = out.steps.clone();
-        }
-        let count = out.outputs[1].to_f64()[0] as usize;
+    for (row0, out) in row0s.iter().zip(&run.outputs) {
+        let count = out[1].to_f64()[0] as usize;
         if count > crate::workload::lens::MAX_HITS_PER_BAND {
             return Err(format!(
                 "delensing found {count} triangle hits in the band at row {row0}, more than the {} it holds",
                 crate::workload::lens::MAX_HITS_PER_BAND
             ));
         }
-        let crate::backend::HostVec::I32(raw) = &out.outputs[0] else {
+        let crate::backend::HostVec::I32(raw) = &out[0] else {
             return Err("delensing returned hits of the wrong type".into());
         };
         for h in raw.chunks_exact(4).take(count) {
             hits.push(Hit {
                 system: h[0] as u32,
                 i: h[1] as u32,
-                j: (row0 as i32 + h[2]) as u32,
+                j: (*row0 as i32 + h[2]) as u32,
                 triangle: h[3] as u8,
             });
         }
@@ -1093,8 +1091,8 @@ pub fn chi2_device(
         chi2: chi2(systems, &predicted),
         predicted,
         hits,
-        time_s,
-        steps,
+        time_s: run.times.median,
+        steps: run.steps,
     })
 }
 

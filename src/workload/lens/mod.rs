@@ -1185,6 +1185,7 @@ impl LensProblem {
         warmup: u32,
         repeats: u32,
     ) -> Vec<(usize, KernelJob<'a>)> {
+        // (first row, job) per band: the hits' row indices are band-relative.
         let n = self.n;
         self.bands(8, max_alloc, mem)
             .into_iter()
