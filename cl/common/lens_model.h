@@ -38,13 +38,13 @@ ASTRO_FN void LENS_FN(lens_sie_add)(ASTRO_REAL dx, ASTRO_REAL dy, ASTRO_REAL n11
     *gy += my * r;
 }
 
-/* dPIE: the complex potential term I(r) of research/lens.md 2.4 for one radius, in the halo frame (u, v).
- * Returns (K * arg w, -K * ln|w|) with w = znum / zden, principal branch. */
-ASTRO_FN void LENS_FN(lens_dpie_term)(ASTRO_REAL u, ASTRO_REAL v, ASTRO_GLOBAL const ASTRO_REAL *p,
+/* dPIE: the complex potential term I(r) of research/lens.md 2.4 for one radius, in the halo frame (u, v),
+ * given rho2 = u^2/(1+eps)^2 + v^2/(1-eps)^2 (shared by both radii). Returns arg w and ln|w| with
+ * w = znum / zden, principal branch; the caller multiplies by K. */
+ASTRO_FN void LENS_FN(lens_dpie_term)(ASTRO_REAL u, ASTRO_REAL v, ASTRO_REAL rho2, ASTRO_GLOBAL const ASTRO_REAL *p,
                                      ASTRO_REAL r, ASTRO_REAL *re, ASTRO_REAL *im)
 {
-    const ASTRO_REAL eps = p[2], sqe = p[4], cx1 = p[5];
-    const ASTRO_REAL rho2 = u * u / ((1 + eps) * (1 + eps)) + v * v / ((1 - eps) * (1 - eps));
+    const ASTRO_REAL sqe = p[4], cx1 = p[5];
     const ASTRO_REAL nr = cx1 * u, ni = 2 * sqe * ASTRO_SQRT(r * r + rho2) - v / cx1;
     const ASTRO_REAL dr = u, di = 2 * r * sqe - v;
     const ASTRO_REAL d2 = dr * dr + di * di;
@@ -68,9 +68,11 @@ ASTRO_FN void LENS_FN(lens_dpie_add)(ASTRO_REAL dx, ASTRO_REAL dy, ASTRO_GLOBAL 
         gu = t * u;
         gv = t * v;
     } else {
+        const ASTRO_REAL eps = p[2];
+        const ASTRO_REAL rho2 = u * u / ((1 + eps) * (1 + eps)) + v * v / ((1 - eps) * (1 - eps));
         ASTRO_REAL a1, l1, a2, l2;
-        LENS_FN(lens_dpie_term)(u, v, p, rc, &a1, &l1);
-        LENS_FN(lens_dpie_term)(u, v, p, rcut, &a2, &l2);
+        LENS_FN(lens_dpie_term)(u, v, rho2, p, rc, &a1, &l1);
+        LENS_FN(lens_dpie_term)(u, v, rho2, p, rcut, &a2, &l2);
         const ASTRO_REAL k = p[3] * scale;
         gu = k * (a1 - a2);
         gv = -k * (l1 - l2);

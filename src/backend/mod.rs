@@ -91,13 +91,6 @@ impl Precision {
     pub fn is_mixed(self) -> bool {
         Precision::MIXED.contains(&self)
     }
-    /// The C type name used in kernel sources (of the base pipe).
-    pub fn c_type(self) -> &'static str {
-        match self.base() {
-            Precision::F64 => "double",
-            _ => "float",
-        }
-    }
 }
 
 impl fmt::Display for Precision {
@@ -278,16 +271,6 @@ pub enum KernelArg<'a> {
     I32(i32),
     F32(f32),
     F64(f64),
-}
-
-impl KernelArg<'_> {
-    /// A floating scalar in the given precision.
-    pub fn real(p: Precision, v: f64) -> Self {
-        match p.base() {
-            Precision::F64 => KernelArg::F64(v),
-            _ => KernelArg::F32(v as f32),
-        }
-    }
 }
 
 /// A device buffer of a job. Buffers live on the device for the whole job, across all its steps.

@@ -337,14 +337,23 @@ impl Halos {
 }
 
 /// dPIE deflection of one halo at offset (dx, dy) from its centre, generic over the float type (the CPU
-/// paths); the same formula as `lens_dpie_add` in cl/common/lens_model.h (research/lens.md §2.4).
+/// paths); the same formula as `lens_dpie_add` in cl/common/lens_model.h (research/lens.md §2.4). `scale`
+/// is b·r_cut/(r_cut − r_core), as stored in the halo tables.
 #[allow(clippy::too_many_arguments)]
-pub fn dpie_deflection<T: Real>(dx: T, dy: T, c: T, s: T, eps: T, b: T, rc: T, rcut: T) -> (T, T) {
+pub fn dpie_deflection<T: Real>(
+    dx: T,
+    dy: T,
+    c: T,
+    s: T,
+    eps: T,
+    scale: T,
+    rc: T,
+    rcut: T,
+) -> (T, T) {
     let one = T::ONE;
     let two = one + one;
     let u = c * dx + s * dy;
     let v = T::ZERO - s * dx + c * dy;
-    let scale = b * rcut / (rcut - rc);
     let (gu, gv) = if eps.to_f64() < DPIE_CIRCULAR_EPS {
         let s2 = u * u + v * v;
         if s2.to_f64() > 0.0 {
@@ -357,8 +366,8 @@ pub fn dpie_deflection<T: Real>(dx: T, dy: T, c: T, s: T, eps: T, b: T, rc: T, r
         let sqe = eps.sqrt();
         let cx1 = (one - eps) / (one + eps);
         let k = (one - eps * eps) / (two * sqe);
+        let rho2 = u * u / ((one + eps) * (one + eps)) + v * v / ((one - eps) * (one - eps));
         let term = |r: T| -> (T, T) {
-            let rho2 = u * u / ((one + eps) * (one + eps)) + v * v / ((one - eps) * (one - eps));
             let (nr, ni) = (cx1 * u, two * sqe * (r * r + rho2).sqrt() - v / cx1);
             let (dr, di) = (u, two * r * sqe - v);
             let d2 = dr * dr + di * di;
@@ -386,7 +395,7 @@ pub fn gradient_at(halos: &Halos, x: f64, y: f64) -> (f64, f64) {
                 c,
                 s,
                 halos.e[k],
-                halos.b[k],
+                dpie_scale(halos.b[k], halos.r_core[k], halos.r_cut[k]),
                 halos.r_core[k],
                 halos.r_cut[k],
             );
@@ -632,7 +641,7 @@ impl LensProblem {
                             (1.0 - eps) / (1.0 + eps),
                             rc,
                             rcut,
-                            h.b[k] * rcut / (rcut - rc),
+                            dpie_scale(h.b[k], rc, rcut),
                             fx,
                             fy,
                             ix,
@@ -650,27 +659,13 @@ impl LensProblem {
         t
     }
 
-    fn tables_for(&self, precision: Precision) -> (&KernelTables<f32>, &KernelTables<f64>) {
-        let t32 = if precision == Precision::MixedPaper {
+    /// The float32 tables of a mode: naive offsets for the paper's scheme as published, exact otherwise.
+    fn f32_tables(&self, precision: Precision) -> &KernelTables<f32> {
+        if precision == Precision::MixedPaper {
             &self.naive32
         } else {
             &self.tables32
-        };
-        (t32, &self.tables64)
-    }
-
-    /// Rows of one device band so that each output buffer fits `max_alloc` and both fit 80 % of `mem`
-    /// (or of `device_mem_limit` when lower): grids larger than the device are tiled, not refused.
-    pub fn band_rows(&self, elem: usize, max_alloc: u64, mem: u64) -> usize {
-        let mut mem = if mem == 0 { u64::MAX } else { mem };
-        if let Some(limit) = self.device_mem_limit {
-            mem = mem.min(limit);
         }
-        let row_bytes = (self.n * elem) as u64;
-        let by_alloc = max_alloc.max(row_bytes) / row_bytes;
-        let by_mem = ((mem as f64 * 0.8) as u64 / (2 * row_bytes)).max(1);
-        // At least two rows, so the y differences of the flags and the delensing cells stay in the band.
-        (by_alloc.min(by_mem) as usize).clamp(2.min(self.n), self.n)
     }
 
     /// The grid on the CPU in precision T, from tables of that precision: the same arithmetic as
@@ -742,7 +737,7 @@ impl LensProblem {
     /// Mixed precision on the CPU: the float32 grid, the δ flags (in float32 arithmetic, as the kernels),
     /// optional patches, and a float64 recompute of every flagged pixel.
     fn cpu_mixed(&self, precision: Precision) -> Field {
-        let (t32, _) = self.tables_for(precision);
+        let t32 = self.f32_tables(precision);
         let mut field = self.cpu_grid(t32);
         let mask = self.flags(&field, precision);
         let listed: Vec<usize> = (0..mask.len()).filter(|&p| mask[p]).collect();
@@ -887,16 +882,12 @@ impl LensProblem {
 
 /// One dPIE halo from its table row (see cl/common/lens_model.h for the fields).
 fn dpie_from_table<T: Real>(dx: T, dy: T, p: &[T]) -> (T, T) {
-    dpie_deflection(
-        dx,
-        dy,
-        p[0],
-        p[1],
-        p[2],
-        p[8] * (p[7] - p[6]) / p[7],
-        p[6],
-        p[7],
-    )
+    dpie_deflection(dx, dy, p[0], p[1], p[2], p[8], p[6], p[7])
+}
+
+/// The dPIE amplitude b·r_cut/(r_cut − r_core) of research/lens.md §2.4.
+pub fn dpie_scale(b: f64, r_core: f64, r_cut: f64) -> f64 {
+    b * r_cut / (r_cut - r_core)
 }
 
 /// The two floating types of the CPU path.
@@ -1023,15 +1014,25 @@ impl LensProblem {
         (rows + 1).min(self.n - row0)
     }
 
-    /// Bands of rows (row0, rows) for a job whose largest per-pixel footprint is `bytes_per_pixel`.
+    /// Bands of rows (row0, rows) for a job whose largest buffer holds `largest_elem` bytes per pixel and
+    /// whose buffers hold `bytes_per_pixel` in all: each buffer fits `max_alloc` and all of them fit 80 % of
+    /// `mem` (or of `device_mem_limit` when lower), so grids larger than the device are tiled, not refused.
     pub(crate) fn bands(
         &self,
+        largest_elem: usize,
         bytes_per_pixel: usize,
         max_alloc: u64,
         mem: u64,
     ) -> Vec<(usize, usize)> {
-        // band_rows budgets two buffers of `elem` bytes per pixel; pass half the footprint.
-        let band = self.band_rows(bytes_per_pixel.div_ceil(2), max_alloc, mem);
+        let mut mem = if mem == 0 { u64::MAX } else { mem };
+        if let Some(limit) = self.device_mem_limit {
+            mem = mem.min(limit);
+        }
+        let n = self.n as u64;
+        let by_alloc = max_alloc.max(n * largest_elem as u64) / (n * largest_elem as u64);
+        let by_mem = ((mem as f64 * 0.8) as u64 / (n * bytes_per_pixel as u64)).max(1);
+        // At least two rows, so the y differences of the flags and the delensing cells stay in the band.
+        let band = (by_alloc.min(by_mem) as usize).clamp(2.min(self.n), self.n);
         let mut out = Vec::new();
         let mut row0 = 0;
         while row0 < self.n {
@@ -1050,7 +1051,7 @@ impl LensProblem {
         warmup: u32,
         repeats: u32,
     ) -> KernelJob<'a> {
-        let (t32, _) = self.tables_for(p);
+        let t32 = self.f32_tables(p);
         let n = self.n;
         let ext = self.extended_rows(row0, rows);
         let band = rows * n;
@@ -1187,7 +1188,7 @@ impl LensProblem {
     ) -> Vec<(usize, KernelJob<'a>)> {
         // (first row, job) per band: the hits' row indices are band-relative.
         let n = self.n;
-        self.bands(8, max_alloc, mem)
+        self.bands(4, 8, max_alloc, mem)
             .into_iter()
             .map(|(row0, rows)| {
                 let ext = self.extended_rows(row0, rows);
@@ -1309,7 +1310,7 @@ impl Workload for LensProblem {
     ) -> DevicePlan<'_> {
         let jobs = if precision.is_mixed() {
             // Per pixel: two f32 scratch, mask, list, two f64 outputs.
-            self.bands(32, max_alloc, mem)
+            self.bands(8, 32, max_alloc, mem)
                 .into_iter()
                 .map(|(row0, rows)| self.mixed_job(precision, row0, rows, warmup, repeats))
                 .collect()
@@ -1319,7 +1320,7 @@ impl Workload for LensProblem {
             } else {
                 DType::F32
             };
-            self.bands(2 * dtype.bytes(), max_alloc, mem)
+            self.bands(dtype.bytes(), 2 * dtype.bytes(), max_alloc, mem)
                 .into_iter()
                 .map(|(row0, rows)| {
                     let mut buffers = self.table_buffers(&self.tables32);
