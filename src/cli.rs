@@ -246,16 +246,7 @@ fn run_chi2(
         }
     }
     if let Some(dir) = &common.out {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-        let path = dir.join("chi2.jsonl");
-        use std::io::Write;
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(text.as_bytes()))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        append_jsonl(dir, "chi2.jsonl", &lines).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     Ok(code)
 }
@@ -341,7 +332,7 @@ fn run_and_report(
     });
     println!("{}", report::terminal(&rows));
     if let Some(dir) = &common.out {
-        let path = append_jsonl(dir, &rows)
+        let path = append_jsonl(dir, "results.jsonl", &rows)
             .map_err(|e| format!("writing {}/results.jsonl: {e}", dir.display()))?;
         let md = report::markdown(
             &format!("{title}: {} ({})", workload.name(), workload.preset()),

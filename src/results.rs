@@ -147,10 +147,15 @@ pub struct Row {
     pub provenance: Provenance,
 }
 
-/// Appends rows to `dir/results.jsonl`, one complete line per row (a crash leaves whole lines only).
-pub fn append_jsonl(dir: &Path, rows: &[Row]) -> std::io::Result<std::path::PathBuf> {
+/// Appends records to `dir/file` (JSON Lines), one complete line per record (a crash leaves whole lines
+/// only).
+pub fn append_jsonl<T: Serialize>(
+    dir: &Path,
+    file: &str,
+    rows: &[T],
+) -> std::io::Result<std::path::PathBuf> {
     std::fs::create_dir_all(dir)?;
-    let path = dir.join("results.jsonl");
+    let path = dir.join(file);
     let mut text = String::new();
     for r in rows {
         text.push_str(&serde_json::to_string(r).map_err(std::io::Error::other)?);
