@@ -22,6 +22,7 @@
                              n_sys, hits, counter, max_hits);                                              \
     }
 LENS_GRID_KERNEL(float, f32)
+#if ASTRO_HAS_FP64 /* without cl_khr_fp64 the program still offers the float32 kernels */
 LENS_GRID_KERNEL(double, f64)
 
 __kernel void lens_flag(__global const float *restrict gx, __global const float *restrict gy, const int nx,
@@ -49,3 +50,4 @@ __kernel void lens_recompute(__global const unsigned int *restrict list, __globa
     lens_recompute_item(get_global_id(0), get_global_size(0), list, counter, sie, n_sie, dpie, n_dpie, nx, row0, h,
                         gx_out, gy_out);
 }
+#endif

@@ -119,7 +119,7 @@ fn execute(
         }
         Target::Device(dev) => {
             let info = dev.info();
-            if p == Precision::F64 && !info.fp64 {
+            if p.needs_fp64() && !info.fp64 {
                 return Err(RunError::Unsupported("device has no fp64 support".into()));
             }
             let plan = workload.plan(

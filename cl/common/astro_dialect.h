@@ -10,6 +10,8 @@
  * ASTRO_SQRT, ASTRO_LOG, ASTRO_ATAN2, ASTRO_FMAX   math, float or double overloads
  * ASTRO_ATOMIC_INC(p)     atomically p[0] += 1 on a global unsigned int, returning the old value
  * ASTRO_ATOMIC_XCHG(p, v) atomically swaps v into a global unsigned int, returning the old value
+ * ASTRO_HAS_FP64          1 where double is available (OpenCL: cl_khr_fp64), else 0: float64 code is
+ *                         compiled only then, so float32 kernels still build on devices without it
  */
 #ifndef ASTRO_DIALECT_H
 #define ASTRO_DIALECT_H
@@ -29,6 +31,9 @@
 #  define ASTRO_RESTRICT restrict
 #  ifdef cl_khr_fp64
 #    pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#    define ASTRO_HAS_FP64 1
+#  else
+#    define ASTRO_HAS_FP64 0
 #  endif
 #elif defined(__CUDACC__)
 #  define ASTRO_DIALECT_CUDA 1
@@ -75,6 +80,10 @@
 #  define ASTRO_FABS(x) fabs(x)
 #  define ASTRO_GLOBAL
 #  define ASTRO_RESTRICT
+#endif
+
+#ifndef ASTRO_HAS_FP64
+#  define ASTRO_HAS_FP64 1
 #endif
 
 #define ASTRO_CAT_(a, b) a##_##b

@@ -4,9 +4,11 @@
 #include "lens_model.h"
 #undef ASTRO_REAL
 #undef ASTRO_SUFFIX
+#if ASTRO_HAS_FP64 /* float64 and the mixed-precision pipeline need double */
 #define ASTRO_REAL double
 #define ASTRO_SUFFIX f64
 #include "lens_model.h"
 #undef ASTRO_REAL
 #undef ASTRO_SUFFIX
 #include "lens_mixed.h"
+#endif

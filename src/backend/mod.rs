@@ -91,6 +91,10 @@ impl Precision {
     pub fn is_mixed(self) -> bool {
         Precision::MIXED.contains(&self)
     }
+    /// Whether a run in this mode needs float64 on the device (f64 and every mixed scheme).
+    pub fn needs_fp64(self) -> bool {
+        self != Precision::F32
+    }
 }
 
 impl fmt::Display for Precision {
