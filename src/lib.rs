@@ -5,6 +5,7 @@
 pub mod backend;
 pub mod bench;
 pub mod cli;
+pub mod inputs;
 pub mod limits;
 pub mod report;
 pub mod results;

@@ -2,6 +2,7 @@
 //! when one is added.
 
 pub mod lens;
+pub mod lombscargle;
 
 use crate::backend::{HostVec, KernelJob, Precision};
 use serde::Serialize;

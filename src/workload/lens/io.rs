@@ -21,62 +21,7 @@ use fitsio::hdu::HduInfo;
 use fitsio::images::{ImageDescription, ImageType};
 use fitsio::{sys, FileOpenMode, FitsFile};
 
-/// Everything that can go wrong reading or writing lens inputs and outputs.
-#[derive(Debug, thiserror::Error)]
-pub enum InputError {
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    /// The CSV layer itself failed (e.g. an unterminated quote).
-    #[error("{file}: {message}")]
-    Csv { file: String, message: String },
-    /// A problem with a whole line: the header, or a row's field count.
-    #[error("{file} line {line}: {problem}")]
-    Line {
-        file: String,
-        line: u64,
-        problem: String,
-    },
-    #[error("{file}: missing required column '{column}'")]
-    MissingColumn { file: String, column: String },
-    /// A field that must hold a value is empty, or its column is absent.
-    #[error("{file} line {line}, column '{column}': {problem}")]
-    Missing {
-        file: String,
-        line: u64,
-        column: String,
-        problem: String,
-    },
-    /// A field's value is unparsable or out of range; `value` is the text as written in the file.
-    #[error("{file} line {line}, column '{column}': value {value} {problem}")]
-    Value {
-        file: String,
-        line: u64,
-        column: String,
-        value: String,
-        problem: String,
-    },
-    /// A problem with the file as a whole (no rows, a system with one image).
-    #[error("{file}: {problem}")]
-    Content { file: String, problem: String },
-    /// A record handed to a writer breaks a rule the reader enforces; nothing was written.
-    #[error("{file}: {record}, field '{column}': value {value} {problem}")]
-    Record {
-        file: String,
-        record: String,
-        column: String,
-        value: String,
-        problem: String,
-    },
-    /// A map that cannot be written, or a FITS file that cannot be read back.
-    #[error("{file}: {problem}")]
-    Map { file: String, problem: String },
-    #[error("{file}: FITS: {message}")]
-    Fits { file: String, message: String },
-}
+pub use crate::inputs::InputError;
 
 // ---------------------------------------------------------------------------------------------------
 // Halo catalogue

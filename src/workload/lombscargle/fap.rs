@@ -1,0 +1,1 @@
+//! Power normalisations and false-alarm probabilities. (Being written.)

@@ -1,0 +1,1 @@
+//! Deterministic light-curve generators and frequency grids for the presets. (Being written.)

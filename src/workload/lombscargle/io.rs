@@ -1,0 +1,1 @@
+//! Light-curve readers and periodogram writers. (Being written.)
