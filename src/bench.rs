@@ -143,6 +143,27 @@ fn execute(
     }
 }
 
+/// Runs the workload once on one target (after warm-up, median of repeats) and returns its assembled result
+/// and the median time: for commands that need the values (periodograms, maps), not a row.
+pub fn compute(
+    workload: &dyn Workload,
+    target: &Target,
+    p: Precision,
+    warmup: u32,
+    repeats: u32,
+) -> Result<(Field, f64), String> {
+    let opts = RunOptions {
+        precisions: vec![p],
+        selectors: Vec::new(),
+        warmup,
+        repeats,
+    };
+    match execute(workload, target, p, &opts) {
+        Ok(m) => Ok((m.field, m.times.median)),
+        Err(RunError::Unsupported(why)) | Err(RunError::Failed(why)) => Err(why),
+    }
+}
+
 /// What the bands of one plan gave: outputs in band order, and times summed over bands.
 pub struct BandsRun {
     pub outputs: Vec<Vec<crate::backend::HostVec>>,

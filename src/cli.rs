@@ -4,7 +4,11 @@ use crate::backend::{discover, Precision, Selector, Target};
 use crate::bench::{self, RunOptions};
 use crate::report;
 use crate::results::{append_jsonl, write_atomic, Row, Status};
-use crate::workload::lens::{chi2, io as lens_io, Halos, LensOptions, LensProblem, Preset};
+use crate::workload::lens::{chi2, io as lens_io, maps, Halos, LensOptions, LensProblem, Preset};
+use crate::workload::lombscargle::{
+    self as ls, fap, io as ls_io, FrequencyGrid, LombScargleProblem, Normalization, Output, Peak,
+    SignalModel,
+};
 use crate::workload::Workload;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -27,7 +31,7 @@ pub enum Command {
     /// Run one workload on one or more backends in one precision.
     Run {
         /// Workload to run.
-        #[arg(value_parser = ["lens"])]
+        #[arg(value_parser = ["lens", "lombscargle"])]
         workload: String,
         #[command(flatten)]
         common: Common,
@@ -45,6 +49,41 @@ pub enum Command {
         /// Write the mock systems used to this CSV file.
         #[arg(long)]
         write_images: Option<PathBuf>,
+    },
+    /// Lens maps: deflection, convergence, shear and magnification as FITS images, computed on one backend.
+    Maps {
+        #[command(flatten)]
+        common: Common,
+        /// Precision of the deflection grid.
+        #[arg(long, default_value = "f64")]
+        precision: Precision,
+        /// Output prefix: writes PREFIX_alpha_x.fits, _alpha_y, _kappa, _gamma1, _gamma2, _mu.
+        #[arg(long)]
+        prefix: PathBuf,
+    },
+    /// Lomb-Scargle periodograms of light curves (CSV or FITS tables) on one backend, with peaks and FAPs.
+    Periodogram {
+        #[command(flatten)]
+        common: Common,
+        /// Light-curve files (repeatable); a table with an object column holds many curves.
+        #[arg(long = "input", required = true)]
+        inputs: Vec<PathBuf>,
+        #[arg(long, default_value = "f32")]
+        precision: Precision,
+        #[command(flatten)]
+        grid: GridArgs,
+        /// Power normalisation of the outputs: standard, model, log, psd (as astropy).
+        #[arg(long, default_value = "standard")]
+        normalization: String,
+        /// False-alarm probability of each peak: baluev, davies, naive, bootstrap, none.
+        #[arg(long, default_value = "baluev")]
+        fap: String,
+        /// Resamples for --fap bootstrap (each one a periodogram, run as one batch).
+        #[arg(long, default_value_t = 1000)]
+        bootstrap: usize,
+        /// Write only peaks.csv, not the whole periodogram (the device then returns only the peaks).
+        #[arg(long)]
+        peaks_only: bool,
     },
     /// The main job: every workload on every available backend and precision, verified and reported.
     Bench {
@@ -88,6 +127,40 @@ pub struct Common {
     /// sets the grid.
     #[arg(long)]
     pub halos: Option<PathBuf>,
+    /// Lomb-Scargle: signal model, floating (generalised, astropy's default) or fixed (classic, culsp).
+    #[arg(long, default_value = "floating")]
+    pub model: String,
+    /// Lomb-Scargle: number of peaks per light curve (1-8).
+    #[arg(long, default_value_t = 5)]
+    pub top_k: usize,
+}
+
+/// Frequency grid of `periodogram`: culsp's (F_over, F_high) by default, or explicit.
+#[derive(clap::Args, Debug, Clone)]
+pub struct GridArgs {
+    /// Oversampling: df = 1 / (F_over T).
+    #[arg(long, default_value_t = 8.0)]
+    pub f_over: f64,
+    /// Highest frequency in units of the mean Nyquist frequency N / (2 T).
+    #[arg(long, default_value_t = 1.0)]
+    pub f_high: f64,
+    /// A given grid instead: one frequency per line (cycles per time unit), '#' comments allowed.
+    #[arg(long)]
+    pub frequencies: Option<PathBuf>,
+}
+
+fn parse_model(s: &str) -> Result<SignalModel, String> {
+    match s {
+        "floating" => Ok(SignalModel::FloatingMean),
+        "fixed" => Ok(SignalModel::FixedMean),
+        other => Err(format!(
+            "--model: expected floating or fixed, got '{other}'"
+        )),
+    }
+}
+
+fn ls_problem(common: &Common) -> Result<LombScargleProblem, String> {
+    LombScargleProblem::preset(&common.preset, parse_model(&common.model)?)
 }
 
 /// Runs the program; returns the process exit code (0 ok, 1 a run failed verification, 2 bad input).
@@ -251,6 +324,303 @@ fn run_chi2(
     Ok(code)
 }
 
+/// The one target a single-backend command runs on: the first selected, else the first GPU found, else cpu.
+fn single_target<'a>(
+    discovery: &'a crate::backend::Discovery,
+    common: &Common,
+) -> Result<&'a Target, String> {
+    let sels = selectors(common)?;
+    if sels.is_empty() {
+        return discovery
+            .targets
+            .iter()
+            .find(|t| t.info().is_gpu)
+            .or_else(|| {
+                discovery
+                    .targets
+                    .iter()
+                    .find(|t| matches!(t, Target::Cpu(_)))
+            })
+            .ok_or_else(|| "no backend available (see `astroport devices`)".to_string());
+    }
+    for choice in bench::select(discovery, &sels) {
+        match choice {
+            bench::Choice::Run(t) => return Ok(t),
+            bench::Choice::Absent(a) => eprintln!("{}: {}: {}", a.id, a.why.status(), a.reason),
+        }
+    }
+    Err("none of the selected backends is available (see `astroport devices`)".into())
+}
+
+/// `astroport maps`: the deflection grid on one backend, then κ, γ and μ by finite differences, as FITS.
+fn run_maps(
+    common: &Common,
+    precision: Precision,
+    prefix: &std::path::Path,
+) -> Result<i32, String> {
+    let problem = lens_problem(common)?;
+    let discovery = discover();
+    let target = single_target(&discovery, common)?;
+    let (field, seconds) =
+        bench::compute(&problem, target, precision, common.warmup, common.repeats)?;
+    let (gx, gy) = (&field.components[0], &field.components[1]);
+    if gx.iter().chain(gy).any(|v| !v.is_finite()) {
+        return Err(format!(
+            "{}: the deflection grid has non-finite values; no maps written",
+            target.id()
+        ));
+    }
+    let derived = maps::derived_maps(gx, gy, problem.n, problem.pixel);
+    let written = maps::write_maps(
+        prefix,
+        gx,
+        gy,
+        &derived,
+        problem.n,
+        problem.pixel,
+        (0.0, 0.0),
+    )
+    .map_err(|e| e.to_string())?;
+    println!(
+        "lens maps, preset {} ({}), {} {}: grid {:.3} ms",
+        problem.preset,
+        problem.describe(),
+        target.id(),
+        precision.name(),
+        seconds * 1e3
+    );
+    for path in written {
+        println!("  wrote {}", path.display());
+    }
+    Ok(0)
+}
+
+fn parse_normalization(s: &str) -> Result<Normalization, String> {
+    match s {
+        "standard" => Ok(Normalization::Standard),
+        "model" => Ok(Normalization::Model),
+        "log" => Ok(Normalization::Log),
+        "psd" => Ok(Normalization::Psd),
+        other => Err(format!(
+            "--normalization: expected standard, model, log or psd, got '{other}'"
+        )),
+    }
+}
+
+/// A given frequency grid: one positive frequency per line, '#' comments and blank lines ignored.
+fn read_frequencies(path: &std::path::Path) -> Result<Vec<f64>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        match line.parse::<f64>() {
+            Ok(f) if f > 0.0 && f.is_finite() => out.push(f),
+            _ => {
+                return Err(format!(
+                    "{} line {}: value {line} is not a positive frequency",
+                    path.display(),
+                    i + 1
+                ))
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("{}: no frequencies", path.display()));
+    }
+    Ok(out)
+}
+
+/// `astroport periodogram`: light curves from files, periodograms on one backend, peaks with FAPs.
+#[allow(clippy::too_many_arguments)]
+fn run_periodogram(
+    common: &Common,
+    inputs: &[PathBuf],
+    precision: Precision,
+    grid: &GridArgs,
+    normalization: &str,
+    fap_method: &str,
+    n_bootstrap: usize,
+    peaks_only: bool,
+) -> Result<i32, String> {
+    let model = parse_model(&common.model)?;
+    let normalization = parse_normalization(normalization)?;
+    let method = match fap_method {
+        "baluev" => Some(fap::FapMethod::Baluev),
+        "davies" => Some(fap::FapMethod::Davies),
+        "naive" => Some(fap::FapMethod::Naive),
+        "bootstrap" | "none" => None,
+        other => {
+            return Err(format!(
+                "--fap: expected baluev, davies, naive, bootstrap or none, got '{other}'"
+            ))
+        }
+    };
+    if !(grid.f_over > 0.0 && grid.f_high > 0.0) {
+        return Err(format!(
+            "--f-over {} / --f-high {}: both must be positive",
+            grid.f_over, grid.f_high
+        ));
+    }
+    let mut curves = Vec::new();
+    for path in inputs {
+        for (curve, report) in ls_io::read_light_curves(path).map_err(|e| e.to_string())? {
+            eprintln!("{} [{}]: {report}", path.display(), curve.name);
+            curves.push(curve);
+        }
+    }
+    let given = grid
+        .frequencies
+        .as_deref()
+        .map(read_frequencies)
+        .transpose()?;
+    let grids: Vec<FrequencyGrid> = curves
+        .iter()
+        .map(|c| match &given {
+            Some(f) => FrequencyGrid::Given(f.clone()),
+            None => ls::generate::culsp_grid(&c.t, grid.f_over, grid.f_high),
+        })
+        .collect();
+    let k = common.top_k;
+    let output = if peaks_only {
+        Output::TopK(k)
+    } else {
+        Output::Full
+    };
+    let problem = LombScargleProblem::new("input", curves, grids, model, output)?;
+    let discovery = discover();
+    let target = single_target(&discovery, common)?;
+    let (field, seconds) =
+        bench::compute(&problem, target, precision, common.warmup, common.repeats)?;
+    eprintln!(
+        "periodogram: {} on {} {}: {:.3} ms ({:.3e} pairs/s)",
+        problem.describe(),
+        target.id(),
+        precision.name(),
+        seconds * 1e3,
+        problem.pairs() / seconds
+    );
+    // Peaks in standard power (FAPs are computed from it), per curve.
+    let mut starts = vec![0usize];
+    for g in &problem.grids {
+        starts.push(starts.last().unwrap() + g.len());
+    }
+    let standard_peaks: Vec<Vec<(usize, f64)>> = (0..problem.curves.len())
+        .map(|c| match output {
+            Output::Full => ls::top_k(&field.components[0][starts[c]..starts[c + 1]], k),
+            Output::TopK(_) => (0..k)
+                .map(|r| {
+                    (
+                        field.components[0][c * k + r],
+                        field.components[1][c * k + r],
+                    )
+                })
+                .filter(|(i, _)| *i >= 0.0)
+                .map(|(i, p)| (i as usize, p))
+                .collect(),
+        })
+        .collect();
+    let bootstrap_maxima: Vec<Vec<f64>> = if fap_method == "bootstrap" {
+        let mut all = Vec::new();
+        for (c, curve) in problem.curves.iter().enumerate() {
+            let resamples = fap::bootstrap_resamples(curve, n_bootstrap, ls::SEED + c as u64);
+            let grids = vec![problem.grids[c].clone(); resamples.len()];
+            let batch =
+                LombScargleProblem::new("bootstrap", resamples, grids, model, Output::TopK(1))?;
+            let (f, s) = bench::compute(&batch, target, precision, 0, 1)?;
+            eprintln!(
+                "  bootstrap {}: {n_bootstrap} periodograms in {:.3} s",
+                curve.name, s
+            );
+            all.push(f.components[1].clone());
+        }
+        all
+    } else {
+        Vec::new()
+    };
+    let mut peaks: Vec<Vec<Peak>> = Vec::new();
+    for (c, curve) in problem.curves.iter().enumerate() {
+        let stats = fap::SeriesStats::new(curve, model);
+        let fmax = problem.grids[c].max_frequency();
+        peaks.push(
+            standard_peaks[c]
+                .iter()
+                .map(|&(index, z)| Peak {
+                    index,
+                    frequency: problem.grids[c].frequency(index),
+                    power: fap::convert_power(z, normalization, &stats),
+                    fap: match method {
+                        Some(m) => {
+                            Some(stats.false_alarm_probability(z, m, fmax, Normalization::Standard))
+                        }
+                        None if fap_method == "bootstrap" => {
+                            Some(fap::bootstrap_fap(z, &bootstrap_maxima[c]))
+                        }
+                        None => None,
+                    },
+                })
+                .collect(),
+        );
+    }
+    let dir = common.out.clone().unwrap_or_else(|| PathBuf::from("out"));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let norm_name = format!("{normalization:?}").to_lowercase();
+    if let Output::Full = output {
+        let freqs: Vec<Vec<f64>> = problem
+            .grids
+            .iter()
+            .map(|g| (0..g.len()).map(|k| g.frequency(k)).collect())
+            .collect();
+        let powers: Vec<Vec<f64>> = (0..problem.curves.len())
+            .map(|c| {
+                let stats = fap::SeriesStats::new(&problem.curves[c], model);
+                field.components[0][starts[c]..starts[c + 1]]
+                    .iter()
+                    .map(|&z| fap::convert_power(z, normalization, &stats))
+                    .collect()
+            })
+            .collect();
+        let table: Vec<(&str, &[f64], &[f64])> = (0..problem.curves.len())
+            .map(|c| {
+                (
+                    problem.curves[c].name.as_str(),
+                    freqs[c].as_slice(),
+                    powers[c].as_slice(),
+                )
+            })
+            .collect();
+        let path = dir.join("periodogram.csv");
+        ls_io::write_periodogram_csv(&path, &table, &norm_name).map_err(|e| e.to_string())?;
+        eprintln!("wrote {}", path.display());
+    }
+    let table: Vec<(&str, &[Peak])> = problem
+        .curves
+        .iter()
+        .zip(&peaks)
+        .map(|(c, p)| (c.name.as_str(), p.as_slice()))
+        .collect();
+    let path = dir.join("peaks.csv");
+    ls_io::write_peaks_csv(&path, &table).map_err(|e| e.to_string())?;
+    for (curve, p) in problem.curves.iter().zip(&peaks) {
+        if let Some(best) = p.first() {
+            println!(
+                "{}: best period {:.6} (frequency {:.6}), {norm_name} power {:.6}, FAP {}",
+                curve.name,
+                1.0 / best.frequency,
+                best.frequency,
+                best.power,
+                best.fap
+                    .map(|f| format!("{f:.3e}"))
+                    .unwrap_or_else(|| "-".into())
+            );
+        }
+    }
+    eprintln!("wrote {}", path.display());
+    Ok(0)
+}
+
 fn selectors(common: &Common) -> Result<Vec<Selector>, String> {
     common
         .backends
@@ -266,39 +636,82 @@ fn execute(cli: Cli) -> Result<i32, String> {
             Ok(0)
         }
         Command::Run {
-            workload: _,
+            workload,
             common,
             precision,
         } => {
-            let problem = lens_problem(&common)?;
+            let problem: Box<dyn Workload> = match workload.as_str() {
+                "lens" => Box::new(lens_problem(&common)?),
+                _ => Box::new(ls_problem(&common)?),
+            };
             let sels = selectors(&common)?;
             if sels.is_empty() {
                 return Err("run needs --backend ID (see `astroport devices`)".into());
             }
-            run_and_report(&problem, &common, sels, vec![precision], "astroport run")
+            run_and_report(
+                &[problem.as_ref()],
+                &common,
+                sels,
+                vec![precision],
+                "astroport run",
+            )
         }
+        Command::Maps {
+            common,
+            precision,
+            prefix,
+        } => run_maps(&common, precision, &prefix),
+        Command::Periodogram {
+            common,
+            inputs,
+            precision,
+            grid,
+            normalization,
+            fap,
+            bootstrap,
+            peaks_only,
+        } => run_periodogram(
+            &common,
+            &inputs,
+            precision,
+            &grid,
+            &normalization,
+            &fap,
+            bootstrap,
+            peaks_only,
+        ),
         Command::Chi2 {
             common,
             images,
             write_images,
         } => run_chi2(&common, images.as_ref(), write_images.as_ref()),
         Command::Bench { common, precision } => {
-            let problem = lens_problem(&common)?;
+            // Every workload that has this preset; one that has not says so on screen.
+            let mut problems: Vec<Box<dyn Workload>> = Vec::new();
+            match lens_problem(&common) {
+                Ok(p) => problems.push(Box::new(p)),
+                Err(e) => eprintln!("lens: skipped: {e}"),
+            }
+            match ls_problem(&common) {
+                Ok(p) => problems.push(Box::new(p)),
+                Err(e) => eprintln!("lombscargle: skipped: {e}"),
+            }
+            if problems.is_empty() {
+                return Err(format!("no workload has a preset '{}'", common.preset));
+            }
             let sels = selectors(&common)?;
-            let precisions = if precision.is_empty() {
-                problem.precisions()
-            } else {
-                precision
-            };
             let mut common = common;
             common.out.get_or_insert_with(|| PathBuf::from("out"));
-            run_and_report(&problem, &common, sels, precisions, "astroport bench")
+            let refs: Vec<&dyn Workload> = problems.iter().map(|p| p.as_ref()).collect();
+            run_and_report(&refs, &common, sels, precision, "astroport bench")
         }
     }
 }
 
+/// Runs each workload on the selected backends in the given precisions (empty: each workload's own), prints
+/// the table, appends rows to results.jsonl and writes report.md.
 fn run_and_report(
-    workload: &dyn Workload,
+    workloads: &[&dyn Workload],
     common: &Common,
     selectors: Vec<Selector>,
     precisions: Vec<Precision>,
@@ -309,35 +722,43 @@ fn run_and_report(
     }
     let discovery = discover();
     let choices = bench::select(&discovery, &selectors);
-    let opts = RunOptions {
-        precisions,
-        selectors,
-        warmup: common.warmup,
-        repeats: common.repeats,
-    };
-    eprintln!(
-        "{title}: {} {} ({})",
-        workload.name(),
-        workload.preset(),
-        workload.describe()
-    );
-    let rows = bench::run(workload, &choices, &opts, |r: &Row| {
+    let mut rows = Vec::new();
+    for workload in workloads {
+        let opts = RunOptions {
+            precisions: if precisions.is_empty() {
+                workload.precisions()
+            } else {
+                precisions.clone()
+            },
+            selectors: selectors.clone(),
+            warmup: common.warmup,
+            repeats: common.repeats,
+        };
         eprintln!(
-            "  -> {} {} {}: {}",
-            r.backend,
-            r.precision,
-            r.workload,
-            r.status.name()
+            "{title}: {} {} ({})",
+            workload.name(),
+            workload.preset(),
+            workload.describe()
         );
-    });
+        rows.extend(bench::run(*workload, &choices, &opts, |r: &Row| {
+            eprintln!(
+                "  -> {} {} {}: {}",
+                r.backend,
+                r.precision,
+                r.workload,
+                r.status.name()
+            );
+        }));
+    }
     println!("{}", report::terminal(&rows));
     if let Some(dir) = &common.out {
         let path = append_jsonl(dir, "results.jsonl", &rows)
             .map_err(|e| format!("writing {}/results.jsonl: {e}", dir.display()))?;
-        let md = report::markdown(
-            &format!("{title}: {} ({})", workload.name(), workload.preset()),
-            &rows,
-        );
+        let names: Vec<String> = workloads
+            .iter()
+            .map(|w| format!("{} ({})", w.name(), w.preset()))
+            .collect();
+        let md = report::markdown(&format!("{title}: {}", names.join(", ")), &rows);
         let md_path = dir.join("report.md");
         write_atomic(&md_path, &md).map_err(|e| format!("writing {}: {e}", md_path.display()))?;
         eprintln!(

@@ -5,7 +5,7 @@
 //! missing runtime fails CI instead of being skipped silently.
 
 use astroport::backend::{
-    discover, DType, HostVec, KernelArg, KernelJob, Model, Precision, Program, Target,
+    discover, DType, HostVec, KernelArg, KernelJob, Local, Model, Precision, Program, Target,
 };
 use astroport::bench::{self, Choice, RunOptions};
 use astroport::results::Status;
@@ -254,7 +254,7 @@ fn unwritten_outputs_stay_poisoned() {
                 KernelArg::I32(1000),
             ],
             1000,
-            None,
+            Local::Auto,
             1,
             1,
         );
@@ -293,7 +293,7 @@ fn build_failure_shows_the_log() {
                 len: 1,
             }],
             1,
-            None,
+            Local::Auto,
             0,
             1,
         );

@@ -10,6 +10,13 @@
  * ASTRO_SQRT, ASTRO_LOG, ASTRO_ATAN2, ASTRO_FMAX   math, float or double overloads
  * ASTRO_ATOMIC_INC(p)     atomically p[0] += 1 on a global unsigned int, returning the old value
  * ASTRO_ATOMIC_XCHG(p, v) atomically swaps v into a global unsigned int, returning the old value
+ * ASTRO_LOCAL             address-space qualifier of work-group local memory (OpenCL __local; empty elsewhere)
+ * ASTRO_BARRIER()         work-group barrier with local-memory fence
+ * ASTRO_U64, ASTRO_I64    64-bit unsigned and signed integer types
+ * ASTRO_MULHI32/64(a, b)  high half of the full unsigned product
+ * ASTRO_UINT_AS_FLOAT(u)  reinterprets 32 bits as a float
+ * ASTRO_SINCOS_FAST(x, s, c)  float sine and cosine on the hardware's fast path (x in [-pi, pi])
+ * ASTRO_SIN, ASTRO_COS    double sine and cosine
  * ASTRO_HAS_FP64          1 where double is available (OpenCL: cl_khr_fp64), else 0: float64 code is
  *                         compiled only then, so float32 kernels still build on devices without it
  */
@@ -29,6 +36,16 @@
 #  define ASTRO_ATOMIC_XCHG(p, v) atomic_xchg(p, v)
 #  define ASTRO_GLOBAL __global
 #  define ASTRO_RESTRICT restrict
+#  define ASTRO_LOCAL __local
+#  define ASTRO_BARRIER() barrier(CLK_LOCAL_MEM_FENCE)
+#  define ASTRO_U64 ulong
+#  define ASTRO_I64 long
+#  define ASTRO_MULHI32(a, b) mul_hi((uint)(a), (uint)(b))
+#  define ASTRO_MULHI64(a, b) mul_hi((ulong)(a), (ulong)(b))
+#  define ASTRO_UINT_AS_FLOAT(u) as_float(u)
+#  define ASTRO_SINCOS_FAST(x, s, c) (*(s) = native_sin(x), *(c) = native_cos(x))
+#  define ASTRO_SIN(x) sin(x)
+#  define ASTRO_COS(x) cos(x)
 #  ifdef cl_khr_fp64
 #    pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #    define ASTRO_HAS_FP64 1
@@ -49,6 +66,16 @@
 #  define ASTRO_ATOMIC_XCHG(p, v) atomicExch(p, v)
 #  define ASTRO_GLOBAL
 #  define ASTRO_RESTRICT __restrict__
+#  define ASTRO_LOCAL
+#  define ASTRO_BARRIER() __syncthreads()
+#  define ASTRO_U64 unsigned long long
+#  define ASTRO_I64 long long
+#  define ASTRO_MULHI32(a, b) __umulhi((unsigned int)(a), (unsigned int)(b))
+#  define ASTRO_MULHI64(a, b) __umul64hi((unsigned long long)(a), (unsigned long long)(b))
+#  define ASTRO_UINT_AS_FLOAT(u) __uint_as_float(u)
+#  define ASTRO_SINCOS_FAST(x, s, c) __sincosf(x, s, c)
+#  define ASTRO_SIN(x) sin(x)
+#  define ASTRO_COS(x) cos(x)
 #elif defined(SYCL_LANGUAGE_VERSION) || defined(__SYCL_DEVICE_ONLY__)
 #  define ASTRO_DIALECT_SYCL 1
 #  define ASTRO_FN static inline
@@ -68,6 +95,16 @@
          .exchange(v))
 #  define ASTRO_GLOBAL
 #  define ASTRO_RESTRICT __restrict__
+#  define ASTRO_LOCAL
+#  define ASTRO_BARRIER() sycl::group_barrier(sycl::ext::oneapi::this_work_item::get_work_group<1>())
+#  define ASTRO_U64 uint64_t
+#  define ASTRO_I64 int64_t
+#  define ASTRO_MULHI32(a, b) sycl::mul_hi((uint32_t)(a), (uint32_t)(b))
+#  define ASTRO_MULHI64(a, b) sycl::mul_hi((uint64_t)(a), (uint64_t)(b))
+#  define ASTRO_UINT_AS_FLOAT(u) sycl::bit_cast<float>((uint32_t)(u))
+#  define ASTRO_SINCOS_FAST(x, s, c) (*(s) = sycl::native::sin(x), *(c) = sycl::native::cos(x))
+#  define ASTRO_SIN(x) sycl::sin(x)
+#  define ASTRO_COS(x) sycl::cos(x)
 #else
 /* Plain C/C++ (host tools, tests). */
 #  include <math.h>

@@ -26,7 +26,8 @@ struct KernelEntry {
 // defining `extern const KernelEntry <w>_kernels[] = {...}; extern const int <w>_kernel_count = N;` inside
 // namespace astroport_cuda (see ports/cuda/lens.cu).
 #define ASTROPORT_CUDA_WORKLOADS(X) \
-    X(lens)
+    X(lens)                      \
+    X(lombscargle)
 
 #define ASTROPORT_CUDA_DECLARE_TABLE(w)       \
     extern const KernelEntry w##_kernels[]; \

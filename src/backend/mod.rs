@@ -187,6 +187,7 @@ impl DType {
 #[derive(Debug, Clone, Copy)]
 pub enum HostSlice<'a> {
     I32(&'a [i32]),
+    U32(&'a [u32]),
     F32(&'a [f32]),
     F64(&'a [f64]),
 }
@@ -195,6 +196,7 @@ impl HostSlice<'_> {
     pub fn dtype(&self) -> DType {
         match self {
             HostSlice::I32(_) => DType::I32,
+            HostSlice::U32(_) => DType::U32,
             HostSlice::F32(_) => DType::F32,
             HostSlice::F64(_) => DType::F64,
         }
@@ -202,6 +204,7 @@ impl HostSlice<'_> {
     pub fn len(&self) -> usize {
         match self {
             HostSlice::I32(s) => s.len(),
+            HostSlice::U32(s) => s.len(),
             HostSlice::F32(s) => s.len(),
             HostSlice::F64(s) => s.len(),
         }
@@ -212,6 +215,7 @@ impl HostSlice<'_> {
     pub fn bytes(&self) -> &[u8] {
         match self {
             HostSlice::I32(s) => bytemuck::cast_slice(s),
+            HostSlice::U32(s) => bytemuck::cast_slice(s),
             HostSlice::F32(s) => bytemuck::cast_slice(s),
             HostSlice::F64(s) => bytemuck::cast_slice(s),
         }
@@ -330,6 +334,28 @@ impl StepArg {
     }
 }
 
+/// The work-group size a launch asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Local {
+    /// The backend chooses.
+    Auto,
+    /// This size on GPUs; CPU OpenCL drivers choose their own (they vectorise across the group).
+    Prefer(usize),
+    /// Exactly this size on every device: the kernel's indexing depends on it.
+    Exact(usize),
+}
+
+impl Local {
+    /// The size to set on a device, or `None` to let the driver choose.
+    pub fn on(self, is_gpu: bool) -> Option<usize> {
+        match self {
+            Local::Auto => None,
+            Local::Prefer(n) => is_gpu.then_some(n),
+            Local::Exact(n) => Some(n),
+        }
+    }
+}
+
 /// One kernel launch of a job.
 #[derive(Debug, Clone)]
 pub struct Launch {
@@ -337,8 +363,8 @@ pub struct Launch {
     pub args: Vec<StepArg>,
     /// Total work-items (1-D); the backend rounds up to a multiple of the work-group size.
     pub global: usize,
-    /// Preferred work-group size on GPUs; `None` lets the backend choose.
-    pub local: Option<usize>,
+    /// Work-group size.
+    pub local: Local,
 }
 
 /// One step of a job, run in order on one in-order queue/stream.
@@ -418,7 +444,7 @@ impl<'a> KernelJob<'a> {
         kernel: impl Into<String>,
         args: Vec<KernelArg<'a>>,
         global: usize,
-        local: Option<usize>,
+        local: Local,
         warmup: u32,
         repeats: u32,
     ) -> Self {

@@ -233,7 +233,7 @@ pub fn flatten(job: &KernelJob, source: &str) -> Flat {
                     fill_buffer: 0,
                     fill_byte: 0,
                     global: l.global as u64,
-                    local: l.local.unwrap_or(0) as u64,
+                    local: l.local.on(true).unwrap_or(0) as u64,
                     first_arg: first,
                     arg_count: l.args.len() as u64,
                 }

@@ -6,7 +6,7 @@
 
 use super::{
     median, occupancy, Absent, Accelerator, BackendError, BufferSpec, DeviceInfo, HostVec,
-    JobOutput, KernelJob, Model, Resources, Step, StepArg, StepReport, Unavailable,
+    JobOutput, KernelJob, Local, Model, Resources, Step, StepArg, StepReport, Unavailable,
 };
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
 use opencl3::context::Context;
@@ -298,7 +298,10 @@ impl OpenClDevice {
             .steps
             .iter()
             .map(|s| match s {
-                Step::Launch(l) if self.info.is_gpu => Some(l.local.unwrap_or(256)),
+                Step::Launch(l) => match l.local {
+                    Local::Auto if self.info.is_gpu => Some(256),
+                    other => other.on(self.info.is_gpu),
+                },
                 _ => None,
             })
             .collect();

@@ -8,10 +8,12 @@
 
 pub mod chi2;
 pub mod io;
+pub mod maps;
 
 use super::{vector_errors, Accuracy, DevicePlan, Field, WorkCount, Workload};
 use crate::backend::{
-    BufferSpec, DType, HostSlice, HostVec, KernelJob, Launch, Precision, Program, Step, StepArg,
+    BufferSpec, DType, HostSlice, HostVec, KernelJob, Launch, Local, Precision, Program, Step,
+    StepArg,
 };
 pub use io::HaloProfile;
 use rand::{Rng, SeedableRng};
@@ -1005,7 +1007,7 @@ impl LensProblem {
                 StepArg::Buffer(buf::GY),
             ],
             global: rows * self.n.div_ceil(PIXELS_PER_ITEM),
-            local: Some(GPU_GROUP),
+            local: Local::Prefer(GPU_GROUP),
         })
     }
 
@@ -1114,7 +1116,7 @@ impl LensProblem {
                     StepArg::Buffer(buf::COUNTER),
                 ],
                 global: band,
-                local: Some(GPU_GROUP),
+                local: Local::Prefer(GPU_GROUP),
             }),
         ];
         if p != Precision::Mixed {
@@ -1137,7 +1139,7 @@ impl LensProblem {
                         StepArg::Buffer(buf::COUNTER),
                     ],
                     global: (*size as usize).pow(2) * count,
-                    local: Some(GPU_GROUP),
+                    local: Local::Prefer(GPU_GROUP),
                 }));
             }
         }
@@ -1157,7 +1159,7 @@ impl LensProblem {
                 StepArg::Buffer(buf::GY64),
             ],
             global: RECOMPUTE_ITEMS.min(band),
-            local: Some(GPU_GROUP),
+            local: Local::Prefer(GPU_GROUP),
         }));
         KernelJob {
             program: &PROGRAM,
@@ -1233,7 +1235,7 @@ impl LensProblem {
                             StepArg::U32(MAX_HITS_PER_BAND as u32),
                         ],
                         global: (n.max(2) - 1) * rows,
-                        local: Some(GPU_GROUP),
+                        local: Local::Prefer(GPU_GROUP),
                     }),
                 ];
                 (

@@ -4,9 +4,43 @@
 //! The phase f t is reduced exactly in 64-bit fixed point before float32 sincos (research 2: the rounding of
 //! the float32 product f t, not sincos, dominates culsp's error).
 
+pub mod cpu;
+pub mod device;
 pub mod fap;
 pub mod generate;
 pub mod io;
+
+use crate::backend::{
+    BufferSpec, DType, HostSlice, HostVec, KernelJob, Launch, Local, Precision, Program, Step,
+    StepArg,
+};
+use crate::workload::{Accuracy, DevicePlan, Field, WorkCount, Workload};
+use device::{Band, FixedPoint, GROUP, TOPK_MAX};
+use rayon::prelude::*;
+
+pub static PROGRAM: Program = Program {
+    name: "lombscargle",
+    opencl: include_str!("../../../cl/lombscargle.cl"),
+    sycl: include_str!("../../../ports/sycl/lombscargle.cpp"),
+    headers: &[
+        (
+            "astro_dialect.h",
+            include_str!("../../../cl/common/astro_dialect.h"),
+        ),
+        (
+            "lombscargle.h",
+            include_str!("../../../cl/common/lombscargle.h"),
+        ),
+    ],
+};
+
+/// Tolerances on 'standard' power (the issue's contract): float32 within 2e-6 absolute of f64; the f64
+/// paths within 1e-9.
+pub const TOL_F32: f64 = 2e-6;
+pub const TOL_F64: f64 = 1e-9;
+/// Bins either side of each checked curve's highest peak that `compare` evaluates in f64 on the fly: the
+/// peak is where float32 errors are largest (they scale with the power).
+const PEAK_WINDOW: usize = 16;
 
 /// One light curve: times (days), values (flux or magnitude) and optional 1-sigma errors.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,7 +78,9 @@ impl FrequencyGrid {
         }
     }
     pub fn max_frequency(&self) -> f64 {
-        (0..self.len()).map(|k| self.frequency(k)).fold(0.0, f64::max)
+        (0..self.len())
+            .map(|k| self.frequency(k))
+            .fold(0.0, f64::max)
     }
 }
 
@@ -75,4 +111,634 @@ pub struct Peak {
     pub power: f64,
     /// False-alarm probability (Baluev) of this power, when computed.
     pub fap: Option<f64>,
+}
+
+/// A curve ready for the sums: times shifted to start at 0, weights normalised to sum 1, and values centred
+/// (weighted mean) and scaled so that sum w y^2 = 1 (culsp normalises to unit variance likewise; the standard
+/// power is invariant under both).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    pub t: Vec<f64>,
+    pub wy: Vec<f64>,
+    pub w: Vec<f64>,
+}
+
+impl Prepared {
+    pub fn new(curve: &LightCurve) -> Result<Prepared, String> {
+        let n = curve.t.len();
+        if n < 3 || curve.y.len() != n || curve.dy.as_ref().is_some_and(|d| d.len() != n) {
+            return Err(format!(
+                "{}: needs at least 3 points with one value each (has {n})",
+                curve.name
+            ));
+        }
+        let mut w: Vec<f64> = match &curve.dy {
+            Some(dy) => dy.iter().map(|e| 1.0 / (e * e)).collect(),
+            None => vec![1.0; n],
+        };
+        let total: f64 = w.iter().sum();
+        w.iter_mut().for_each(|x| *x /= total);
+        let mean: f64 = w.iter().zip(&curve.y).map(|(w, y)| w * y).sum();
+        let var: f64 = w
+            .iter()
+            .zip(&curve.y)
+            .map(|(w, y)| w * (y - mean) * (y - mean))
+            .sum();
+        if !(var > 0.0 && var.is_finite()) {
+            return Err(format!(
+                "{}: the values are constant (weighted variance {var}): no periodogram",
+                curve.name
+            ));
+        }
+        let scale = 1.0 / var.sqrt();
+        let t0 = curve.t.iter().copied().fold(f64::INFINITY, f64::min);
+        Ok(Prepared {
+            t: curve.t.iter().map(|t| t - t0).collect(),
+            wy: w
+                .iter()
+                .zip(&curve.y)
+                .map(|(w, y)| w * (y - mean) * scale)
+                .collect(),
+            w,
+        })
+    }
+    pub fn span(&self) -> f64 {
+        self.t.iter().copied().fold(0.0, f64::max)
+    }
+}
+
+/// What a run returns per curve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// The whole periodogram.
+    Full,
+    /// Only the k highest peaks (local maxima), k <= 8, reduced on the device.
+    TopK(usize),
+}
+
+/// One Lomb-Scargle problem: a batch of light curves, each with its grid, one model, one output.
+pub struct LombScargleProblem {
+    pub preset: String,
+    pub curves: Vec<LightCurve>,
+    pub grids: Vec<FrequencyGrid>,
+    pub model: SignalModel,
+    pub output: Output,
+    pub prepared: Vec<Prepared>,
+    pub fixed: FixedPoint,
+    bands: Vec<Band>,
+    times: Vec<u32>,
+    weights32: Vec<f32>,
+    weights64: Vec<f64>,
+    /// Curves verified against the f64 reference, and the stride of the frequencies checked in each.
+    check_curves: Vec<usize>,
+    check_stride: usize,
+}
+
+/// Seed of every generated preset (the oracle's).
+pub const SEED: u64 = 20100629;
+
+impl LombScargleProblem {
+    pub fn new(
+        preset: &str,
+        curves: Vec<LightCurve>,
+        grids: Vec<FrequencyGrid>,
+        model: SignalModel,
+        output: Output,
+    ) -> Result<Self, String> {
+        if curves.is_empty() || curves.len() != grids.len() {
+            return Err(format!(
+                "{} curves but {} frequency grids",
+                curves.len(),
+                grids.len()
+            ));
+        }
+        if let Output::TopK(k) = output {
+            if k == 0 || k > TOPK_MAX {
+                return Err(format!("top-k: k = {k} is outside 1..={TOPK_MAX}"));
+            }
+        }
+        let prepared = curves
+            .iter()
+            .map(Prepared::new)
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut f_max = 0.0f64;
+        for (c, g) in curves.iter().zip(&grids) {
+            if g.is_empty() {
+                return Err(format!("{}: empty frequency grid", c.name));
+            }
+            for k in [0, g.len() - 1] {
+                if !(g.frequency(k) > 0.0 && g.frequency(k).is_finite()) {
+                    return Err(format!(
+                        "{}: frequency {} at index {k} is not positive and finite",
+                        c.name,
+                        g.frequency(k)
+                    ));
+                }
+            }
+            if let FrequencyGrid::Given(f) = g {
+                if let Some((k, f)) = f
+                    .iter()
+                    .enumerate()
+                    .find(|(_, f)| !(**f > 0.0 && f.is_finite()))
+                {
+                    return Err(format!(
+                        "{}: frequency {f} at index {k} is not positive and finite",
+                        c.name
+                    ));
+                }
+            }
+            f_max = f_max.max(g.max_frequency());
+        }
+        let t_max = prepared.iter().map(Prepared::span).fold(0.0, f64::max);
+        let fixed = FixedPoint::for_range(f_max, t_max)?;
+        let grid_refs: Vec<&FrequencyGrid> = grids.iter().collect();
+        let bands = device::bands(&prepared, &grid_refs, fixed, device::BAND_FREQUENCIES);
+        let mut times = Vec::new();
+        let (mut weights32, mut weights64) = (Vec::new(), Vec::new());
+        for p in &prepared {
+            for j in 0..p.t.len() {
+                let t = fixed.time(p.t[j]);
+                times.extend([t as u32, (t >> 32) as u32]);
+                weights32.extend([p.wy[j] as f32, p.w[j] as f32]);
+                weights64.extend([p.wy[j], p.w[j]]);
+            }
+        }
+        // Verify every curve of small batches, 16 of a survey; every frequency unless that is over ~2e9 pairs.
+        let check_curves: Vec<usize> = (0..curves.len().min(16)).collect();
+        let pairs: f64 = check_curves
+            .iter()
+            .map(|&c| (prepared[c].t.len() * grids[c].len()) as f64)
+            .sum();
+        let check_stride = match output {
+            Output::Full => ((pairs / 2e9).ceil() as usize).max(1),
+            Output::TopK(_) => 1,
+        };
+        Ok(LombScargleProblem {
+            preset: preset.to_string(),
+            curves,
+            grids,
+            model,
+            output,
+            prepared,
+            fixed,
+            bands,
+            times,
+            weights32,
+            weights64,
+            check_curves,
+            check_stride,
+        })
+    }
+
+    /// The generated presets: `tiny` (the oracle's size: 400 points, 3,840 frequencies), `ci` (1e4 points,
+    /// 40,192 frequencies), `corot` (382,003 points, 1,528,064 frequencies), `survey` (10,000 curves of
+    /// 120-180 points, 365,000 frequencies each, top-5 peaks; `survey-small`: its first 16 curves).
+    pub fn preset(name: &str, model: SignalModel) -> Result<Self, String> {
+        match name {
+            "tiny" => {
+                let c = generate::corot_like(400, SEED);
+                let g = generate::culsp_grid(&c.t, 4.0, 4.5);
+                Self::new(name, vec![c], vec![g], model, Output::Full)
+            }
+            "ci" => {
+                let c = generate::ci_series(SEED);
+                let g = generate::ci_grid(&c.t);
+                Self::new(name, vec![c], vec![g], model, Output::Full)
+            }
+            "corot" => {
+                let c = generate::corot_like(generate::COROT_N_T, SEED);
+                let g = generate::culsp_grid(&c.t, generate::CULSP_F_OVER, generate::CULSP_F_HIGH);
+                Self::new(name, vec![c], vec![g], model, Output::Full)
+            }
+            "survey" | "survey-small" => {
+                let n = if name == "survey" { 10_000 } else { 16 };
+                let (curves, grid) = generate::survey(n, SEED);
+                let grids = vec![grid; curves.len()];
+                Self::new(name, curves, grids, model, Output::TopK(5))
+            }
+            other => Err(format!(
+                "unknown Lomb-Scargle preset '{other}' (tiny, ci, corot, survey, survey-small)"
+            )),
+        }
+    }
+
+    pub fn pairs(&self) -> f64 {
+        self.prepared
+            .iter()
+            .zip(&self.grids)
+            .map(|(p, g)| (p.t.len() * g.len()) as f64)
+            .sum()
+    }
+
+    fn total_frequencies(&self) -> usize {
+        self.grids.iter().map(FrequencyGrid::len).sum()
+    }
+
+    /// (curve, first index in the flattened output) of every curve.
+    fn curve_starts(&self) -> Vec<usize> {
+        let mut acc = 0;
+        self.grids
+            .iter()
+            .map(|g| {
+                let s = acc;
+                acc += g.len();
+                s
+            })
+            .collect()
+    }
+
+    /// The f64 power of curve `c` at grid index `k`.
+    pub fn reference_power(&self, c: usize, k: usize) -> f64 {
+        cpu::power_f64(&self.prepared[c], self.grids[c].frequency(k), self.model)
+    }
+
+    /// (curve, index) of the checked frequencies, in order.
+    fn check_points(&self) -> Vec<(usize, usize)> {
+        self.check_curves
+            .iter()
+            .flat_map(|&c| {
+                (0..self.grids[c].len())
+                    .step_by(self.check_stride)
+                    .map(move |k| (c, k))
+            })
+            .collect()
+    }
+
+    /// Whole periodograms of every curve on the CPU in one precision (f64: the reference).
+    fn cpu_powers(&self, curves: &[usize], precision: Precision) -> Vec<Vec<f64>> {
+        curves
+            .iter()
+            .map(|&c| {
+                let n = self.grids[c].len();
+                let blocks: Vec<usize> = (0..n).step_by(GROUP).collect();
+                blocks
+                    .par_iter()
+                    .flat_map_iter(|&k0| {
+                        let k1 = (k0 + GROUP).min(n);
+                        match precision {
+                            Precision::F64 => (k0..k1)
+                                .map(|k| self.reference_power(c, k))
+                                .collect::<Vec<_>>(),
+                            _ => cpu::powers_f32(
+                                &self.prepared[c],
+                                &self.grids[c],
+                                k0,
+                                k1,
+                                self.fixed,
+                                self.model,
+                            )
+                            .into_iter()
+                            .map(f64::from)
+                            .collect(),
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// The k highest local maxima of a periodogram (p[i] >= p[i-1] and p[i] > p[i+1]; one neighbour at the
+/// ends), by power, ties by lower index: the same rule as the device kernel.
+pub fn top_k(power: &[f64], k: usize) -> Vec<(usize, f64)> {
+    let n = power.len();
+    let mut peaks: Vec<(usize, f64)> = (0..n)
+        .filter(|&i| {
+            (i == 0 || power[i] >= power[i - 1]) && (i + 1 == n || power[i] > power[i + 1])
+        })
+        .map(|i| (i, power[i]))
+        .collect();
+    peaks.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    peaks.truncate(k);
+    peaks
+}
+
+impl Workload for LombScargleProblem {
+    fn name(&self) -> &'static str {
+        "lombscargle"
+    }
+    fn preset(&self) -> &str {
+        &self.preset
+    }
+    fn describe(&self) -> String {
+        let points: usize = self.prepared.iter().map(|p| p.t.len()).sum();
+        let model = match self.model {
+            SignalModel::FixedMean => "fixed mean",
+            SignalModel::FloatingMean => "floating mean",
+        };
+        let out = match self.output {
+            Output::Full => "full periodogram".to_string(),
+            Output::TopK(k) => format!("top-{k} peaks"),
+        };
+        format!(
+            "{} curve(s), {} points, {} frequencies, {model}, {out}",
+            self.curves.len(),
+            points,
+            self.total_frequencies()
+        )
+    }
+    fn work(&self) -> WorkCount {
+        let pairs = self.pairs();
+        WorkCount {
+            units: pairs,
+            unit_name: "pairs",
+            // research/lombscargle.md 4: sincos plus ~8 FP32 operations per (t, f) pair; sincos counted as 2.
+            flops: 10.0 * pairs,
+            bytes: (self.total_frequencies() * 4 + self.times.len() * 4 + self.weights32.len() * 4)
+                as f64,
+        }
+    }
+    fn pipe_instructions(&self, precision: Precision) -> Option<f64> {
+        // The floor is the sin/cos unit (research 4): 2 MUFU per pair at 16/clk/SM, i.e. the issue slots of 16
+        // FP32 lanes. float64 has no MUFU: ~34 DFMA-pipe operations for a software sincos plus the sums.
+        Some(match precision.base() {
+            Precision::F64 => 34.0,
+            _ => 16.0,
+        })
+    }
+    fn reference(&self) -> Field {
+        match self.output {
+            Output::Full => {
+                let pts = self.check_points();
+                let p = pts
+                    .par_iter()
+                    .map(|&(c, k)| self.reference_power(c, k))
+                    .collect();
+                Field::new(vec![p])
+            }
+            Output::TopK(k) => {
+                self.top_k_field(&self.cpu_powers(&self.check_curves, Precision::F64), k)
+            }
+        }
+    }
+    fn run_cpu(&self, precision: Precision) -> Field {
+        let all: Vec<usize> = (0..self.curves.len()).collect();
+        let powers = self.cpu_powers(&all, precision);
+        match self.output {
+            Output::Full => Field::new(vec![powers.concat()]),
+            Output::TopK(k) => self.top_k_field(&powers, k),
+        }
+    }
+    fn plan(
+        &self,
+        precision: Precision,
+        _max_alloc: u64,
+        _mem: u64,
+        warmup: u32,
+        repeats: u32,
+    ) -> DevicePlan<'_> {
+        let (dtype, suffix, weights) = match precision.base() {
+            Precision::F64 => (DType::F64, "f64", HostSlice::F64(&self.weights64)),
+            _ => (DType::F32, "f32", HostSlice::F32(&self.weights32)),
+        };
+        let floating = i32::from(self.model == SignalModel::FloatingMean);
+        let jobs = self
+            .bands
+            .iter()
+            .map(|band| {
+                let given = i32::from(band.given.len() > 2);
+                let weights = match weights {
+                    HostSlice::F64(w) => {
+                        HostSlice::F64(&w[2 * band.points.start..2 * band.points.end])
+                    }
+                    HostSlice::F32(w) => {
+                        HostSlice::F32(&w[2 * band.points.start..2 * band.points.end])
+                    }
+                    other => other,
+                };
+                let mut buffers = vec![
+                    BufferSpec::Input(HostSlice::U32(&band.records)),
+                    BufferSpec::Input(HostSlice::U32(
+                        &self.times[2 * band.points.start..2 * band.points.end],
+                    )),
+                    BufferSpec::Input(weights),
+                    BufferSpec::Input(HostSlice::U32(&band.given)),
+                ];
+                let n_curves = band.pieces.len();
+                buffers.push(match self.output {
+                    Output::Full => BufferSpec::Output {
+                        dtype,
+                        len: band.frequencies,
+                    },
+                    Output::TopK(_) => BufferSpec::Scratch {
+                        dtype,
+                        len: band.frequencies,
+                    },
+                });
+                let mut steps = vec![Step::Launch(Launch {
+                    kernel: format!("ls_power_{suffix}"),
+                    args: vec![
+                        StepArg::Buffer(0),
+                        StepArg::I32(n_curves as i32),
+                        StepArg::Buffer(1),
+                        StepArg::Buffer(2),
+                        StepArg::Buffer(3),
+                        StepArg::I32(given),
+                        StepArg::I32(floating),
+                        StepArg::Buffer(4),
+                    ],
+                    global: band.groups * GROUP,
+                    local: Local::Exact(GROUP),
+                })];
+                if let Output::TopK(k) = self.output {
+                    buffers.push(BufferSpec::Output {
+                        dtype: DType::I32,
+                        len: n_curves * k,
+                    });
+                    buffers.push(BufferSpec::Output {
+                        dtype,
+                        len: n_curves * k,
+                    });
+                    steps.push(Step::Launch(Launch {
+                        kernel: format!("ls_topk_{suffix}"),
+                        args: vec![
+                            StepArg::Buffer(0),
+                            StepArg::Buffer(4),
+                            StepArg::I32(k as i32),
+                            StepArg::Buffer(5),
+                            StepArg::Buffer(6),
+                        ],
+                        global: n_curves * GROUP,
+                        local: Local::Exact(GROUP),
+                    }));
+                }
+                KernelJob {
+                    program: &PROGRAM,
+                    defines: vec![],
+                    buffers,
+                    steps,
+                    warmup,
+                    repeats,
+                }
+            })
+            .collect();
+        DevicePlan { jobs }
+    }
+    fn assemble(&self, outputs: Vec<Vec<HostVec>>) -> Field {
+        match self.output {
+            Output::Full => Field::new(vec![outputs
+                .iter()
+                .flat_map(|band| band[0].to_f64())
+                .collect()]),
+            Output::TopK(k) => {
+                // Merge the pieces' candidates per curve (a curve split across bands has several pieces).
+                let mut per_curve: Vec<Vec<(usize, f64)>> = vec![Vec::new(); self.curves.len()];
+                for (band, out) in self.bands.iter().zip(&outputs) {
+                    let idx = out[0].to_f64();
+                    let pow = out[1].to_f64();
+                    for (i, piece) in band.pieces.iter().enumerate() {
+                        for r in 0..k {
+                            let (ix, p) = (idx[i * k + r], pow[i * k + r]);
+                            // -1: fewer peaks than k; anything else out of range is a broken kernel.
+                            if ix >= 0.0 {
+                                per_curve[piece.curve].push((piece.k0 + ix as usize, p));
+                            } else if ix != -1.0 {
+                                per_curve[piece.curve].push((usize::MAX, f64::NAN));
+                            }
+                        }
+                    }
+                }
+                let mut index = Vec::with_capacity(self.curves.len() * k);
+                let mut power = Vec::with_capacity(self.curves.len() * k);
+                for mut peaks in per_curve {
+                    peaks.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                    for r in 0..k {
+                        let (i, p) = peaks.get(r).copied().unwrap_or((usize::MAX, -1.0));
+                        index.push(if i == usize::MAX { -1.0 } else { i as f64 });
+                        power.push(p);
+                    }
+                }
+                Field::new(vec![index, power])
+            }
+        }
+    }
+    fn compare(&self, result: &Field, reference: &Field, precision: Precision) -> Accuracy {
+        let tolerance = if precision.base() == Precision::F64 {
+            TOL_F64
+        } else {
+            TOL_F32
+        };
+        let mut errors = Errors::default();
+        let mut extra = Vec::new();
+        match self.output {
+            Output::Full => {
+                let got = &result.components[0];
+                let complete = got.len() == self.total_frequencies();
+                let starts = self.curve_starts();
+                if complete {
+                    for (&(c, k), &want) in self.check_points().iter().zip(&reference.components[0])
+                    {
+                        errors.add(got[starts[c] + k], want);
+                    }
+                    // The highest peak of each checked curve, and its neighbours, in f64 on the fly.
+                    let mut window_worst = 0.0f64;
+                    for &c in &self.check_curves {
+                        let n = self.grids[c].len();
+                        let row = &got[starts[c]..starts[c] + n];
+                        let peak = (0..n)
+                            .max_by(|&a, &b| row[a].total_cmp(&row[b]))
+                            .unwrap_or(0);
+                        let first = peak.saturating_sub(PEAK_WINDOW);
+                        let last = (peak + PEAK_WINDOW + 1).min(n);
+                        for (k, &got) in row.iter().enumerate().take(last).skip(first) {
+                            let want = self.reference_power(c, k);
+                            window_worst = window_worst.max((got - want).abs());
+                            errors.add(got, want);
+                        }
+                    }
+                    extra.push(("peak_window_max_abs".into(), window_worst));
+                } else {
+                    errors.non_finite += got.len().abs_diff(self.total_frequencies()) as u64 + 1;
+                }
+                extra.push(("checked_frequency_stride".into(), self.check_stride as f64));
+                errors.finish(tolerance, extra)
+            }
+            Output::TopK(k) => {
+                let (gi, gp) = (&result.components[0], &result.components[1]);
+                let (ri, rp) = (&reference.components[0], &reference.components[1]);
+                let mut mismatched = 0u64;
+                for (n, &c) in self.check_curves.iter().enumerate() {
+                    for r in 0..k {
+                        let (g, w) = (c * k + r, n * k + r);
+                        if g >= gi.len() {
+                            errors.non_finite += 1;
+                            continue;
+                        }
+                        errors.add(gp[g], rp[w]);
+                        // A different index is only acceptable for a near-tie: the f64 power there must equal the
+                        // reference's power at this rank within the tolerance.
+                        if gi[g] != ri[w] {
+                            let ok = gi[g] >= 0.0
+                                && (gi[g] as usize) < self.grids[c].len()
+                                && (self.reference_power(c, gi[g] as usize) - rp[w]).abs()
+                                    <= tolerance;
+                            if !ok {
+                                mismatched += 1;
+                            }
+                        }
+                    }
+                }
+                extra.push(("peak_index_mismatches".into(), mismatched as f64));
+                extra.push(("checked_curves".into(), self.check_curves.len() as f64));
+                let mut acc = errors.finish(tolerance, extra);
+                acc.pass &= mismatched == 0;
+                acc
+            }
+        }
+    }
+}
+
+impl LombScargleProblem {
+    fn top_k_field(&self, powers: &[Vec<f64>], k: usize) -> Field {
+        let (mut index, mut power) = (Vec::new(), Vec::new());
+        for p in powers {
+            let peaks = top_k(p, k);
+            for r in 0..k {
+                let (i, v) = peaks
+                    .get(r)
+                    .map(|&(i, v)| (i as f64, v))
+                    .unwrap_or((-1.0, -1.0));
+                index.push(i);
+                power.push(v);
+            }
+        }
+        Field::new(vec![index, power])
+    }
+}
+
+/// Absolute errors of power values against the reference.
+#[derive(Default)]
+struct Errors {
+    max_abs: f64,
+    max_rel: f64,
+    sum2: f64,
+    count: u64,
+    non_finite: u64,
+}
+
+impl Errors {
+    fn add(&mut self, got: f64, want: f64) {
+        if !got.is_finite() {
+            self.non_finite += 1;
+            return;
+        }
+        let d = (got - want).abs();
+        self.max_abs = self.max_abs.max(d);
+        self.max_rel = self.max_rel.max(d / want.abs().max(1e-30));
+        self.sum2 += d * d;
+        self.count += 1;
+    }
+    fn finish(self, tolerance: f64, extra: Vec<(String, f64)>) -> Accuracy {
+        Accuracy {
+            max_abs: self.max_abs,
+            max_rel: self.max_rel,
+            rms_abs: (self.sum2 / self.count.max(1) as f64).sqrt(),
+            non_finite: self.non_finite,
+            tolerance_abs: tolerance,
+            tolerance_rel: f64::INFINITY,
+            unit: "power",
+            pass: self.non_finite == 0 && self.count > 0 && self.max_abs <= tolerance,
+            extra,
+        }
+    }
 }

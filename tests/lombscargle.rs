@@ -1,0 +1,236 @@
+//! Lomb-Scargle: the f64 reference against astropy's exact float64 periodograms
+//! (../shared/vectors/lombscargle/ls_reference_vectors.json), the float32 CPU path against the reference,
+//! top-k against a brute-force scan, and the generated CoRoT-like series against its injected period.
+
+use astroport::backend::Precision;
+use astroport::workload::lombscargle::{
+    generate, top_k, FrequencyGrid, LightCurve, LombScargleProblem, Output, SignalModel, TOL_F32,
+    TOL_F64,
+};
+use astroport::workload::Workload;
+use serde_json::Value;
+use std::path::PathBuf;
+
+fn oracle() -> Value {
+    let shared = std::env::var("ASTROPORT_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"));
+    let path = shared.join("vectors/lombscargle/ls_reference_vectors.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "oracle file {} is required for this test: {e}",
+            path.display()
+        )
+    });
+    serde_json::from_str(&text).expect("oracle JSON parses")
+}
+
+fn floats(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|x| x.as_f64().expect("number"))
+        .collect()
+}
+
+fn oracle_problem(model: SignalModel, output: Output) -> (LombScargleProblem, Value) {
+    let o = oracle();
+    let curve = LightCurve {
+        name: "oracle".into(),
+        t: floats(&o["t"]),
+        y: floats(&o["y"]),
+        dy: None,
+    };
+    let g = &o["grid"];
+    let grid = generate::culsp_grid(
+        &curve.t,
+        g["F_over"].as_f64().unwrap(),
+        g["F_high"].as_f64().unwrap(),
+    );
+    assert_eq!(grid.len() as u64, g["nf"].as_u64().unwrap());
+    (
+        LombScargleProblem::new("oracle", vec![curve], vec![grid], model, output).unwrap(),
+        o,
+    )
+}
+
+#[test]
+fn f64_reference_matches_astropy_to_1e_9() {
+    for (model, key) in [
+        (SignalModel::FloatingMean, "power_standard_floating"),
+        (SignalModel::FixedMean, "power_standard_classic"),
+    ] {
+        let (problem, o) = oracle_problem(model, Output::Full);
+        let want = floats(&o[key]);
+        let got = problem.run_cpu(Precision::F64).components[0].clone();
+        assert_eq!(got.len(), want.len());
+        let worst = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        assert!(worst <= TOL_F64, "{key}: max |Δp| {worst:e} > {TOL_F64:e}");
+        // The reference field used for verification is the same computation.
+        let reference = problem.reference();
+        let acc = problem.compare(&Field(got.clone()).into(), &reference, Precision::F64);
+        assert!(acc.pass, "{key}: {acc:?}");
+        // The peak is where astropy says.
+        let k = o["peak"]["index"].as_u64().unwrap() as usize;
+        if model == SignalModel::FloatingMean {
+            assert_eq!(top_k(&got, 1)[0].0, k);
+        }
+    }
+}
+
+/// Tiny helper to build a Field from one component.
+struct Field(Vec<f64>);
+impl From<Field> for astroport::workload::Field {
+    fn from(f: Field) -> Self {
+        astroport::workload::Field::new(vec![f.0])
+    }
+}
+
+#[test]
+fn f32_cpu_is_within_tolerance_and_a_wrong_answer_fails() {
+    for model in [SignalModel::FloatingMean, SignalModel::FixedMean] {
+        let (problem, _) = oracle_problem(model, Output::Full);
+        let reference = problem.reference();
+        let result = problem.run_cpu(Precision::F32);
+        let acc = problem.compare(&result, &reference, Precision::F32);
+        assert!(acc.pass && acc.max_abs <= TOL_F32, "{model:?}: {acc:?}");
+        // A check that cannot fail is no check: perturb one bin and a poisoned (NaN) output.
+        let mut bad = result.clone();
+        bad.components[0][100] += 1e-4;
+        assert!(!problem.compare(&bad, &reference, Precision::F32).pass);
+        let mut poisoned = result.clone();
+        poisoned.components[0][7] = f64::NAN;
+        assert!(!problem.compare(&poisoned, &reference, Precision::F32).pass);
+    }
+}
+
+#[test]
+fn top_k_finds_local_maxima_in_order() {
+    let p = [0.1, 0.5, 0.2, 0.9, 0.9, 0.3, 0.7, 0.8];
+    // 0.9 at 3 (>= left, not > right) is no peak; 4 is (>= 3's 0.9 and > 0.3); ends count with one neighbour.
+    assert_eq!(top_k(&p, 3), vec![(4, 0.9), (7, 0.8), (1, 0.5)]);
+    assert_eq!(top_k(&p, 8).len(), 3);
+}
+
+#[test]
+fn top_k_output_matches_full_periodogram_on_cpu() {
+    let (full, _) = oracle_problem(SignalModel::FloatingMean, Output::Full);
+    let (topk, _) = oracle_problem(SignalModel::FloatingMean, Output::TopK(5));
+    let power = full.run_cpu(Precision::F64).components[0].clone();
+    let want = top_k(&power, 5);
+    let got = topk.run_cpu(Precision::F64);
+    for (r, (i, p)) in want.iter().enumerate() {
+        assert_eq!(got.components[0][r], *i as f64);
+        assert_eq!(got.components[1][r], *p);
+    }
+    let acc = topk.compare(&got, &topk.reference(), Precision::F64);
+    assert!(acc.pass, "{acc:?}");
+}
+
+#[test]
+fn given_grid_equals_uniform_grid() {
+    let (uniform, o) = oracle_problem(SignalModel::FloatingMean, Output::Full);
+    let grid = &uniform.grids[0];
+    let given = FrequencyGrid::Given((0..grid.len()).map(|k| grid.frequency(k)).collect());
+    let curve = uniform.curves[0].clone();
+    let p = LombScargleProblem::new(
+        "given",
+        vec![curve],
+        vec![given],
+        SignalModel::FloatingMean,
+        Output::Full,
+    )
+    .unwrap();
+    let want = floats(&o["power_standard_floating"]);
+    for precision in [Precision::F64, Precision::F32] {
+        let got = p.run_cpu(precision).components[0].clone();
+        let worst = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        let tol = if precision == Precision::F64 {
+            TOL_F64
+        } else {
+            TOL_F32
+        };
+        assert!(worst <= tol, "{precision:?}: {worst:e}");
+    }
+}
+
+#[test]
+fn ci_preset_finds_the_injected_period() {
+    let problem = LombScargleProblem::preset("ci", SignalModel::FloatingMean).unwrap();
+    let got = problem.run_cpu(Precision::F32).components[0].clone();
+    let (k, p) = top_k(&got, 1)[0];
+    let f = problem.grids[0].frequency(k);
+    let df = match problem.grids[0] {
+        FrequencyGrid::Uniform { df, .. } => df,
+        _ => unreachable!(),
+    };
+    assert!(
+        (f - 1.0 / generate::COROT_PERIOD).abs() <= df,
+        "peak at {f} /d, power {p}"
+    );
+}
+
+#[test]
+fn bad_inputs_are_refused_with_the_curve_named() {
+    let c = LightCurve {
+        name: "flat".into(),
+        t: vec![0.0, 1.0, 2.0],
+        y: vec![1.0; 3],
+        dy: None,
+    };
+    let g = FrequencyGrid::Uniform {
+        f0: 0.1,
+        df: 0.1,
+        n: 10,
+    };
+    let e = LombScargleProblem::new(
+        "x",
+        vec![c.clone()],
+        vec![g.clone()],
+        SignalModel::FloatingMean,
+        Output::Full,
+    )
+    .err()
+    .unwrap();
+    assert!(e.contains("flat") && e.contains("constant"), "{e}");
+    let mut two = c.clone();
+    two.t.truncate(2);
+    two.y = vec![1.0, 2.0];
+    assert!(LombScargleProblem::new(
+        "x",
+        vec![two],
+        vec![g.clone()],
+        SignalModel::FloatingMean,
+        Output::Full
+    )
+    .is_err());
+    let mut ok = c;
+    ok.y = vec![1.0, 2.0, 0.5];
+    let bad = FrequencyGrid::Given(vec![1.0, f64::NAN]);
+    let e = LombScargleProblem::new(
+        "x",
+        vec![ok.clone()],
+        vec![bad],
+        SignalModel::FloatingMean,
+        Output::Full,
+    )
+    .err()
+    .unwrap();
+    assert!(e.contains("index 1"), "{e}");
+    assert!(LombScargleProblem::new(
+        "x",
+        vec![ok],
+        vec![g],
+        SignalModel::FloatingMean,
+        Output::TopK(9)
+    )
+    .is_err());
+}
