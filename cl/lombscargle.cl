@@ -6,12 +6,12 @@
 
 __kernel void ls_power_f32(__global const unsigned int *restrict curves, const int n_curves,
                            __global const unsigned int *restrict times, __global const float *restrict weights,
-                           __global const unsigned int *restrict given_freqs, const int given, const int floating,
+                           __global const unsigned int *restrict given_freqs, const int floating,
                            __global float *restrict power)
 {
     __local LsStage32 stage[LS_GROUP];
     ls_power_item_f32((unsigned int)get_group_id(0), (int)get_local_id(0), curves, n_curves, times, weights,
-                      given_freqs, given, floating, stage, power);
+                      given_freqs, floating, stage, power);
 }
 
 __kernel void ls_topk_f32(__global const unsigned int *restrict curves, __global const float *restrict power,
@@ -26,12 +26,12 @@ __kernel void ls_topk_f32(__global const unsigned int *restrict curves, __global
 #if ASTRO_HAS_FP64
 __kernel void ls_power_f64(__global const unsigned int *restrict curves, const int n_curves,
                            __global const unsigned int *restrict times, __global const double *restrict weights,
-                           __global const unsigned int *restrict given_freqs, const int given, const int floating,
+                           __global const unsigned int *restrict given_freqs, const int floating,
                            __global double *restrict power)
 {
     __local LsStage64 stage[LS_GROUP];
     ls_power_item_f64((unsigned int)get_group_id(0), (int)get_local_id(0), curves, n_curves, times, weights,
-                      given_freqs, given, floating, stage, power);
+                      given_freqs, floating, stage, power);
 }
 
 __kernel void ls_topk_f64(__global const unsigned int *restrict curves, __global const double *restrict power,

@@ -234,3 +234,80 @@ fn bad_inputs_are_refused_with_the_curve_named() {
     )
     .is_err());
 }
+
+/// Every backend found, f32 and f64, on the oracle-size problem (full periodogram, both models) and on a
+/// batch of curves with their own times, lengths and grids (one uniform grid with a partial last block, one
+/// given grid), full and top-k. The bench driver verifies each row against the f64 reference.
+#[test]
+fn every_backend_agrees_on_single_and_batched_problems() {
+    use astroport::backend::discover;
+    use astroport::bench::{self, Choice, RunOptions};
+    use astroport::results::Status;
+    let (curves, _) = generate::survey(5, 7);
+    let mut grids: Vec<FrequencyGrid> = curves
+        .iter()
+        .enumerate()
+        .map(|(i, _)| FrequencyGrid::Uniform {
+            f0: 0.01,
+            df: 0.004,
+            n: 2000 + 37 * i,
+        })
+        .collect();
+    grids[2] = FrequencyGrid::Given(
+        (0..700)
+            .map(|k| 0.05 + 0.011 * k as f64 + 1e-4 * (k % 7) as f64)
+            .collect(),
+    );
+    let mut problems: Vec<LombScargleProblem> = Vec::new();
+    for model in [SignalModel::FloatingMean, SignalModel::FixedMean] {
+        problems.push(oracle_problem(model, Output::Full).0);
+    }
+    for output in [Output::Full, Output::TopK(4)] {
+        problems.push(
+            LombScargleProblem::new(
+                "batch",
+                curves.clone(),
+                grids.clone(),
+                SignalModel::FloatingMean,
+                output,
+            )
+            .unwrap(),
+        );
+    }
+    let d = discover();
+    let choices: Vec<Choice> = d.targets.iter().map(Choice::Run).collect();
+    let opts = RunOptions {
+        precisions: Precision::ALL.to_vec(),
+        selectors: vec![],
+        warmup: 0,
+        repeats: 1,
+    };
+    for problem in &problems {
+        let rows = bench::run(problem, &choices, &opts, |_| {});
+        assert_eq!(rows.len(), 2 * d.targets.len());
+        for r in &rows {
+            assert_eq!(
+                r.status,
+                Status::Ok,
+                "{} {} {}: {}",
+                problem.describe(),
+                r.backend,
+                r.precision,
+                r.reason
+            );
+            let a = r.accuracy.as_ref().unwrap();
+            let tol = if r.precision == "f64" {
+                TOL_F64
+            } else {
+                TOL_F32
+            };
+            assert!(
+                a.pass && a.max_abs <= tol && a.non_finite == 0,
+                "{} {}: {a:?}",
+                r.backend,
+                r.precision
+            );
+        }
+        eprintln!("{}", astroport::report::terminal(&rows));
+    }
+}

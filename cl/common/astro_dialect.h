@@ -16,7 +16,7 @@
  * ASTRO_MULHI32/64(a, b)  high half of the full unsigned product
  * ASTRO_UINT_AS_FLOAT(u)  reinterprets 32 bits as a float
  * ASTRO_SINCOS_FAST(x, s, c)  float sine and cosine on the hardware's fast path (x in [-pi, pi])
- * ASTRO_SIN, ASTRO_COS    double sine and cosine
+ * ASTRO_SINCOS(x, s, c)   double sine and cosine of one argument in one call (shared range reduction)
  * ASTRO_HAS_FP64          1 where double is available (OpenCL: cl_khr_fp64), else 0: float64 code is
  *                         compiled only then, so float32 kernels still build on devices without it
  */
@@ -44,8 +44,7 @@
 #  define ASTRO_MULHI64(a, b) mul_hi((ulong)(a), (ulong)(b))
 #  define ASTRO_UINT_AS_FLOAT(u) as_float(u)
 #  define ASTRO_SINCOS_FAST(x, s, c) (*(s) = native_sin(x), *(c) = native_cos(x))
-#  define ASTRO_SIN(x) sin(x)
-#  define ASTRO_COS(x) cos(x)
+#  define ASTRO_SINCOS(x, s, c) (*(s) = sincos(x, c))
 #  ifdef cl_khr_fp64
 #    pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #    define ASTRO_HAS_FP64 1
@@ -74,8 +73,7 @@
 #  define ASTRO_MULHI64(a, b) __umul64hi((unsigned long long)(a), (unsigned long long)(b))
 #  define ASTRO_UINT_AS_FLOAT(u) __uint_as_float(u)
 #  define ASTRO_SINCOS_FAST(x, s, c) __sincosf(x, s, c)
-#  define ASTRO_SIN(x) sin(x)
-#  define ASTRO_COS(x) cos(x)
+#  define ASTRO_SINCOS(x, s, c) sincos(x, s, c)
 #elif defined(SYCL_LANGUAGE_VERSION) || defined(__SYCL_DEVICE_ONLY__)
 #  define ASTRO_DIALECT_SYCL 1
 #  define ASTRO_FN static inline
@@ -103,8 +101,7 @@
 #  define ASTRO_MULHI64(a, b) sycl::mul_hi((uint64_t)(a), (uint64_t)(b))
 #  define ASTRO_UINT_AS_FLOAT(u) sycl::bit_cast<float>((uint32_t)(u))
 #  define ASTRO_SINCOS_FAST(x, s, c) (*(s) = sycl::native::sin(x), *(c) = sycl::native::cos(x))
-#  define ASTRO_SIN(x) sycl::sin(x)
-#  define ASTRO_COS(x) sycl::cos(x)
+#  define ASTRO_SINCOS(x, s, c) (*(s) = sycl::sincos(x, sycl::private_ptr<double>(c)))
 #else
 /* Plain C/C++ (host tools, tests). */
 #  include <math.h>

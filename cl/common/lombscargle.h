@@ -20,7 +20,7 @@
  *
  * Curve records (LS_CURVE_STRIDE unsigned ints, built by src/workload/lombscargle/device.rs, which mirrors
  * these offsets): point offset, point count, F0 (lo, hi), dF (lo, hi), frequency count, power offset,
- * first work-group, 3 unused. Times: T (lo, hi) per point. Weights: (w y, w) per point in the kernel's precision.
+ * first work-group, given-grid flag, 2 unused. Times: T (lo, hi) per point. Weights: (w y, w) per point in the kernel's precision.
  * A given grid: F (lo, hi) per frequency at the curve's power offset.
  */
 #ifndef LOMBSCARGLE_H
@@ -119,8 +119,6 @@ ASTRO_FN double ls_angle64(ASTRO_U64 phase)
         }                                                                     \
     } while (0)
 
-#define LS_SINCOS64(x, s, c) (*(s) = ASTRO_SIN(x), *(c) = ASTRO_COS(x))
-
 /* The loop over one staged chunk of n points, for one model, float32. */
 #define LS_CHUNK32(FLOATING, GIVEN)                                                                  \
     for (int i = 0; i < n; ++i) {                                                                   \
@@ -136,11 +134,12 @@ ASTRO_FN double ls_angle64(ASTRO_U64 phase)
 ASTRO_FN void ls_power_item_f32(unsigned int group, int lid, ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT curves,
                                 int n_curves, ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT times,
                                 ASTRO_GLOBAL const float *ASTRO_RESTRICT weights,
-                                ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT given_freqs, int given, int floating,
+                                ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT given_freqs, int floating,
                                 ASTRO_LOCAL LsStage32 *stage, ASTRO_GLOBAL float *ASTRO_RESTRICT power)
 {
     ASTRO_GLOBAL const unsigned int *rec = curves + (size_t)ls_curve_of(curves, n_curves, group) * LS_CURVE_STRIDE;
     const unsigned int p0 = rec[0], np = rec[1], nf = rec[6];
+    const int given = rec[9] != 0;
     const unsigned int k = (group - rec[8]) * LS_GROUP + (unsigned int)lid;
     const size_t out = (size_t)rec[7] + k;
     const ASTRO_U64 f_first = ls_u64(rec + 2) + (ASTRO_U64)(k - (unsigned int)lid) * ls_u64(rec + 4);
@@ -194,18 +193,19 @@ ASTRO_FN void ls_power_item_f32(unsigned int group, int lid, ASTRO_GLOBAL const 
     for (int i = 0; i < n; ++i) {                                                                   \
         const LsStage64 p = stage[i];                                                              \
         const ASTRO_U64 ph = GIVEN ? ls_phase64(p.a, f_own) : p.a + (ASTRO_U64)m * p.b;            \
-        LS_ACCUMULATE(double, LS_SINCOS64, ls_angle64(ph), p.wy, p.w, FLOATING, yc, ys, c, s, cc, cs); \
+        LS_ACCUMULATE(double, ASTRO_SINCOS, ls_angle64(ph), p.wy, p.w, FLOATING, yc, ys, c, s, cc, cs); \
     }
 
 /* The float64 power: the same layout with 64-bit phases (2^-64 cycles) and double sums. */
 ASTRO_FN void ls_power_item_f64(unsigned int group, int lid, ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT curves,
                                 int n_curves, ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT times,
                                 ASTRO_GLOBAL const double *ASTRO_RESTRICT weights,
-                                ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT given_freqs, int given, int floating,
+                                ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT given_freqs, int floating,
                                 ASTRO_LOCAL LsStage64 *stage, ASTRO_GLOBAL double *ASTRO_RESTRICT power)
 {
     ASTRO_GLOBAL const unsigned int *rec = curves + (size_t)ls_curve_of(curves, n_curves, group) * LS_CURVE_STRIDE;
     const unsigned int p0 = rec[0], np = rec[1], nf = rec[6];
+    const int given = rec[9] != 0;
     const unsigned int k = (group - rec[8]) * LS_GROUP + (unsigned int)lid;
     const size_t out = (size_t)rec[7] + k;
     const ASTRO_U64 f_first = ls_u64(rec + 2) + (ASTRO_U64)(k - (unsigned int)lid) * ls_u64(rec + 4);

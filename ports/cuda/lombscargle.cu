@@ -7,11 +7,11 @@
 #define LS_KERNELS(T, S, STAGE)                                                                                   \
     __global__ void __launch_bounds__(LS_GROUP) ls_power_##S(                                                     \
         const unsigned int *__restrict__ curves, int n_curves, const unsigned int *__restrict__ times,           \
-        const T *__restrict__ weights, const unsigned int *__restrict__ given_freqs, int given, int floating,    \
+        const T *__restrict__ weights, const unsigned int *__restrict__ given_freqs, int floating,    \
         T *__restrict__ power)                                                                                   \
     {                                                                                                            \
         __shared__ STAGE stage[LS_GROUP];                                                                        \
-        ls_power_item_##S(blockIdx.x, (int)threadIdx.x, curves, n_curves, times, weights, given_freqs, given,    \
+        ls_power_item_##S(blockIdx.x, (int)threadIdx.x, curves, n_curves, times, weights, given_freqs,           \
                           floating, stage, power);                                                               \
     }                                                                                                            \
     __global__ void __launch_bounds__(LS_GROUP) ls_topk_##S(const unsigned int *__restrict__ curves,            \

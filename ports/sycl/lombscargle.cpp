@@ -11,12 +11,12 @@ static inline sycl::nd_item<1> item() { return sycl::ext::oneapi::this_work_item
 
 #define LS_KERNELS(T, S, STAGE)                                                                                  \
     LS_KERNEL ls_power_##S(const unsigned int *curves, int n_curves, const unsigned int *times, const T *weights, \
-                           const unsigned int *given_freqs, int given, int floating, T *power)                  \
+                           const unsigned int *given_freqs, int floating, T *power)                  \
     {                                                                                                           \
         static syclexp::work_group_static<STAGE[LS_GROUP]> stage;                                               \
         const sycl::nd_item<1> it = item();                                                                     \
         ls_power_item_##S((unsigned int)it.get_group(0), (int)it.get_local_id(0), curves, n_curves, times,      \
-                          weights, given_freqs, given, floating, &stage[0], power);                             \
+                          weights, given_freqs, floating, &stage[0], power);                             \
     }                                                                                                           \
     LS_KERNEL ls_topk_##S(const unsigned int *curves, const T *power, int k, int *out_index, T *out_power)      \
     {                                                                                                           \

@@ -149,7 +149,7 @@ pub fn bands(
                 nf as u32,
                 offset as u32,
                 groups as u32,
-                0,
+                u32::from(matches!(grid, FrequencyGrid::Given(_))),
                 0,
                 0,
             ]);

@@ -496,7 +496,6 @@ impl Workload for LombScargleProblem {
             .bands
             .iter()
             .map(|band| {
-                let given = i32::from(band.given.len() > 2);
                 let weights = match weights {
                     HostSlice::F64(w) => {
                         HostSlice::F64(&w[2 * band.points.start..2 * band.points.end])
@@ -533,7 +532,6 @@ impl Workload for LombScargleProblem {
                         StepArg::Buffer(1),
                         StepArg::Buffer(2),
                         StepArg::Buffer(3),
-                        StepArg::I32(given),
                         StepArg::I32(floating),
                         StepArg::Buffer(4),
                     ],
