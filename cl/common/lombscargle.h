@@ -129,6 +129,33 @@ ASTRO_FN double ls_angle64(ASTRO_U64 phase)
         LS_ACCUMULATE(float, ASTRO_SINCOS_FAST, ls_angle32(ph), p.wy, p.w, FLOATING, yc, ys, c, s, cc, cs); \
     }
 
+/* All chunks of one curve for one (model, grid kind): stage LS_GROUP points, sum them plainly, add the chunk
+ * sums into the totals with Kahan compensation. */
+#define LS_SWEEP32(FLOATING, GIVEN)                                                      \
+    for (unsigned int base = 0; base < np; base += LS_GROUP) {                          \
+        const int n = (int)(np - base < LS_GROUP ? np - base : LS_GROUP);               \
+        ASTRO_BARRIER();                                                                \
+        if (lid < n) {                                                                  \
+            const size_t j = (size_t)p0 + base + (unsigned int)lid;                     \
+            const ASTRO_U64 t = ls_u64(times + 2 * j);                                  \
+            LsStage32 st;                                                               \
+            st.a = GIVEN ? (unsigned int)(t >> 32) : ls_phase32(t, f_first) + 256u;     \
+            st.b = GIVEN ? (unsigned int)t : ls_phase32(t, df);                         \
+            st.wy = weights[2 * j];                                                     \
+            st.w = weights[2 * j + 1];                                                  \
+            stage[lid] = st;                                                            \
+        }                                                                               \
+        ASTRO_BARRIER();                                                                \
+        float yc = 0, ys = 0, c = 0, s = 0, cc = 0, cs = 0;                             \
+        LS_CHUNK32(FLOATING, GIVEN)                                                     \
+        LS_KAHAN(float, tyc, kyc, yc);                                                  \
+        LS_KAHAN(float, tys, kys, ys);                                                  \
+        LS_KAHAN(float, tc, kc, c);                                                     \
+        LS_KAHAN(float, ts, ks, s);                                                     \
+        LS_KAHAN(float, tcc, kcc, cc);                                                  \
+        LS_KAHAN(float, tcs, kcs, cs);                                                  \
+    }
+
 /* Work-item `lid` of work-group `group`: the float32 power of one frequency. `stage` is LS_GROUP records of
  * local memory. Every work-item reaches every barrier (those past the curve's last frequency too). */
 ASTRO_FN void ls_power_item_f32(unsigned int group, int lid, ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT curves,
@@ -149,37 +176,12 @@ ASTRO_FN void ls_power_item_f32(unsigned int group, int lid, ASTRO_GLOBAL const 
     const unsigned int fh = (unsigned int)(f_own >> 32), fl = (unsigned int)f_own, m = (unsigned int)lid;
     float tyc = 0, tys = 0, tc = 0, ts = 0, tcc = 0, tcs = 0;
     float kyc = 0, kys = 0, kc = 0, ks = 0, kcc = 0, kcs = 0;
-    for (unsigned int base = 0; base < np; base += LS_GROUP) {
-        const int n = (int)(np - base < LS_GROUP ? np - base : LS_GROUP);
-        ASTRO_BARRIER();
-        if (lid < n) {
-            const size_t j = (size_t)p0 + base + (unsigned int)lid;
-            const ASTRO_U64 t = ls_u64(times + 2 * j);
-            LsStage32 st;
-            if (given) {
-                st.a = (unsigned int)(t >> 32);
-                st.b = (unsigned int)t;
-            } else {
-                st.a = ls_phase32(t, f_first) + 256u;
-                st.b = ls_phase32(t, df);
-            }
-            st.wy = weights[2 * j];
-            st.w = weights[2 * j + 1];
-            stage[lid] = st;
-        }
-        ASTRO_BARRIER();
-        float yc = 0, ys = 0, c = 0, s = 0, cc = 0, cs = 0;
-        if (given) {
-            if (floating) { LS_CHUNK32(1, 1) } else { LS_CHUNK32(0, 1) }
-        } else {
-            if (floating) { LS_CHUNK32(1, 0) } else { LS_CHUNK32(0, 0) }
-        }
-        LS_KAHAN(float, tyc, kyc, yc);
-        LS_KAHAN(float, tys, kys, ys);
-        LS_KAHAN(float, tc, kc, c);
-        LS_KAHAN(float, ts, ks, s);
-        LS_KAHAN(float, tcc, kcc, cc);
-        LS_KAHAN(float, tcs, kcs, cs);
+    /* One whole sweep per (model, grid kind): the flags are uniform over a work-group, and a sweep without
+     * branches inside keeps registers low on every compiler. */
+    if (given) {
+        if (floating) { LS_SWEEP32(1, 1) } else { LS_SWEEP32(0, 1) }
+    } else {
+        if (floating) { LS_SWEEP32(1, 0) } else { LS_SWEEP32(0, 0) }
     }
     if (k < nf) {
         float p;
