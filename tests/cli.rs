@@ -213,7 +213,11 @@ fn maps_writes_fits_maps() {
     for name in ["alpha_x", "alpha_y", "kappa", "gamma1", "gamma2", "mu"] {
         let path = dir.path().join(format!("tiny_{name}.fits"));
         let map = astroport::workload::lens::io::read_map_fits(&path).unwrap();
-        assert_eq!((map.nx, map.ny, map.data.len()), (128, 128, 128 * 128), "{name}");
+        assert_eq!(
+            (map.nx, map.ny, map.data.len()),
+            (128, 128, 128 * 128),
+            "{name}"
+        );
         assert!(map.data.iter().all(|v| v.is_finite()), "{name}");
         assert!(map.data.iter().any(|&v| v != 0.0), "{name} is all zero");
         assert!(out.contains(&format!("tiny_{name}.fits")), "{out}");
