@@ -1,4 +1,9 @@
-//! Errors of input and output files, shared by every workload's readers and writers.
+//! Errors of input and output files, and the atomic writer, shared by every workload's readers and writers.
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Everything that can go wrong reading or writing a workload's input and output files. Every variant names
 /// the file; row-level variants name the 1-based line, the column and the value as written.
@@ -56,4 +61,49 @@ pub enum InputError {
     Map { file: String, problem: String },
     #[error("{file}: FITS: {message}")]
     Fits { file: String, message: String },
+}
+
+/// The `Io` variant for `path`.
+pub fn io_error(path: &Path, source: std::io::Error) -> InputError {
+    InputError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Writes `bytes` to a new temporary file in the target's directory, syncs it and renames it over
+/// the target (atomic on one file system). On any failure the temporary file is removed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), InputError> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let name = path.file_name().ok_or_else(|| {
+        io_error(
+            path,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"),
+        )
+    })?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    // Hidden, unique per process and call, so concurrent writers never share a temporary file.
+    let tmp = dir.join(format!(
+        ".{}.{}-{}.tmp",
+        name.to_string_lossy(),
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&tmp, path)
+    })();
+    result.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        io_error(path, e)
+    })
 }

@@ -13,15 +13,14 @@
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::fs;
-use std::io::Write;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use fitsio::hdu::HduInfo;
 use fitsio::images::{ImageDescription, ImageType};
 use fitsio::{sys, FileOpenMode, FitsFile};
 
 pub use crate::inputs::InputError;
+use crate::inputs::{io_error, write_atomic};
 
 // ---------------------------------------------------------------------------------------------------
 // Halo catalogue
@@ -713,50 +712,6 @@ fn float(v: f64) -> String {
 
 fn read_text(path: &Path) -> Result<String, InputError> {
     fs::read_to_string(path).map_err(|e| io_error(path, e))
-}
-
-fn io_error(path: &Path, source: std::io::Error) -> InputError {
-    InputError::Io {
-        path: path.display().to_string(),
-        source,
-    }
-}
-
-/// Writes `bytes` to a new temporary file in the target's directory, syncs it and renames it over
-/// the target (atomic on one file system). On any failure the temporary file is removed.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), InputError> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let name = path.file_name().ok_or_else(|| {
-        io_error(
-            path,
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"),
-        )
-    })?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    // Hidden, unique per process and call, so concurrent writers never share a temporary file.
-    let tmp = dir.join(format!(
-        ".{}.{}-{}.tmp",
-        name.to_string_lossy(),
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        fs::rename(&tmp, path)
-    })();
-    result.map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        io_error(path, e)
-    })
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -41,14 +41,13 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::fmt;
 use std::fs;
-use std::io::Write;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use fitsio::sys;
 
 use super::{LightCurve, Peak};
 pub use crate::inputs::InputError;
+use crate::inputs::{io_error, write_atomic};
 
 // ---------------------------------------------------------------------------------------------------
 // Column roles
@@ -1120,50 +1119,6 @@ fn finish_csv(
 /// as a FAP of 1e-300 keep an exponent instead of 300 zeros.
 fn float(v: f64) -> String {
     format!("{v:?}")
-}
-
-fn io_error(path: &Path, source: std::io::Error) -> InputError {
-    InputError::Io {
-        path: path.display().to_string(),
-        source,
-    }
-}
-
-/// Writes `bytes` to a fresh temporary file in the target's directory, syncs it and renames it over
-/// the target (atomic within one file system); on failure the temporary file is removed.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), InputError> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let name = path.file_name().ok_or_else(|| {
-        io_error(
-            path,
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"),
-        )
-    })?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    // Hidden and unique per process and call, so concurrent writers never share one.
-    let tmp = dir.join(format!(
-        ".{}.{}-{}.tmp",
-        name.to_string_lossy(),
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        fs::rename(&tmp, path)
-    })();
-    result.map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        io_error(path, e)
-    })
 }
 
 #[cfg(test)]
