@@ -190,67 +190,6 @@ pub fn fap_single(z: f64, n: usize, normalization: Normalization, model: SignalM
     ln_fap_single(z, n, normalization, model).exp()
 }
 
-/// "Naive" FAP of the highest peak (astropy `fap_naive`): f_max T independent frequencies.
-pub fn fap_naive(
-    z: f64,
-    fmax: f64,
-    t: &[f64],
-    dy: Option<&[f64]>,
-    normalization: Normalization,
-    model: SignalModel,
-) -> f64 {
-    time_only_stats(t, dy, model).false_alarm_probability(z, FapMethod::Naive, fmax, normalization)
-}
-
-/// Davies upper bound on the FAP of the highest peak (astropy `fap_davies`); not clipped to 1.
-pub fn fap_davies(
-    z: f64,
-    fmax: f64,
-    t: &[f64],
-    dy: Option<&[f64]>,
-    normalization: Normalization,
-    model: SignalModel,
-) -> f64 {
-    time_only_stats(t, dy, model).false_alarm_probability(z, FapMethod::Davies, fmax, normalization)
-}
-
-/// Baluev's alias-free FAP of the highest peak (astropy `fap_baluev`, its default method).
-pub fn fap_baluev(
-    z: f64,
-    fmax: f64,
-    t: &[f64],
-    dy: Option<&[f64]>,
-    normalization: Normalization,
-    model: SignalModel,
-) -> f64 {
-    time_only_stats(t, dy, model).false_alarm_probability(z, FapMethod::Baluev, fmax, normalization)
-}
-
-/// FAP of a periodogram maximum `z` of `curve` searched over (0, `fmax`] (astropy
-/// `LombScargle.false_alarm_probability(z, method, maximum_frequency=fmax)`).
-pub fn false_alarm_probability(
-    z: f64,
-    method: FapMethod,
-    fmax: f64,
-    curve: &LightCurve,
-    model: SignalModel,
-    normalization: Normalization,
-) -> f64 {
-    SeriesStats::new(curve, model).false_alarm_probability(z, method, fmax, normalization)
-}
-
-/// Natural log of [`false_alarm_probability`]: finite where the probability underflows f64.
-pub fn ln_false_alarm_probability(
-    z: f64,
-    method: FapMethod,
-    fmax: f64,
-    curve: &LightCurve,
-    model: SignalModel,
-    normalization: Normalization,
-) -> f64 {
-    SeriesStats::new(curve, model).ln_false_alarm_probability(z, method, fmax, normalization)
-}
-
 /// `n` bootstrap copies of `curve` for an empirical FAP: the (y, dy) pairs are drawn with replacement and
 /// the times kept, as astropy's bootstrap does, so the window function (aliases) is preserved while any
 /// periodic signal is destroyed. Deterministic for a `seed` (PCG64; not astropy's numpy stream).
@@ -330,18 +269,6 @@ fn time_stats(t: &[f64], dy: Option<&[f64]>) -> (f64, f64) {
     let lo = t.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = t.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     (swv / sw, hi - lo)
-}
-
-/// Stats for the FAP functions, which need no y (chi2_ref is left NaN).
-fn time_only_stats(t: &[f64], dy: Option<&[f64]>, model: SignalModel) -> SeriesStats {
-    let (t_var, baseline) = time_stats(t, dy);
-    SeriesStats {
-        n: t.len(),
-        model,
-        chi2_ref: f64::NAN,
-        t_var,
-        baseline,
-    }
 }
 
 /// ln(e^a + e^b), exact when either is -inf.
@@ -490,12 +417,10 @@ mod tests {
         assert_eq!(z, floats(&o["power_standard_floating"])[k]);
         for (m, key) in METHOD_KEYS {
             let want = peak["false_alarm_probability"][key].as_f64().unwrap();
-            let got = false_alarm_probability(
+            let got = SeriesStats::new(&c, SignalModel::FloatingMean).false_alarm_probability(
                 z,
                 m,
                 fm,
-                &c,
-                SignalModel::FloatingMean,
                 Normalization::Standard,
             );
             let r = rel(got, want);
@@ -519,21 +444,6 @@ mod tests {
                 let r = rel(got, w);
                 eprintln!("level {z} {key}: {got:.16e} vs {w:.16e} (rel {r:e})");
                 assert!(r < 1e-9, "level {z} {key}: {got:e} vs {w:e}");
-                // the free functions agree with the stats method
-                let f = match m {
-                    FapMethod::Naive => fap_naive,
-                    FapMethod::Davies => fap_davies,
-                    FapMethod::Baluev => fap_baluev,
-                };
-                let g2 = f(
-                    z,
-                    fm,
-                    &c.t,
-                    None,
-                    Normalization::Standard,
-                    SignalModel::FloatingMean,
-                );
-                assert!(rel(g2, got) < 1e-15);
             }
         }
         // astropy's Davies bound exceeds 1 at low power; it is reproduced, not clipped
