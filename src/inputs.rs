@@ -1,5 +1,8 @@
-//! Errors of input and output files, and the atomic writer, shared by every workload's readers and writers.
+//! What every workload's readers and writers share: the error type, the atomic writer, the CSV writer and
+//! float format, and cfitsio's in-memory files (FITS goes through memory so cfitsio's file-name syntax never
+//! meets a real path, and std does the atomic write).
 
+use std::ffi::{c_int, c_void, CStr};
 use std::fs;
 use std::io::Write;
 use std::path::Path;
@@ -106,4 +109,80 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), InputError> {
         let _ = fs::remove_file(&tmp);
         io_error(path, e)
     })
+}
+
+/// A CSV writer into memory. It quotes any field holding '#', so a name cannot turn its row into a comment.
+pub fn csv_writer() -> csv::Writer<Vec<u8>> {
+    csv::WriterBuilder::new()
+        .comment(Some(b'#'))
+        .from_writer(Vec::new())
+}
+
+/// The bytes of a CSV writer after its rows were written with `result`, or the CSV error naming `file`.
+pub fn finish_csv(
+    w: csv::Writer<Vec<u8>>,
+    result: Result<(), csv::Error>,
+    file: &str,
+) -> Result<Vec<u8>, InputError> {
+    let csv_error = |message: String| InputError::Csv {
+        file: file.to_string(),
+        message,
+    };
+    result.map_err(|e| csv_error(e.to_string()))?;
+    w.into_inner().map_err(|e| csv_error(e.to_string()))
+}
+
+/// Shortest text that reads back as the same f64; `{:?}` rather than `{}` so that tiny values such as a
+/// FAP of 1e-300 keep an exponent instead of 300 zeros.
+pub fn float(v: f64) -> String {
+    format!("{v:?}")
+}
+
+extern "C" {
+    /// C `realloc`, the growth function cfitsio's memory files and decompressor call.
+    pub fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void;
+    fn free(ptr: *mut c_void);
+}
+
+/// Memory that cfitsio grows with C `realloc`, so it is released with C `free`.
+pub struct CBuffer {
+    pub ptr: *mut c_void,
+    pub len: usize,
+}
+
+impl Drop for CBuffer {
+    fn drop(&mut self) {
+        if !self.ptr.is_null() {
+            // SAFETY: ptr came from C realloc (directly or via cfitsio) and is freed once, here.
+            unsafe { free(self.ptr) };
+        }
+    }
+}
+
+/// Opens `bytes` as a read-only cfitsio memory file named `name`. Returns the file pointer (the caller
+/// closes it) and the slot cfitsio keeps pointers into: hold the slot, and `bytes`, until the file is closed.
+pub fn open_fits_in_memory(
+    bytes: &mut [u8],
+    name: &CStr,
+) -> Result<(*mut fitsio::sys::fitsfile, Box<(*mut c_void, usize)>), fitsio::errors::Error> {
+    // Boxed for a stable address: cfitsio keeps the addresses of the buffer pointer and size; it only reads
+    // (read-only mode, no realloc function).
+    let mut slot: Box<(*mut c_void, usize)> = Box::new((bytes.as_mut_ptr().cast(), bytes.len()));
+    let mut fptr = std::ptr::null_mut();
+    let mut status: c_int = 0;
+    // SAFETY: slot and bytes outlive the memory file (the caller's obligation above).
+    unsafe {
+        fitsio::sys::ffomem(
+            &mut fptr,
+            name.as_ptr(),
+            0,
+            &mut slot.0,
+            &mut slot.1,
+            0,
+            None,
+            &mut status,
+        );
+    }
+    fitsio::errors::check_status(status)?;
+    Ok((fptr, slot))
 }

@@ -11,7 +11,7 @@
 //! source and linked statically) encodes the file in memory; std writes the bytes.
 
 use std::collections::HashMap;
-use std::ffi::{c_char, c_int, c_void, CString};
+use std::ffi::{c_char, c_int, CString};
 use std::fs;
 use std::path::Path;
 
@@ -20,7 +20,9 @@ use fitsio::images::{ImageDescription, ImageType};
 use fitsio::{sys, FileOpenMode, FitsFile};
 
 pub use crate::inputs::InputError;
-use crate::inputs::{io_error, write_atomic};
+use crate::inputs::{
+    csv_writer, finish_csv, float, io_error, open_fits_in_memory, realloc, write_atomic, CBuffer,
+};
 
 // ---------------------------------------------------------------------------------------------------
 // Halo catalogue
@@ -685,31 +687,6 @@ impl Row<'_> {
     }
 }
 
-fn csv_writer() -> csv::Writer<Vec<u8>> {
-    csv::WriterBuilder::new()
-        // Quotes any field holding '#', so an id cannot turn its row into a comment.
-        .comment(Some(b'#'))
-        .from_writer(Vec::new())
-}
-
-fn finish_csv(
-    w: csv::Writer<Vec<u8>>,
-    result: Result<(), csv::Error>,
-    file: &str,
-) -> Result<Vec<u8>, InputError> {
-    let csv_error = |message: String| InputError::Csv {
-        file: file.to_string(),
-        message,
-    };
-    result.map_err(|e| csv_error(e.to_string()))?;
-    w.into_inner().map_err(|e| csv_error(e.to_string()))
-}
-
-/// Shortest text that parses back to the same f64 (Rust's `{:?}`).
-fn float(v: f64) -> String {
-    format!("{v:?}")
-}
-
 fn read_text(path: &Path) -> Result<String, InputError> {
     fs::read_to_string(path).map_err(|e| io_error(path, e))
 }
@@ -829,26 +806,6 @@ fn check_map(map: &MapImage) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// Memory that cfitsio grows with C `realloc`, so it is released with C `free`.
-struct CBuffer {
-    ptr: *mut c_void,
-    len: usize,
-}
-
-impl Drop for CBuffer {
-    fn drop(&mut self) {
-        if !self.ptr.is_null() {
-            // SAFETY: ptr came from C realloc (via cfitsio) and is freed once, here.
-            unsafe { free(self.ptr) };
-        }
-    }
-}
-
-extern "C" {
-    fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void;
-    fn free(ptr: *mut c_void);
 }
 
 /// Encodes the map as a FITS file in memory. Going through memory keeps cfitsio's file-name syntax
@@ -1023,25 +980,8 @@ impl From<fitsio::errors::Error> for DecodeError {
 }
 
 fn decode_map(bytes: &mut Vec<u8>) -> Result<MapFits, DecodeError> {
-    // Boxed for a stable address, as in encode_map; cfitsio only reads through it (read-only, no
-    // realloc function), and `bytes` outlives the file.
-    let mut slot: Box<(*mut c_void, usize)> = Box::new((bytes.as_mut_ptr().cast(), bytes.len()));
-    let mut fptr = std::ptr::null_mut();
+    let (fptr, _slot) = open_fits_in_memory(bytes, c"map.fits")?;
     let mut status: c_int = 0;
-    // SAFETY: slot and bytes outlive the memory file, which `f` closes on drop.
-    unsafe {
-        sys::ffomem(
-            &mut fptr,
-            c"map.fits".as_ptr(),
-            0,
-            &mut slot.0,
-            &mut slot.1,
-            0,
-            None,
-            &mut status,
-        );
-    }
-    fitsio::errors::check_status(status)?;
     let mut f = wrap_raw(fptr, FileOpenMode::READONLY)?;
     let hdu = f.primary_hdu()?;
     let (ny, nx) = match &hdu.info {

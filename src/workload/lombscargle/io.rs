@@ -47,7 +47,9 @@ use fitsio::sys;
 
 use super::{LightCurve, Peak};
 pub use crate::inputs::InputError;
-use crate::inputs::{io_error, write_atomic};
+use crate::inputs::{
+    csv_writer, finish_csv, float, io_error, open_fits_in_memory, realloc, write_atomic, CBuffer,
+};
 
 // ---------------------------------------------------------------------------------------------------
 // Column roles
@@ -817,26 +819,8 @@ const INTEGER_TYPES: [c_int; 10] = [11, 12, 20, 21, 30, 31, 40, 41, 80, 81];
 const REAL_TYPES: [c_int; 2] = [42, 82];
 
 fn decode_table(bytes: &mut [u8]) -> Result<FitsTable, FitsProblem> {
-    // Boxed for a stable address: cfitsio keeps pointers to the buffer's address and size until the
-    // file is closed; it only reads (read-only, no realloc), and `bytes` outlives the file.
-    let mut slot: Box<(*mut c_void, usize)> = Box::new((bytes.as_mut_ptr().cast(), bytes.len()));
-    let mut fptr = std::ptr::null_mut();
+    let (fptr, _slot) = open_fits_in_memory(bytes, c"lightcurve.fits")?;
     let mut status = 0;
-    // SAFETY: slot and bytes outlive the memory file, which `f` closes on drop. Going through memory
-    // keeps cfitsio's file-name syntax (brackets, '!', URLs) away from real paths.
-    unsafe {
-        sys::ffomem(
-            &mut fptr,
-            c"lightcurve.fits".as_ptr(),
-            0,
-            &mut slot.0,
-            &mut slot.1,
-            0,
-            None,
-            &mut status,
-        )
-    };
-    check(status)?;
     let f = OpenFits(fptr);
 
     let mut count = 0;
@@ -948,8 +932,6 @@ fn decode_table(bytes: &mut [u8]) -> Result<FitsTable, FitsProblem> {
 }
 
 extern "C" {
-    fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void;
-    fn free(ptr: *mut c_void);
     /// cfitsio's in-memory gunzip (zlib/zcompress.c, linked with the bundled cfitsio).
     fn uncompress2mem_from_mem(
         inmemptr: *mut c_char,
@@ -960,21 +942,6 @@ extern "C" {
         filesize: *mut usize,
         status: *mut c_int,
     ) -> c_int;
-}
-
-/// Memory grown by cfitsio with C `realloc`, released with C `free`.
-struct CBuffer {
-    ptr: *mut c_void,
-    len: usize,
-}
-
-impl Drop for CBuffer {
-    fn drop(&mut self) {
-        if !self.ptr.is_null() {
-            // SAFETY: ptr came from C realloc and is freed once, here.
-            unsafe { free(self.ptr) };
-        }
-    }
 }
 
 /// Decompresses a gzip file in memory with cfitsio's own zlib (no extra dependency).
@@ -1093,32 +1060,6 @@ pub fn write_peaks_csv(path: &Path, peaks: &[(&str, &[Peak])]) -> Result<(), Inp
     })();
     let bytes = finish_csv(w, result, &file)?;
     write_atomic(path, &bytes)
-}
-
-fn csv_writer() -> csv::Writer<Vec<u8>> {
-    csv::WriterBuilder::new()
-        // Quotes a field holding '#', so an object name cannot turn its row into a comment.
-        .comment(Some(b'#'))
-        .from_writer(Vec::new())
-}
-
-fn finish_csv(
-    w: csv::Writer<Vec<u8>>,
-    result: Result<(), csv::Error>,
-    file: &str,
-) -> Result<Vec<u8>, InputError> {
-    let csv_error = |message: String| InputError::Csv {
-        file: file.to_string(),
-        message,
-    };
-    result.map_err(|e| csv_error(e.to_string()))?;
-    w.into_inner().map_err(|e| csv_error(e.to_string()))
-}
-
-/// Shortest text that reads back as the same f64; `{:?}` rather than `{}` so that tiny values such
-/// as a FAP of 1e-300 keep an exponent instead of 300 zeros.
-fn float(v: f64) -> String {
-    format!("{v:?}")
 }
 
 #[cfg(test)]
