@@ -159,15 +159,18 @@ impl Drop for CBuffer {
     }
 }
 
+/// Where cfitsio reads a memory file's address and size from while the file is open.
+pub type MemorySlot = Box<(*mut c_void, usize)>;
+
 /// Opens `bytes` as a read-only cfitsio memory file named `name`. Returns the file pointer (the caller
 /// closes it) and the slot cfitsio keeps pointers into: hold the slot, and `bytes`, until the file is closed.
 pub fn open_fits_in_memory(
     bytes: &mut [u8],
     name: &CStr,
-) -> Result<(*mut fitsio::sys::fitsfile, Box<(*mut c_void, usize)>), fitsio::errors::Error> {
+) -> Result<(*mut fitsio::sys::fitsfile, MemorySlot), fitsio::errors::Error> {
     // Boxed for a stable address: cfitsio keeps the addresses of the buffer pointer and size; it only reads
     // (read-only mode, no realloc function).
-    let mut slot: Box<(*mut c_void, usize)> = Box::new((bytes.as_mut_ptr().cast(), bytes.len()));
+    let mut slot: MemorySlot = Box::new((bytes.as_mut_ptr().cast(), bytes.len()));
     let mut fptr = std::ptr::null_mut();
     let mut status: c_int = 0;
     // SAFETY: slot and bytes outlive the memory file (the caller's obligation above).

@@ -979,7 +979,7 @@ impl From<fitsio::errors::Error> for DecodeError {
     }
 }
 
-fn decode_map(bytes: &mut Vec<u8>) -> Result<MapFits, DecodeError> {
+fn decode_map(bytes: &mut [u8]) -> Result<MapFits, DecodeError> {
     let (fptr, _slot) = open_fits_in_memory(bytes, c"map.fits")?;
     let mut status: c_int = 0;
     let mut f = wrap_raw(fptr, FileOpenMode::READONLY)?;
