@@ -13,23 +13,30 @@ const CHUNK: usize = 256;
 /// Frequencies per float32 inner loop (one AVX2 register of f32).
 const LANES: usize = 8;
 
-/// astropy 'standard' power from the six sums (weights sum to 1, sum w y^2 = 1).
-pub fn standard_power(sums: [f64; 6], model: SignalModel) -> f64 {
-    let [yc, ys, mut c, mut s, cc, cs] = sums;
-    if model == SignalModel::FixedMean {
-        c = 0.0;
-        s = 0.0;
-    }
-    let ccp = cc - c * c;
-    let ssp = 1.0 - cc - s * s;
-    let csp = cs - c * s;
-    let d = ccp * ssp - csp * csp;
-    if d > 0.0 {
-        (ssp * yc * yc + ccp * ys * ys - 2.0 * csp * yc * ys) / d
-    } else {
-        0.0
-    }
+/// astropy 'standard' power from the six sums (weights sum to 1, sum w y^2 = 1), in the sums' precision
+/// (float32 mirrors the kernels' finish, LS_POWER in the header).
+macro_rules! standard_power {
+    ($name:ident, $t:ty) => {
+        pub fn $name(sums: [$t; 6], model: SignalModel) -> $t {
+            let [yc, ys, mut c, mut s, cc, cs] = sums;
+            if model == SignalModel::FixedMean {
+                c = 0.0;
+                s = 0.0;
+            }
+            let ccp = cc - c * c;
+            let ssp = 1.0 - cc - s * s;
+            let csp = cs - c * s;
+            let d = ccp * ssp - csp * csp;
+            if d > 0.0 {
+                (ssp * yc * yc + ccp * ys * ys - 2.0 * csp * yc * ys) / d
+            } else {
+                0.0
+            }
+        }
+    };
 }
+standard_power!(standard_power, f64);
+standard_power!(standard_power_f32, f32);
 
 /// f64 power of one prepared curve at frequency `f`.
 pub fn power_f64(curve: &Prepared, f: f64, model: SignalModel) -> f64 {
@@ -89,19 +96,35 @@ fn turns(phase: u32) -> f32 {
     (phase as i32) as f32 * (1.0 / 4_294_967_296.0)
 }
 
+/// A prepared curve as the float32 path reads it: fixed-point times and float32 weights, built once per
+/// curve and run, not per block of frequencies.
+pub struct Series32 {
+    times: Vec<u64>,
+    wy: Vec<f32>,
+    w: Vec<f32>,
+}
+
+impl Series32 {
+    pub fn new(curve: &Prepared, fixed: FixedPoint) -> Series32 {
+        Series32 {
+            times: curve.t.iter().map(|&t| fixed.time(t)).collect(),
+            wy: curve.wy.iter().map(|&x| x as f32).collect(),
+            w: curve.w.iter().map(|&x| x as f32).collect(),
+        }
+    }
+}
+
 /// Float32 powers of one curve over `grid[k0..k1]`: exact fixed-point phases (as the kernels), f32 sincos
 /// and sums, compensated chunk adds.
 pub fn powers_f32(
-    curve: &Prepared,
+    series: &Series32,
     grid: &FrequencyGrid,
     k0: usize,
     k1: usize,
     fixed: FixedPoint,
     model: SignalModel,
 ) -> Vec<f32> {
-    let times: Vec<u64> = curve.t.iter().map(|&t| fixed.time(t)).collect();
-    let wy: Vec<f32> = curve.wy.iter().map(|&x| x as f32).collect();
-    let w: Vec<f32> = curve.w.iter().map(|&x| x as f32).collect();
+    let Series32 { times, wy, w } = series;
     let mut out = Vec::with_capacity(k1 - k0);
     let mut k = k0;
     while k < k1 {
@@ -150,30 +173,14 @@ pub fn powers_f32(
         }
         #[allow(clippy::needless_range_loop)] // l indexes the inner arrays of `total`
         for l in 0..lanes {
-            let sums: [f64; 6] = std::array::from_fn(|q| total[q][l] as f64);
-            out.push(standard_power_f32(sums, model));
+            out.push(standard_power_f32(
+                std::array::from_fn(|q| total[q][l]),
+                model,
+            ));
         }
         k += lanes;
     }
     out
-}
-
-/// The float32 finish of the kernels (same formula evaluated in f32).
-fn standard_power_f32(sums: [f64; 6], model: SignalModel) -> f32 {
-    let [yc, ys, mut c, mut s, cc, cs] = sums.map(|x| x as f32);
-    if model == SignalModel::FixedMean {
-        c = 0.0;
-        s = 0.0;
-    }
-    let ccp = cc - c * c;
-    let ssp = 1.0 - cc - s * s;
-    let csp = cs - c * s;
-    let d = ccp * ssp - csp * csp;
-    if d > 0.0 {
-        (ssp * yc * yc + ccp * ys * ys - 2.0 * csp * yc * ys) / d
-    } else {
-        0.0
-    }
 }
 
 #[cfg(test)]

@@ -370,17 +370,19 @@ impl LombScargleProblem {
             .iter()
             .map(|&c| {
                 let n = self.grids[c].len();
+                let series = (precision != Precision::F64)
+                    .then(|| cpu::Series32::new(&self.prepared[c], self.fixed));
                 let blocks: Vec<usize> = (0..n).step_by(GROUP).collect();
                 blocks
                     .par_iter()
                     .flat_map_iter(|&k0| {
                         let k1 = (k0 + GROUP).min(n);
-                        match precision {
-                            Precision::F64 => (k0..k1)
+                        match &series {
+                            None => (k0..k1)
                                 .map(|k| self.reference_power(c, k))
                                 .collect::<Vec<_>>(),
-                            _ => cpu::powers_f32(
-                                &self.prepared[c],
+                            Some(series) => cpu::powers_f32(
+                                series,
                                 &self.grids[c],
                                 k0,
                                 k1,
