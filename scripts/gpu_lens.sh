@@ -7,23 +7,8 @@
 #                     mkdir -p .carry && cp target/gpu/release/astroport .carry/
 # Then run it there with .carry carried; results land in $OUT (results.jsonl, report.md, logs).
 set -uo pipefail
-out="${OUT:-out/gpu}"
-mkdir -p "$out"
-bin="${ASTROPORT_BIN:-.carry/astroport}"
-icd=$(mktemp -d)
-echo "libnvidia-opencl.so.1" > "$icd/nvidia.icd"
-echo "libpocl.so.2" > "$icd/pocl.icd"
-export OCL_ICD_VENDORS="$icd"
-export CUDA_CACHE_DISABLE=1   # NVIDIA OpenCL returns no ptxas report for cached programs
-{
-  date -u
-  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.sm,power.limit,temperature.gpu --format=csv
-  nproc; lscpu | grep "Model name"
-} > "$out/machine.txt" 2>&1
-"$bin" devices > "$out/devices.txt" 2>&1
-cat "$out/devices.txt"
-nv=$(awk '$2=="opencl" && /NVIDIA/ {print $1; exit}' "$out/devices.txt")
-[ -n "$nv" ] || nv="opencl"   # no NVIDIA OpenCL: the row will say why
+GPU_WITH_POCL=1
+source "$(dirname "$0")/gpu_common.sh"
 "$bin" bench --preset hff --backend cuda --backend "$nv" ${WITH_CPU:+--backend cpu} --repeats "${REPEATS:-7}" \
   --out "$out" 2> "$out/bench.log"
 status=$?
@@ -42,10 +27,10 @@ if [ -z "${NO_ENERGY:-}" ]; then
     kill $smi 2>/dev/null; wait $smi 2>/dev/null
   done
 fi
-# SASS of the lens kernels, for the instruction-mix notes.
+# SASS of the lens kernels, for the instruction-mix notes (-fun needs the mangled names).
 if command -v cuobjdump >/dev/null; then
-  cuobjdump -sass -fun lens_grid_f32 "$bin" > "$out/sass-lens_grid_f32.txt" 2>&1 || true
-  cuobjdump -sass -fun lens_grid_f64 "$bin" > "$out/sass-lens_grid_f64.txt" 2>&1 || true
+  cuobjdump -sass -fun _Z13lens_grid_f32PKfiS0_iiiifPfS1_ "$bin" > "$out/sass-lens_grid_f32.txt" 2>&1 || true
+  cuobjdump -sass -fun _Z13lens_grid_f64PKdiS0_iiiidPdS1_ "$bin" > "$out/sass-lens_grid_f64.txt" 2>&1 || true
   cuobjdump -res-usage "$bin" > "$out/res-usage.txt" 2>&1 || true
 fi
 # One archive of everything (the device tool returns a limited number of files).

@@ -6,22 +6,7 @@
 #                     mkdir -p .carry && cp target/gpu/release/astroport .carry/
 # Then run it there with .carry carried; results land in $OUT (results.jsonl, report.md, logs, ls-gpu.tgz).
 set -uo pipefail
-out="${OUT:-out/gpu}"
-mkdir -p "$out"
-bin="${ASTROPORT_BIN:-.carry/astroport}"
-icd=$(mktemp -d)
-echo "libnvidia-opencl.so.1" > "$icd/nvidia.icd"
-export OCL_ICD_VENDORS="$icd"
-export CUDA_CACHE_DISABLE=1   # NVIDIA OpenCL returns no ptxas report for cached programs
-{
-  date -u
-  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.sm,power.limit,temperature.gpu --format=csv
-  nproc; lscpu | grep "Model name"
-} > "$out/machine.txt" 2>&1
-"$bin" devices > "$out/devices.txt" 2>&1
-cat "$out/devices.txt"
-nv=$(awk '$2=="opencl" && /NVIDIA/ {print $1; exit}' "$out/devices.txt")
-[ -n "$nv" ] || nv="opencl"   # no NVIDIA OpenCL: the row will say why
+source "$(dirname "$0")/gpu_common.sh"
 status=0
 run() {  # name, then astroport arguments
   local name=$1; shift

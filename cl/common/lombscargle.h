@@ -56,6 +56,33 @@ ASTRO_FN int ls_curve_of(ASTRO_GLOBAL const unsigned int *curves, int n_curves, 
 
 ASTRO_FN ASTRO_U64 ls_u64(ASTRO_GLOBAL const unsigned int *p) { return ((ASTRO_U64)p[1] << 32) | (ASTRO_U64)p[0]; }
 
+/* What work-item `lid` of work-group `group` takes from its curve's record: the curve's points, its
+ * frequency index k (k >= nf past the last frequency), where its power goes, and its frequencies in fixed
+ * point (the group's first and the step on a uniform grid, its own on a given grid). */
+typedef struct {
+    unsigned int p0, np, nf, k;
+    int given;
+    size_t out;
+    ASTRO_U64 f_first, df, f_own;
+} LsItem;
+
+ASTRO_FN LsItem ls_item(unsigned int group, int lid, ASTRO_GLOBAL const unsigned int *curves, int n_curves,
+                        ASTRO_GLOBAL const unsigned int *given_freqs)
+{
+    ASTRO_GLOBAL const unsigned int *rec = curves + (size_t)ls_curve_of(curves, n_curves, group) * LS_CURVE_STRIDE;
+    LsItem it;
+    it.p0 = rec[0];
+    it.np = rec[1];
+    it.nf = rec[6];
+    it.given = rec[9] != 0;
+    it.k = (group - rec[8]) * LS_GROUP + (unsigned int)lid;
+    it.out = (size_t)rec[7] + it.k;
+    it.df = ls_u64(rec + 4);
+    it.f_first = ls_u64(rec + 2) + (ASTRO_U64)(it.k - (unsigned int)lid) * it.df;
+    it.f_own = it.given && it.k < it.nf ? ls_u64(given_freqs + 2 * it.out) : 0;
+    return it;
+}
+
 /* frac(f t) in units of 2^-64 cycles: bits 32..95 of T*F. */
 ASTRO_FN ASTRO_U64 ls_phase64(ASTRO_U64 t, ASTRO_U64 f)
 {
@@ -164,15 +191,10 @@ ASTRO_FN void ls_power_item_f32(unsigned int group, int lid, ASTRO_GLOBAL const 
                                 ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT given_freqs, int floating,
                                 ASTRO_LOCAL LsStage32 *stage, ASTRO_GLOBAL float *ASTRO_RESTRICT power)
 {
-    ASTRO_GLOBAL const unsigned int *rec = curves + (size_t)ls_curve_of(curves, n_curves, group) * LS_CURVE_STRIDE;
-    const unsigned int p0 = rec[0], np = rec[1], nf = rec[6];
-    const int given = rec[9] != 0;
-    const unsigned int k = (group - rec[8]) * LS_GROUP + (unsigned int)lid;
-    const size_t out = (size_t)rec[7] + k;
-    const ASTRO_U64 f_first = ls_u64(rec + 2) + (ASTRO_U64)(k - (unsigned int)lid) * ls_u64(rec + 4);
-    const ASTRO_U64 df = ls_u64(rec + 4);
-    ASTRO_U64 f_own = 0;
-    if (given && k < nf) f_own = ls_u64(given_freqs + 2 * out);
+    const LsItem it = ls_item(group, lid, curves, n_curves, given_freqs);
+    const unsigned int p0 = it.p0, np = it.np;
+    const int given = it.given;
+    const ASTRO_U64 f_first = it.f_first, df = it.df, f_own = it.f_own;
     const unsigned int fh = (unsigned int)(f_own >> 32), fl = (unsigned int)f_own, m = (unsigned int)lid;
     float tyc = 0, tys = 0, tc = 0, ts = 0, tcc = 0, tcs = 0;
     float kyc = 0, kys = 0, kc = 0, ks = 0, kcc = 0, kcs = 0;
@@ -183,10 +205,10 @@ ASTRO_FN void ls_power_item_f32(unsigned int group, int lid, ASTRO_GLOBAL const 
     } else {
         if (floating) { LS_SWEEP32(1, 0) } else { LS_SWEEP32(0, 0) }
     }
-    if (k < nf) {
+    if (it.k < it.nf) {
         float p;
         LS_POWER(float, tyc, tys, tc, ts, tcc, tcs, p);
-        power[out] = p;
+        power[it.out] = p;
     }
 }
 
@@ -205,15 +227,10 @@ ASTRO_FN void ls_power_item_f64(unsigned int group, int lid, ASTRO_GLOBAL const 
                                 ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT given_freqs, int floating,
                                 ASTRO_LOCAL LsStage64 *stage, ASTRO_GLOBAL double *ASTRO_RESTRICT power)
 {
-    ASTRO_GLOBAL const unsigned int *rec = curves + (size_t)ls_curve_of(curves, n_curves, group) * LS_CURVE_STRIDE;
-    const unsigned int p0 = rec[0], np = rec[1], nf = rec[6];
-    const int given = rec[9] != 0;
-    const unsigned int k = (group - rec[8]) * LS_GROUP + (unsigned int)lid;
-    const size_t out = (size_t)rec[7] + k;
-    const ASTRO_U64 f_first = ls_u64(rec + 2) + (ASTRO_U64)(k - (unsigned int)lid) * ls_u64(rec + 4);
-    const ASTRO_U64 df = ls_u64(rec + 4);
-    ASTRO_U64 f_own = 0;
-    if (given && k < nf) f_own = ls_u64(given_freqs + 2 * out);
+    const LsItem it = ls_item(group, lid, curves, n_curves, given_freqs);
+    const unsigned int p0 = it.p0, np = it.np;
+    const int given = it.given;
+    const ASTRO_U64 f_first = it.f_first, df = it.df, f_own = it.f_own;
     const unsigned int m = (unsigned int)lid;
     double tyc = 0, tys = 0, tc = 0, ts = 0, tcc = 0, tcs = 0;
     for (unsigned int base = 0; base < np; base += LS_GROUP) {
@@ -243,10 +260,10 @@ ASTRO_FN void ls_power_item_f64(unsigned int group, int lid, ASTRO_GLOBAL const 
         tcc += cc;
         tcs += cs;
     }
-    if (k < nf) {
+    if (it.k < it.nf) {
         double p;
         LS_POWER(double, tyc, tys, tc, ts, tcc, tcs, p);
-        power[out] = p;
+        power[it.out] = p;
     }
 }
 #endif
