@@ -503,13 +503,15 @@ fn run_periodogram(
         problem.pairs() / seconds
     );
     // Peaks in standard power (FAPs are computed from it), per curve.
-    let mut starts = vec![0usize];
-    for g in &problem.grids {
-        starts.push(starts.last().unwrap() + g.len());
-    }
+    let ranges = problem.curve_ranges();
+    let stats: Vec<fap::SeriesStats> = problem
+        .curves
+        .iter()
+        .map(|c| fap::SeriesStats::new(c, model))
+        .collect();
     let standard_peaks: Vec<Vec<(usize, f64)>> = (0..problem.curves.len())
         .map(|c| match output {
-            Output::Full => ls::top_k(&field.components[0][starts[c]..starts[c + 1]], k),
+            Output::Full => ls::top_k(&field.components[0][ranges[c].clone()], k),
             Output::TopK(_) => (0..k)
                 .map(|r| {
                     (
@@ -541,8 +543,7 @@ fn run_periodogram(
         Vec::new()
     };
     let mut peaks: Vec<Vec<Peak>> = Vec::new();
-    for (c, curve) in problem.curves.iter().enumerate() {
-        let stats = fap::SeriesStats::new(curve, model);
+    for (c, stats) in stats.iter().enumerate() {
         let fmax = problem.grids[c].max_frequency();
         peaks.push(
             standard_peaks[c]
@@ -550,7 +551,7 @@ fn run_periodogram(
                 .map(|&(index, z)| Peak {
                     index,
                     frequency: problem.grids[c].frequency(index),
-                    power: fap::convert_power(z, normalization, &stats),
+                    power: fap::convert_power(z, normalization, stats),
                     fap: match method {
                         Some(m) => {
                             Some(stats.false_alarm_probability(z, m, fmax, Normalization::Standard))
@@ -575,10 +576,9 @@ fn run_periodogram(
             .collect();
         let powers: Vec<Vec<f64>> = (0..problem.curves.len())
             .map(|c| {
-                let stats = fap::SeriesStats::new(&problem.curves[c], model);
-                field.components[0][starts[c]..starts[c + 1]]
+                field.components[0][ranges[c].clone()]
                     .iter()
-                    .map(|&z| fap::convert_power(z, normalization, &stats))
+                    .map(|&z| fap::convert_power(z, normalization, &stats[c]))
                     .collect()
             })
             .collect();

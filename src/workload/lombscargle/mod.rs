@@ -334,15 +334,14 @@ impl LombScargleProblem {
         self.grids.iter().map(FrequencyGrid::len).sum()
     }
 
-    /// (curve, first index in the flattened output) of every curve.
-    fn curve_starts(&self) -> Vec<usize> {
-        let mut acc = 0;
+    /// Where each curve's powers lie in the flattened full output.
+    pub fn curve_ranges(&self) -> Vec<std::ops::Range<usize>> {
+        let mut start = 0;
         self.grids
             .iter()
             .map(|g| {
-                let s = acc;
-                acc += g.len();
-                s
+                start += g.len();
+                start - g.len()..start
             })
             .collect()
     }
@@ -624,17 +623,17 @@ impl Workload for LombScargleProblem {
             Output::Full => {
                 let got = &result.components[0];
                 let complete = got.len() == self.total_frequencies();
-                let starts = self.curve_starts();
+                let ranges = self.curve_ranges();
                 if complete {
                     for (&(c, k), &want) in self.check_points().iter().zip(&reference.components[0])
                     {
-                        errors.add(got[starts[c] + k], want);
+                        errors.add(got[ranges[c].start + k], want);
                     }
                     // The highest peak of each checked curve, and its neighbours, in f64 on the fly.
                     let mut window_worst = 0.0f64;
                     for &c in &self.check_curves {
                         let n = self.grids[c].len();
-                        let row = &got[starts[c]..starts[c] + n];
+                        let row = &got[ranges[c].clone()];
                         let peak = (0..n)
                             .max_by(|&a, &b| row[a].total_cmp(&row[b]))
                             .unwrap_or(0);
