@@ -189,3 +189,86 @@ pub fn open_fits_in_memory(
     fitsio::errors::check_status(status)?;
     Ok((fptr, slot))
 }
+
+/// Data rows of a CSV table, each with its 1-based line.
+pub type CsvRows = Vec<(u64, csv::StringRecord)>;
+
+/// Blank lines and lines starting with '#' are skipped; fields are trimmed; a bad row names its line.
+/// `header` checks the header row (given its line) as soon as it is read, so a bad header is reported before
+/// any row; its result comes back with the rows, every one as wide as the header.
+pub fn csv_rows<H>(
+    text: &str,
+    file: &str,
+    header: impl FnOnce(u64, &csv::StringRecord) -> Result<H, InputError>,
+) -> Result<(H, CsvRows), InputError> {
+    let mut check_header = Some(header);
+    let mut reader = csv::ReaderBuilder::new()
+        // The header is read as a record so that its line is known.
+        .has_headers(false)
+        .comment(Some(b'#'))
+        .trim(csv::Trim::All)
+        // Widths are checked below, with a message naming the line.
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    let mut header: Option<(u64, usize, H)> = None;
+    let mut rows = Vec::new();
+    for result in reader.records() {
+        let record = result.map_err(|e| InputError::Csv {
+            file: file.to_string(),
+            message: e.to_string(),
+        })?;
+        let start = record.position().map_or(0, |p| p.byte() as usize);
+        let line = line_of_record(text.as_bytes(), &line_starts, start);
+        // A line of blanks trims to one empty field (csv skips truly empty lines itself).
+        if record.len() == 1 && record[0].is_empty() {
+            continue;
+        }
+        match &header {
+            None => {
+                let check = check_header.take().expect("the header is read once");
+                header = Some((line, record.len(), check(line, &record)?));
+            }
+            Some((header_line, width, _)) => {
+                if record.len() != *width {
+                    return Err(InputError::Line {
+                        file: file.to_string(),
+                        line,
+                        problem: format!(
+                            "{} field{}, but the header (line {header_line}) has {}",
+                            record.len(),
+                            if record.len() == 1 { "" } else { "s" },
+                            width
+                        ),
+                    });
+                }
+                rows.push((line, record));
+            }
+        }
+    }
+    let (_, _, checked) = header.ok_or_else(|| InputError::Content {
+        file: file.to_string(),
+        problem: "no header row (the file is empty or only comments)".to_string(),
+    })?;
+    Ok((checked, rows))
+}
+
+/// The 1-based line where a record starts. csv reports the byte where the previous record ended, so
+/// the comment and empty lines it skipped after that are stepped over here.
+fn line_of_record(text: &[u8], line_starts: &[usize], mut pos: usize) -> u64 {
+    while pos < text.len() {
+        let end = text[pos..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(text.len(), |i| pos + i + 1);
+        let first = text[pos..end].iter().find(|&&b| b != b'\r' && b != b'\n');
+        if matches!(first, None | Some(b'#')) && end < text.len() {
+            pos = end;
+        } else {
+            break;
+        }
+    }
+    line_starts.partition_point(|&s| s <= pos) as u64
+}

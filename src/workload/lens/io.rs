@@ -21,7 +21,8 @@ use fitsio::{sys, FileOpenMode, FitsFile};
 
 pub use crate::inputs::InputError;
 use crate::inputs::{
-    csv_writer, finish_csv, float, io_error, open_fits_in_memory, realloc, write_atomic, CBuffer,
+    csv_rows, csv_writer, finish_csv, float, io_error, open_fits_in_memory, realloc, write_atomic,
+    CBuffer,
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -493,86 +494,15 @@ impl Table {
         known: &[&'static str],
         required: &[&'static str],
     ) -> Result<Table, InputError> {
-        let mut reader = csv::ReaderBuilder::new()
-            // The header is taken by hand so that its line is known for error messages.
-            .has_headers(false)
-            .comment(Some(b'#'))
-            .trim(csv::Trim::All)
-            // Field counts are checked below, with a message that names the line.
-            .flexible(true)
-            .from_reader(text.as_bytes());
-        let line_starts: Vec<usize> = std::iter::once(0)
-            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
-            .collect();
-        let mut header: Option<(u64, usize)> = None;
-        let mut columns = HashMap::new();
-        let mut rows = Vec::new();
-        for result in reader.records() {
-            let record = result.map_err(|e| InputError::Csv {
-                file: file.to_string(),
-                message: e.to_string(),
-            })?;
-            let byte = record.position().map_or(0, |p| p.byte() as usize);
-            let line = record_line(text.as_bytes(), &line_starts, byte);
-            // csv skips empty lines itself; a line of blanks trims down to one empty field.
-            if record.len() == 1 && record[0].is_empty() {
-                continue;
-            }
-            match header {
-                None => {
-                    columns = header_columns(file, line, &record, known, required)?;
-                    header = Some((line, record.len()));
-                }
-                Some((header_line, width)) => {
-                    if record.len() != width {
-                        return Err(InputError::Line {
-                            file: file.to_string(),
-                            line,
-                            problem: format!(
-                                "{} field{}, but the header (line {header_line}) has {width}",
-                                record.len(),
-                                if record.len() == 1 { "" } else { "s" }
-                            ),
-                        });
-                    }
-                    rows.push((line, record));
-                }
-            }
-        }
-        if header.is_none() {
-            return Err(InputError::Content {
-                file: file.to_string(),
-                problem: "no header row (the file is empty or only comments)".to_string(),
-            });
-        }
+        let (columns, rows) = csv_rows(text, file, |line, header| {
+            header_columns(file, line, header, known, required)
+        })?;
         Ok(Table {
             file: file.to_string(),
             columns,
             rows,
         })
     }
-}
-
-/// The 1-based line on which a record starts. csv's own count leaves out comment lines, and its
-/// record position is where the previous record ended, before any comment or empty lines: skip those.
-fn record_line(text: &[u8], line_starts: &[usize], byte: usize) -> u64 {
-    let mut pos = byte.min(text.len());
-    while pos < text.len() {
-        let end = text[pos..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(text.len(), |i| pos + i + 1);
-        let line = &text[pos..end];
-        let content = line
-            .iter()
-            .position(|&b| b != b'\r' && b != b'\n')
-            .map(|i| line[i]);
-        match content {
-            None | Some(b'#') if end < text.len() => pos = end,
-            _ => break,
-        }
-    }
-    line_starts.partition_point(|&start| start <= pos) as u64
 }
 
 fn header_columns(

@@ -48,7 +48,8 @@ use fitsio::sys;
 use super::{LightCurve, Peak};
 pub use crate::inputs::InputError;
 use crate::inputs::{
-    csv_writer, finish_csv, float, io_error, open_fits_in_memory, realloc, write_atomic, CBuffer,
+    csv_rows, csv_writer, finish_csv, float, io_error, open_fits_in_memory, realloc, write_atomic,
+    CBuffer,
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -454,7 +455,7 @@ pub fn parse_light_curves_csv(
     source: &str,
 ) -> Result<Vec<(LightCurve, CleanReport)>, InputError> {
     let file = source;
-    let (header_line, header, rows) = csv_rows(text, file)?;
+    let ((header_line, header), rows) = csv_rows(text, file, |line, h| Ok((line, h.clone())))?;
     let names: Vec<String> = header.iter().map(str::to_string).collect();
     let columns = choose_columns(&names).map_err(|p| match p {
         HeaderProblem::Missing(column) => InputError::MissingColumn {
@@ -519,78 +520,6 @@ pub fn parse_light_curves_csv(
         let value = record.get(column.index).unwrap_or("").to_string();
         (*line, column.name.clone(), value)
     })
-}
-
-/// A CSV table's header (with its line) and data rows (with theirs), every row as wide as the header.
-type CsvRows = (u64, csv::StringRecord, Vec<(u64, csv::StringRecord)>);
-
-fn csv_rows(text: &str, file: &str) -> Result<CsvRows, InputError> {
-    let mut reader = csv::ReaderBuilder::new()
-        // The header is read as a record so that its line is known.
-        .has_headers(false)
-        .comment(Some(b'#'))
-        .trim(csv::Trim::All)
-        // Widths are checked below, with a message naming the line.
-        .flexible(true)
-        .from_reader(text.as_bytes());
-    let line_starts: Vec<usize> = std::iter::once(0)
-        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
-        .collect();
-    let mut header: Option<(u64, csv::StringRecord)> = None;
-    let mut rows = Vec::new();
-    for result in reader.records() {
-        let record = result.map_err(|e| InputError::Csv {
-            file: file.to_string(),
-            message: e.to_string(),
-        })?;
-        let start = record.position().map_or(0, |p| p.byte() as usize);
-        let line = line_of_record(text.as_bytes(), &line_starts, start);
-        // A line of blanks trims to one empty field (csv skips truly empty lines itself).
-        if record.len() == 1 && record[0].is_empty() {
-            continue;
-        }
-        match &header {
-            None => header = Some((line, record)),
-            Some((header_line, h)) => {
-                if record.len() != h.len() {
-                    return Err(InputError::Line {
-                        file: file.to_string(),
-                        line,
-                        problem: format!(
-                            "{} field{}, but the header (line {header_line}) has {}",
-                            record.len(),
-                            if record.len() == 1 { "" } else { "s" },
-                            h.len()
-                        ),
-                    });
-                }
-                rows.push((line, record));
-            }
-        }
-    }
-    let (line, header) = header.ok_or_else(|| InputError::Content {
-        file: file.to_string(),
-        problem: "no header row (the file is empty or only comments)".to_string(),
-    })?;
-    Ok((line, header, rows))
-}
-
-/// The 1-based line where a record starts. csv reports the byte where the previous record ended, so
-/// the comment and empty lines it skipped after that are stepped over here.
-fn line_of_record(text: &[u8], line_starts: &[usize], mut pos: usize) -> u64 {
-    while pos < text.len() {
-        let end = text[pos..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(text.len(), |i| pos + i + 1);
-        let first = text[pos..end].iter().find(|&&b| b != b'\r' && b != b'\n');
-        if matches!(first, None | Some(b'#')) && end < text.len() {
-            pos = end;
-        } else {
-            break;
-        }
-    }
-    line_starts.partition_point(|&s| s <= pos) as u64
 }
 
 /// Reads a FITS light-curve table (module docs), cleaned curve by curve. Row errors give the 1-based
