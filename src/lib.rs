@@ -7,6 +7,7 @@ pub mod bench;
 pub mod cli;
 pub mod inputs;
 pub mod limits;
+pub mod oracle;
 pub mod report;
 pub mod results;
 pub mod workload;

@@ -9,20 +9,9 @@ use astroport::workload::lombscargle::{
 };
 use astroport::workload::Workload;
 use serde_json::Value;
-use std::path::PathBuf;
 
 fn oracle() -> Value {
-    let shared = std::env::var("ASTROPORT_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"));
-    let path = shared.join("vectors/lombscargle/ls_reference_vectors.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "oracle file {} is required for this test: {e}",
-            path.display()
-        )
-    });
-    serde_json::from_str(&text).expect("oracle JSON parses")
+    astroport::oracle::vectors("lombscargle/ls_reference_vectors.json")
 }
 
 fn floats(v: &Value) -> Vec<f64> {

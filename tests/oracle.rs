@@ -4,20 +4,9 @@
 use astroport::workload::lens::{b0_arcsec, gradient_at, Cosmology, Halos, LensProblem};
 use astroport::workload::Workload;
 use serde_json::Value;
-use std::path::PathBuf;
 
 fn oracle() -> Value {
-    let shared = std::env::var("ASTROPORT_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"));
-    let path = shared.join("vectors/lens/sie_vectors.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "oracle file {} is required for this test: {e}",
-            path.display()
-        )
-    });
-    serde_json::from_str(&text).expect("oracle JSON parses")
+    astroport::oracle::vectors("lens/sie_vectors.json")
 }
 
 fn num(v: &Value) -> f64 {

@@ -318,16 +318,9 @@ fn ln_gamma(x: f64) -> f64 {
 mod tests {
     use super::*;
     use serde_json::Value;
-    use std::path::PathBuf;
 
     fn oracle() -> Value {
-        let shared = std::env::var("ASTROPORT_SHARED")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared")));
-        let path = shared.join("vectors/lombscargle/ls_reference_vectors.json");
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("oracle file {} is required: {e}", path.display()));
-        serde_json::from_str(&text).expect("oracle JSON parses")
+        crate::oracle::vectors("lombscargle/ls_reference_vectors.json")
     }
 
     fn floats(v: &Value) -> Vec<f64> {

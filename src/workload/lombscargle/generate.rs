@@ -249,7 +249,6 @@ pub fn survey(n_curves: usize, seed: u64) -> (Vec<LightCurve>, FrequencyGrid) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
 
     /// Least-squares semi-amplitude of a sinusoid at `f` with a floating mean (3×3 normal equations).
     fn ls_amplitude(t: &[f64], y: &[f64], f: f64) -> f64 {
@@ -286,17 +285,7 @@ mod tests {
 
     #[test]
     fn culsp_grid_reproduces_oracle() {
-        let shared = std::env::var("ASTROPORT_SHARED")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"));
-        let path = shared.join("vectors/lombscargle/ls_reference_vectors.json");
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "oracle file {} is required for this test: {e}",
-                path.display()
-            )
-        });
-        let v: serde_json::Value = serde_json::from_str(&text).expect("oracle JSON parses");
+        let v = crate::oracle::vectors("lombscargle/ls_reference_vectors.json");
         let t: Vec<f64> = v["t"]
             .as_array()
             .unwrap()
