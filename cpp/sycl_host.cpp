@@ -395,10 +395,7 @@ Outcome run_job_locked(State &st, int device, const Job &job, const uint8_t *inp
     for (uint32_t w = 0; w < job.warmup; ++w) sequence();
     ds.sync("warm-up");
     out.times_s.reserve(job.repeats);
-    for (uint32_t r = 0; r < job.repeats; ++r) {
-        std::vector<sycl::event> events = sequence();
-        events.back().wait();
-        ds.sync("timed sequence");
+    auto record = [&](std::vector<sycl::event> &events) {
         uint64_t first = UINT64_MAX, last = 0;
         for (auto &ev : events) {
             const uint64_t t0 = ev.get_profiling_info<sycl::info::event_profiling::command_start>();
@@ -408,9 +405,21 @@ Outcome run_job_locked(State &st, int device, const Job &job, const uint8_t *inp
             out.step_times_s.push_back(t1 >= t0 ? static_cast<double>(t1 - t0) * 1e-9 : 0.0);
         }
         out.times_s.push_back(last >= first ? static_cast<double>(last - first) * 1e-9 : 0.0);
+    };
+    for (uint32_t r = 0; r < job.repeats; ++r) {
+        std::vector<sycl::event> events = sequence();
+        events.back().wait();
+        ds.sync("timed sequence");
+        record(events);
     }
+    // A single-shot job (repeats == 0: one iteration of an adaptive algorithm) times the verification run.
     poison();
-    sequence();
+    std::vector<sycl::event> final_events = sequence();
+    if (job.repeats == 0) {
+        final_events.back().wait();
+        ds.sync("timed verification run");
+        record(final_events);
+    }
     size_t pos = 0;
     for (size_t i = 0; i < job.buffers.size(); ++i) {
         if (job.buffers[i].role != astroport_native::kOutput) continue;

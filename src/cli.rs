@@ -4,6 +4,7 @@ use crate::backend::{discover, Precision, Selector, Target};
 use crate::bench::{self, RunOptions};
 use crate::report;
 use crate::results::{append_jsonl, write_atomic, Row, Status};
+use crate::workload::cubature;
 use crate::workload::lens::{chi2, io as lens_io, maps, Halos, LensOptions, LensProblem, Preset};
 use crate::workload::lombscargle::{
     self as ls, fap, io as ls_io, FrequencyGrid, LombScargleProblem, Normalization, Output, Peak,
@@ -31,13 +32,15 @@ pub enum Command {
     /// Run one workload on one or more backends in one precision.
     Run {
         /// Workload to run.
-        #[arg(value_parser = ["lens", "lombscargle"])]
+        #[arg(value_parser = ["lens", "lombscargle", "cubature"])]
         workload: String,
         #[command(flatten)]
         common: Common,
-        /// Precision.
+        /// Precision (cubature always runs in f64).
         #[arg(long, default_value = "f32")]
         precision: Precision,
+        #[command(flatten)]
+        cubature: CubatureArgs,
     },
     /// Image-plane χ² of multiple-image systems on each backend (lens): grid and delensing on the device.
     Chi2 {
@@ -133,6 +136,44 @@ pub struct Common {
     /// Lomb-Scargle: number of peaks per light curve (1-8).
     #[arg(long, default_value_t = 5)]
     pub top_k: usize,
+}
+
+/// Options of `run cubature`. Lists (comma-separated) run every combination.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CubatureArgs {
+    /// Cubature: integrator, pagani or mcubes (comma-separated for both).
+    #[arg(long, default_value = "pagani")]
+    pub method: String,
+    /// Cubature: integrands, any of sum (the control), f1..f6.
+    #[arg(long, default_value = "f4")]
+    pub integrand: String,
+    /// Cubature: dimensions (2-15).
+    #[arg(long, default_value = "5")]
+    pub dim: String,
+    /// Cubature: relative error targets.
+    #[arg(long, default_value = "1e-3")]
+    pub epsrel: String,
+    /// Cubature: absolute error target (default: pure relative stopping, as the seed).
+    #[arg(long, default_value_t = 1e-40)]
+    pub epsabs: f64,
+    /// Cubature, m-Cubes: calls per iteration of the first attempt (×10 per failed attempt).
+    #[arg(long, default_value_t = 100_000)]
+    pub ncall: u64,
+    /// Cubature, m-Cubes: largest calls per iteration.
+    #[arg(long, default_value_t = 1_000_000_000)]
+    pub max_ncall: u64,
+    /// Cubature, m-Cubes: seed of the counter-based generator.
+    #[arg(long, default_value_t = 2026)]
+    pub seed: u64,
+    /// Cubature, PAGANI: memory the region list may use, MiB (default: 80 % of the host's available memory).
+    #[arg(long)]
+    pub memory_mib: Option<u64>,
+    /// Cubature, PAGANI: iteration cap.
+    #[arg(long, default_value_t = 700)]
+    pub max_iterations: usize,
+    /// Cubature: wall-time budget per run, seconds (the run then reports time_limit, not an answer).
+    #[arg(long)]
+    pub max_seconds: Option<f64>,
 }
 
 /// Frequency grid of `periodogram`: culsp's (F_over, F_high) by default, or explicit.
@@ -639,7 +680,11 @@ fn execute(cli: Cli) -> Result<i32, String> {
             workload,
             common,
             precision,
+            cubature,
         } => {
+            if workload == "cubature" {
+                return run_cubature(&common, &cubature);
+            }
             let problem: Box<dyn Workload> = match workload.as_str() {
                 "lens" => Box::new(lens_problem(&common)?),
                 _ => Box::new(ls_problem(&common)?),
@@ -811,4 +856,100 @@ pub fn devices_text() -> String {
         ));
     }
     out
+}
+
+fn parse_list<T: std::str::FromStr>(flag: &str, text: &str) -> Result<Vec<T>, String> {
+    text.split(',')
+        .map(|v| {
+            v.trim()
+                .parse::<T>()
+                .map_err(|_| format!("--{flag}: '{}' is not valid", v.trim()))
+        })
+        .collect()
+}
+
+/// `astroport run cubature`: every (method, integrand, dim, epsrel) on every selected backend, one row each.
+fn run_cubature(common: &Common, args: &CubatureArgs) -> Result<i32, String> {
+    use crate::workload::cubature::{mcubes::McubesOptions, pagani::PaganiOptions, rule, suite};
+    let methods: Vec<cubature::Method> = args
+        .method
+        .split(',')
+        .map(|m| m.trim().parse())
+        .collect::<Result<_, _>>()?;
+    let integrands: Vec<cubature::Integrand> = args
+        .integrand
+        .split(',')
+        .map(|m| m.trim().parse())
+        .collect::<Result<_, _>>()?;
+    let dims: Vec<usize> = parse_list("dim", &args.dim)?;
+    if let Some(&d) = dims
+        .iter()
+        .find(|&&d| !(rule::MIN_DIM..=rule::MAX_DIM).contains(&d))
+    {
+        return Err(format!(
+            "--dim: {d} is outside {}..={}",
+            rule::MIN_DIM,
+            rule::MAX_DIM
+        ));
+    }
+    let epsrels: Vec<f64> = parse_list("epsrel", &args.epsrel)?;
+    if let Some(e) = epsrels.iter().find(|&&e| !(e > 0.0 && e < 1.0)) {
+        return Err(format!("--epsrel: {e} is not in (0, 1)"));
+    }
+    let sels = selectors(common)?;
+    if sels.is_empty() {
+        return Err("run needs --backend ID (see `astroport devices`)".into());
+    }
+    let discovery = discover();
+    let mut rows = Vec::new();
+    for &method in &methods {
+        for &integrand in &integrands {
+            for &dim in &dims {
+                for &epsrel in &epsrels {
+                    let spec = suite::Spec {
+                        method,
+                        integrand,
+                        dim,
+                        pagani: PaganiOptions {
+                            epsrel,
+                            epsabs: args.epsabs,
+                            max_iterations: args.max_iterations,
+                            memory_limit: args.memory_mib.map(|m| m << 20),
+                            time_limit_s: args.max_seconds,
+                        },
+                        mcubes: McubesOptions {
+                            epsrel,
+                            epsabs: args.epsabs,
+                            ncall: args.ncall,
+                            max_ncall: args.max_ncall,
+                            seed: args.seed,
+                            time_limit_s: args.max_seconds,
+                            ..McubesOptions::default()
+                        },
+                    };
+                    for choice in bench::select(&discovery, &sels) {
+                        let row = match choice {
+                            bench::Choice::Run(t) => suite::row(t, &spec, suite::run(t, &spec)),
+                            bench::Choice::Absent(a) => suite::absent_row(&a, &spec),
+                        };
+                        eprint!("{}", suite::terminal(std::slice::from_ref(&row)));
+                        rows.push(row);
+                    }
+                }
+            }
+        }
+    }
+    print!("{}", suite::terminal(&rows));
+    let (claimed, covered) = suite::coverage(&rows);
+    println!("coverage: {covered} of {claimed} runs that claim convergence have |true error| <= reported error");
+    if let Some(dir) = &common.out {
+        let path = append_jsonl(dir, "cubature.jsonl", &rows)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        println!("rows appended to {}", path.display());
+    }
+    Ok(if rows.iter().any(|r| r.run.starts_with("failed")) {
+        1
+    } else {
+        0
+    })
 }

@@ -17,6 +17,9 @@
  * ASTRO_UINT_AS_FLOAT(u)  reinterprets 32 bits as a float
  * ASTRO_SINCOS_FAST(x, s, c)  float sine and cosine on the hardware's fast path (x in [-pi, pi])
  * ASTRO_SINCOS(x, s, c)   double sine and cosine of one argument in one call (shared range reduction)
+ * ASTRO_EXP, ASTRO_COS, ASTRO_POW, ASTRO_FMA  double math (fma: one rounding, so every model sums alike)
+ * astro_atomic_add_f64(p, v)  atomically p[0] += v on a global double (OpenCL: compare-and-swap loop,
+ *                         needs cl_khr_int64_base_atomics; ASTRO_HAS_ATOMIC_F64 says whether it exists)
  * ASTRO_HAS_FP64          1 where double is available (OpenCL: cl_khr_fp64), else 0: float64 code is
  *                         compiled only then, so float32 kernels still build on devices without it
  */
@@ -51,6 +54,25 @@
 #  else
 #    define ASTRO_HAS_FP64 0
 #  endif
+#  define ASTRO_EXP(x) exp(x)
+#  define ASTRO_COS(x) cos(x)
+#  define ASTRO_POW(x, y) pow(x, y)
+#  define ASTRO_FMA(a, b, c) fma(a, b, c)
+#  if ASTRO_HAS_FP64 && defined(cl_khr_int64_base_atomics)
+#    pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
+#    define ASTRO_HAS_ATOMIC_F64 1
+static inline void astro_atomic_add_f64(volatile __global double *p, double v)
+{
+    volatile __global ulong *bits = (volatile __global ulong *)p;
+    ulong seen = *bits, expected;
+    do {
+        expected = seen;
+        seen = atom_cmpxchg(bits, expected, as_ulong(as_double(expected) + v));
+    } while (seen != expected);
+}
+#  else
+#    define ASTRO_HAS_ATOMIC_F64 0
+#  endif
 #elif defined(__CUDACC__)
 #  define ASTRO_DIALECT_CUDA 1
 #  define ASTRO_FN static __device__ __forceinline__
@@ -74,6 +96,12 @@
 #  define ASTRO_UINT_AS_FLOAT(u) __uint_as_float(u)
 #  define ASTRO_SINCOS_FAST(x, s, c) __sincosf(x, s, c)
 #  define ASTRO_SINCOS(x, s, c) sincos(x, s, c)
+#  define ASTRO_EXP(x) exp(x)
+#  define ASTRO_COS(x) cos(x)
+#  define ASTRO_POW(x, y) pow(x, y)
+#  define ASTRO_FMA(a, b, c) fma(a, b, c)
+#  define ASTRO_HAS_ATOMIC_F64 1
+static __device__ __forceinline__ void astro_atomic_add_f64(double *p, double v) { atomicAdd(p, v); }
 #elif defined(SYCL_LANGUAGE_VERSION) || defined(__SYCL_DEVICE_ONLY__)
 #  define ASTRO_DIALECT_SYCL 1
 #  define ASTRO_FN static inline
@@ -102,6 +130,17 @@
 #  define ASTRO_UINT_AS_FLOAT(u) sycl::bit_cast<float>((uint32_t)(u))
 #  define ASTRO_SINCOS_FAST(x, s, c) (*(s) = sycl::native::sin(x), *(c) = sycl::native::cos(x))
 #  define ASTRO_SINCOS(x, s, c) (*(s) = sycl::sincos(x, sycl::private_ptr<double>(c)))
+#  define ASTRO_EXP(x) sycl::exp(x)
+#  define ASTRO_COS(x) sycl::cos(x)
+#  define ASTRO_POW(x, y) sycl::pow(x, y)
+#  define ASTRO_FMA(a, b, c) sycl::fma(a, b, c)
+#  define ASTRO_HAS_ATOMIC_F64 1
+static inline void astro_atomic_add_f64(double *p, double v)
+{
+    sycl::atomic_ref<double, sycl::memory_order::relaxed, sycl::memory_scope::device,
+                     sycl::access::address_space::global_space>(*p)
+        .fetch_add(v);
+}
 #else
 /* Plain C/C++ (host tools, tests). */
 #  include <math.h>

@@ -348,10 +348,21 @@ Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t i
         }
     }
 
-    // Verification run on re-poisoned outputs and scratch.
+    // Verification run on re-poisoned outputs and scratch. A single-shot job (repeats == 0: one iteration of
+    // an adaptive algorithm) times this run instead.
     poison();
-    sequence(nullptr);
+    const bool single_shot = job.repeats == 0;
+    sequence(single_shot ? &events : nullptr);
     ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream.s));
+    if (single_shot) {
+        float ms = 0;
+        ASTRO_CUDA_CHECK(cudaEventElapsedTime(&ms, events.front().e, events.back().e));
+        out.times_s.push_back(static_cast<double>(ms) * 1e-3);
+        for (size_t s = 0; s < job.steps.size(); ++s) {
+            ASTRO_CUDA_CHECK(cudaEventElapsedTime(&ms, events[s].e, events[s + 1].e));
+            out.step_times_s.push_back(static_cast<double>(ms) * 1e-3);
+        }
+    }
     size_t pos = 0;
     for (size_t i = 0; i < job.buffers.size(); ++i) {
         if (job.buffers[i].role != astroport_native::kOutput || buffers[i].bytes == 0) continue;

@@ -27,7 +27,8 @@ struct KernelEntry {
 // namespace astroport_cuda (see ports/cuda/lens.cu).
 #define ASTROPORT_CUDA_WORKLOADS(X) \
     X(lens)                      \
-    X(lombscargle)
+    X(lombscargle)               \
+    X(cubature)
 
 #define ASTROPORT_CUDA_DECLARE_TABLE(w)       \
     extern const KernelEntry w##_kernels[]; \

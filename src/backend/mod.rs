@@ -320,6 +320,7 @@ pub enum StepArg {
     Buffer(usize),
     I32(i32),
     U32(u32),
+    U64(u64),
     F32(f32),
     F64(f64),
 }

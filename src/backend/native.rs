@@ -224,6 +224,7 @@ pub fn flatten(job: &KernelJob, source: &str) -> Flat {
                         },
                         StepArg::I32(v) => scalar(DType::I32, v as u32 as u64),
                         StepArg::U32(v) => scalar(DType::U32, v as u64),
+                        StepArg::U64(v) => scalar(DType::U64, v),
                         StepArg::F32(v) => scalar(DType::F32, v.to_bits() as u64),
                         StepArg::F64(v) => scalar(DType::F64, v.to_bits()),
                     });

@@ -336,6 +336,7 @@ impl OpenClDevice {
                                     StepArg::Buffer(b) => exec.set_arg(&buffers[*b]),
                                     StepArg::I32(v) => exec.set_arg(v),
                                     StepArg::U32(v) => exec.set_arg(v),
+                                    StepArg::U64(v) => exec.set_arg(v),
                                     StepArg::F32(v) => exec.set_arg(v),
                                     StepArg::F64(v) => exec.set_arg(v),
                                 };
@@ -386,7 +387,14 @@ impl OpenClDevice {
             }
         }
         poison(&mut buffers)?;
-        sequence(&mut buffers)?;
+        let (total, per_step) = sequence(&mut buffers)?;
+        if job.repeats == 0 {
+            // Single-shot job (an iteration of an adaptive algorithm): the verification run is the timed run.
+            times.push(total);
+            for (acc, t) in step_times.iter_mut().zip(per_step) {
+                acc.push(t);
+            }
+        }
         let mut outputs = Vec::new();
         for (buf, spec) in buffers.iter().zip(&job.buffers) {
             if let BufferSpec::Output { dtype, .. } = spec {

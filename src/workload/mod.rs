@@ -1,6 +1,7 @@
 //! Workloads. Each one is a module that implements [`Workload`]; the driver (`crate::bench`) never changes
 //! when one is added.
 
+pub mod cubature;
 pub mod lens;
 pub mod lombscargle;
 

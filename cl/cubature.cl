@@ -1,0 +1,40 @@
+/* Adaptive cubature kernels, OpenCL C 1.2: PAGANI's Evaluate and m-Cubes' sampling, for the integrand and
+ * dimension fixed at build time by -D CUB_INTEGRAND=<id> -D CUB_DIM=<d>; kernel names carry both
+ * (cub_evaluate_<id>_<d>) so the three dialects name their kernels alike. The work of one item is in
+ * cl/common/cubature.h. Work-groups are exactly CUB_GROUP wide. */
+#include "astro_dialect.h"
+#include "cubature.h"
+
+#define CUB_NAME_(base, f, d) base##_##f##_##d
+#define CUB_NAME_EXPANDED(base, f, d) CUB_NAME_(base, f, d) /* expands f and d before pasting */
+#define CUB_NAME(base) CUB_NAME_EXPANDED(base, CUB_INTEGRAND, CUB_DIM)
+
+#if ASTRO_HAS_FP64
+__kernel void CUB_NAME(cub_evaluate)(__global const double *restrict bounds, __global const double *restrict points,
+                                     __global const int *restrict set_of, __global const double *restrict rule,
+                                     __global const double *restrict params, const int n_points,
+                                     __global double *restrict out, __global int *restrict axis)
+{
+    __local double box[2 * CUB_MAX_DIM];
+    __local double f_axis[CUB_GROUP];
+    __local double red[CUB_RULES * CUB_GROUP];
+    cub_evaluate_item(CUB_INTEGRAND, CUB_DIM, n_points, (unsigned int)get_group_id(0), (int)get_local_id(0), bounds,
+                      points, set_of, rule, params, box, f_axis, red, out, axis);
+}
+
+#define CUB_MCUBES_KERNEL(NAME, ADAPT)                                                                          \
+    __kernel void CUB_NAME(NAME)(__global const double *restrict grid, __global const double *restrict box,       \
+                                 __global const double *restrict params, const ulong chunk, const ulong n_cubes, \
+                                 const int g, const int npg, const uint iteration, const uint seed_lo,           \
+                                 const uint seed_hi, const double scale, __global double *bins,                   \
+                                 __global double *restrict partial)                                              \
+    {                                                                                                           \
+        __local double red[2 * CUB_GROUP];                                                                      \
+        double sum, var;                                                                                        \
+        cub_mcubes_item(CUB_INTEGRAND, CUB_DIM, (ulong)get_global_id(0), chunk, n_cubes, g, npg, iteration,     \
+                        seed_lo, seed_hi, scale, grid, box, params, ADAPT, bins, &sum, &var);                   \
+        cub_group_sum2((int)get_local_id(0), (unsigned int)get_group_id(0), sum, var, red, partial);            \
+    }
+CUB_MCUBES_KERNEL(cub_mcubes_adapt, 1)
+CUB_MCUBES_KERNEL(cub_mcubes_frozen, 0)
+#endif

@@ -1,0 +1,359 @@
+//! PAGANI's host algorithm (research/cubature.md §2.4–2.5): evaluate every active region, refine errors
+//! with the parent/child rule, classify by relative error under the error-budget guard, classify by an
+//! error threshold when memory runs short, filter and bisect. Evaluate (where > 90 % of the time goes)
+//! runs on any backend through [`RegionEvaluator`]; the rest runs here, on the host, where the regions live.
+
+use super::rule::{self, Rule, RULES};
+use super::{Integrand, Outcome, Status};
+use rayon::prelude::*;
+use std::time::Instant;
+
+/// What a PAGANI run may use.
+#[derive(Debug, Clone)]
+pub struct PaganiOptions {
+    pub epsrel: f64,
+    pub epsabs: f64,
+    /// Upstream's cap.
+    pub max_iterations: usize,
+    /// Bytes the region list may use; `None`: 80 % of the host's available memory (the regions live on the
+    /// host; devices see them in tiles).
+    pub memory_limit: Option<u64>,
+    /// Wall-time budget, seconds: the run stops with `TimeLimit` after the iteration that passes it.
+    pub time_limit_s: Option<f64>,
+}
+
+impl Default for PaganiOptions {
+    fn default() -> Self {
+        PaganiOptions {
+            epsrel: 1e-3,
+            epsabs: 1e-40,
+            max_iterations: 700,
+            memory_limit: None,
+            time_limit_s: None,
+        }
+    }
+}
+
+/// Evaluates a batch of regions: for each region (bounds: lo[d] then width[d]) its estimate and error
+/// (`est_err[2i]`, `est_err[2i + 1]`) and split axis. Returns the device time spent, seconds.
+pub trait RegionEvaluator {
+    fn evaluate(
+        &mut self,
+        bounds: &[f64],
+        est_err: &mut [f64],
+        axis: &mut [i32],
+    ) -> Result<f64, String>;
+}
+
+/// Host bytes one region costs while an iteration runs (bounds, estimate and error, axis, the parent
+/// estimate its children keep).
+pub fn region_bytes(d: usize) -> u64 {
+    (16 * d + 32) as u64
+}
+
+/// The host's available memory (`MemAvailable` of /proc/meminfo), bytes; `None` where unknown.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The `cpu` model's Evaluate: the kernel's arithmetic and summation order, regions in parallel.
+pub struct CpuEvaluator<'a> {
+    pub rule: &'a Rule,
+    pub integrand: Integrand,
+    pub params: Vec<f64>,
+}
+
+/// Lanes of the device work-group whose summation order the reference copies.
+const LANES: usize = 64;
+
+impl CpuEvaluator<'_> {
+    fn region(&self, bounds: &[f64], est_err: &mut [f64], axis: &mut i32) {
+        let rule = self.rule;
+        let d = rule.dim;
+        let (lo, width) = bounds.split_at(d);
+        let mut lanes = [[0.0f64; RULES]; LANES];
+        let mut f_axis = vec![0.0; 4 * d + 1];
+        let mut x = vec![0.0; d];
+        for p in 0..rule.len() {
+            let u = &rule.points[p * d..(p + 1) * d];
+            for j in 0..d {
+                x[j] = (0.5 + u[j]).mul_add(width[j], lo[j]);
+            }
+            let f = self.integrand.eval(&x, &self.params);
+            let w = &rule.weights[rule.set_of[p] as usize];
+            let lane = &mut lanes[p % LANES];
+            for r in 0..RULES {
+                lane[r] = w[r].mul_add(f, lane[r]);
+            }
+            if p <= 4 * d {
+                f_axis[p] = f;
+            }
+        }
+        let mut stride = LANES / 2;
+        while stride > 0 {
+            for l in 0..stride {
+                for r in 0..RULES {
+                    lanes[l][r] += lanes[l + stride][r];
+                }
+            }
+            stride /= 2;
+        }
+        let (s0, err) = rule.estimate_and_error(&lanes[0]);
+        let volume: f64 = width.iter().product();
+        est_err[0] = volume * s0;
+        est_err[1] = volume * err;
+        *axis = rule::split_axis(&f_axis, width) as i32;
+    }
+}
+
+impl RegionEvaluator for CpuEvaluator<'_> {
+    fn evaluate(
+        &mut self,
+        bounds: &[f64],
+        est_err: &mut [f64],
+        axis: &mut [i32],
+    ) -> Result<f64, String> {
+        let d = self.rule.dim;
+        let t = Instant::now();
+        bounds
+            .par_chunks(2 * d)
+            .zip(est_err.par_chunks_mut(2))
+            .zip(axis.par_iter_mut())
+            .for_each(|((b, e), a)| self.region(b, e, a));
+        Ok(t.elapsed().as_secs_f64())
+    }
+}
+
+/// The initial uniform grid: 4 splits per axis below 5D, 2 up to 10D, 1 above (research §2.5 step 0).
+fn initial_regions(lo: &[f64], hi: &[f64]) -> Vec<f64> {
+    let d = lo.len();
+    let splits: usize = match d {
+        0..=4 => 4,
+        5..=10 => 2,
+        _ => 1,
+    };
+    let n = splits.pow(d as u32);
+    let mut bounds = Vec::with_capacity(n * 2 * d);
+    for cell in 0..n {
+        let mut rest = cell;
+        let mut widths = Vec::with_capacity(d);
+        for j in 0..d {
+            let w = (hi[j] - lo[j]) / splits as f64;
+            bounds.push(lo[j] + (rest % splits) as f64 * w);
+            widths.push(w);
+            rest /= splits;
+        }
+        bounds.extend(widths);
+    }
+    bounds
+}
+
+/// Whether the last three total estimates agree to ⌈log10(1/epsrel)⌉ significant digits.
+fn estimate_settled(history: &[f64], epsrel: f64) -> bool {
+    if history.len() < 3 {
+        return false;
+    }
+    let digits = (1.0 / epsrel).log10().ceil();
+    let tol = 10f64.powf(-digits);
+    let last = history[history.len() - 1];
+    history[history.len() - 3..history.len() - 1]
+        .iter()
+        .all(|&h| (h - last).abs() <= tol * last.abs())
+}
+
+/// Memory-driven classification (research §2.5 step 5): an error threshold τ such that the regions with
+/// error > τ stay active, at most `active_frac` of them, while the error of those finished stays within
+/// `budget_frac` of the remaining budget. τ starts at the mean and moves half-way toward the bound that
+/// fails; both fractions relax in 10 % steps (active 50 → 70 %, budget 25 → 45 %). Returns the new
+/// active flags, or `None` when no threshold satisfies both.
+fn threshold_classify(err: &[f64], active: &[bool], remaining_budget: f64) -> Option<Vec<bool>> {
+    let candidates: Vec<f64> = err
+        .iter()
+        .zip(active)
+        .filter(|(_, &a)| a)
+        .map(|(&e, _)| e)
+        .collect();
+    let n = candidates.len();
+    if n == 0 || remaining_budget <= 0.0 {
+        return None;
+    }
+    let mean = candidates.iter().sum::<f64>() / n as f64;
+    let min = candidates.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = candidates.iter().copied().fold(0.0, f64::max);
+    for relax in 0..3 {
+        let active_frac = 0.5 + 0.1 * relax as f64;
+        let budget_frac = 0.25 + 0.1 * relax as f64;
+        let (mut lower, mut upper, mut tau) = (min, max, mean);
+        for _ in 0..40 {
+            let (kept, finished_err) = candidates.iter().fold((0usize, 0.0f64), |(k, e), &x| {
+                if x > tau {
+                    (k + 1, e)
+                } else {
+                    (k, e + x)
+                }
+            });
+            if kept as f64 > active_frac * n as f64 {
+                lower = tau;
+                tau = 0.5 * (tau + upper);
+            } else if finished_err > budget_frac * remaining_budget {
+                upper = tau;
+                tau = 0.5 * (lower + tau);
+            } else {
+                return Some(
+                    err.iter()
+                        .zip(active)
+                        .map(|(&e, &a)| a && e > tau)
+                        .collect(),
+                );
+            }
+        }
+    }
+    None
+}
+
+/// Integrates `integrand` over the box [lo, hi] with PAGANI, evaluating regions through `evaluator`.
+pub fn integrate(
+    integrand: Integrand,
+    rule: &Rule,
+    lo: &[f64],
+    hi: &[f64],
+    options: &PaganiOptions,
+    evaluator: &mut dyn RegionEvaluator,
+) -> Result<Outcome, String> {
+    let d = rule.dim;
+    let start = Instant::now();
+    let memory = options
+        .memory_limit
+        .or_else(|| available_memory().map(|m| m / 10 * 8))
+        .unwrap_or(8 << 30);
+    let mut bounds = initial_regions(lo, hi);
+    let mut parents: Vec<f64> = Vec::new();
+    let (mut finished_est, mut finished_err) = (0.0f64, 0.0f64);
+    let mut history = Vec::new();
+    let mut outcome = Outcome::new(integrand, d);
+    let mut device_s = 0.0;
+    for iteration in 0..options.max_iterations {
+        let n = bounds.len() / (2 * d);
+        let mut est_err = vec![f64::NAN; 2 * n];
+        let mut axis = vec![-1i32; n];
+        device_s += evaluator.evaluate(&bounds, &mut est_err, &mut axis)?;
+        outcome.evaluations += (n * rule.len()) as u64;
+        outcome.regions += n as u64;
+        outcome.peak_regions = outcome.peak_regions.max(n as u64);
+        outcome.iterations = iteration + 1;
+        if let Some(bad) = (0..n).find(|&i| {
+            !est_err[2 * i].is_finite() || !est_err[2 * i + 1].is_finite() || axis[i] < 0
+        }) {
+            return Err(format!(
+                "Evaluate returned a non-finite estimate or no split axis for region {bad} of {n} in iteration {}",
+                iteration + 1
+            ));
+        }
+        let est: Vec<f64> = (0..n).map(|i| est_err[2 * i]).collect();
+        let mut err: Vec<f64> = (0..n).map(|i| est_err[2 * i + 1]).collect();
+        if !parents.is_empty() {
+            // Two-level refinement: children are [all left halves | all right halves].
+            let half = n / 2;
+            let raw = err.clone();
+            for i in 0..n {
+                let sib = if i < half { i + half } else { i - half };
+                let delta = (est[i] + est[sib] - parents[i % half]).abs() / 4.0;
+                let e = raw[i] + raw[sib];
+                if e > 0.0 {
+                    err[i] *= 1.0 + 2.0 * delta / e;
+                }
+                err[i] += delta;
+            }
+        }
+        let active_est: f64 = est.iter().sum();
+        let active_err: f64 = err.iter().sum();
+        let total_est = finished_est + active_est;
+        let total_err = finished_err + active_err;
+        history.push(total_est);
+        outcome.estimate = total_est;
+        outcome.error = total_err;
+        if total_err <= options.epsrel * total_est.abs() || total_err <= options.epsabs {
+            outcome.status = Status::Converged;
+            break;
+        }
+        // Relative-error classification under the error-budget guard.
+        let mut active: Vec<bool> = (0..n)
+            .map(|i| err[i] >= options.epsrel * est[i].abs())
+            .collect();
+        let newly_finished_err: f64 = (0..n).filter(|&i| !active[i]).map(|i| err[i]).sum();
+        if finished_err + newly_finished_err > options.epsrel * total_est.abs() {
+            active.iter_mut().for_each(|a| *a = true);
+        }
+        // Memory-driven classification when a full split would not fit (or would fill > 10 % of memory
+        // once the estimate has settled).
+        let n_active = active.iter().filter(|&&a| a).count() as u64;
+        let split_bytes = 2 * n_active * region_bytes(d);
+        if split_bytes > memory
+            || (split_bytes > memory / 10 && estimate_settled(&history, options.epsrel))
+        {
+            let kept_err: f64 = (0..n).filter(|&i| !active[i]).map(|i| err[i]).sum();
+            let remaining = options.epsrel * total_est.abs() - finished_err - kept_err;
+            match threshold_classify(&err, &active, remaining) {
+                Some(flags)
+                    if 2 * flags.iter().filter(|&&a| a).count() as u64 * region_bytes(d)
+                        <= memory =>
+                {
+                    active = flags
+                }
+                _ if split_bytes > memory => {
+                    outcome.status = Status::MemoryLimit;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        for i in (0..n).filter(|&i| !active[i]) {
+            finished_est += est[i];
+            finished_err += err[i];
+        }
+        let survivors: Vec<usize> = (0..n).filter(|&i| active[i]).collect();
+        if survivors.is_empty() {
+            // Everything finished without meeting the global test (only when epsabs or rounding intervene).
+            outcome.estimate = finished_est;
+            outcome.error = finished_err;
+            outcome.status = Status::NoActiveRegions;
+            break;
+        }
+        if iteration + 1 == options.max_iterations {
+            outcome.status = Status::IterationLimit;
+            break;
+        }
+        if options
+            .time_limit_s
+            .is_some_and(|t| start.elapsed().as_secs_f64() > t)
+        {
+            outcome.status = Status::TimeLimit;
+            break;
+        }
+        // Filter and bisect: left halves first, then right halves.
+        let m = survivors.len();
+        let mut next = vec![0.0; 2 * m * 2 * d];
+        let (left, right) = next.split_at_mut(m * 2 * d);
+        left.par_chunks_mut(2 * d)
+            .zip(right.par_chunks_mut(2 * d))
+            .zip(survivors.par_iter())
+            .for_each(|((l, r), &i)| {
+                let b = &bounds[i * 2 * d..(i + 1) * 2 * d];
+                l.copy_from_slice(b);
+                r.copy_from_slice(b);
+                let k = axis[i] as usize;
+                let w = 0.5 * b[d + k];
+                l[d + k] = w;
+                r[d + k] = w;
+                r[k] = b[k] + w;
+            });
+        parents = survivors.iter().map(|&i| est[i]).collect();
+        bounds = next;
+    }
+    outcome.device_s = device_s;
+    outcome.total_s = start.elapsed().as_secs_f64();
+    Ok(outcome)
+}

@@ -1,0 +1,223 @@
+//! PAGANI and m-Cubes: the f64 reference against the closed-form true values and against the seed's own
+//! CUDA code (research/cubature-gpu-anchor.md), honest statuses, reproducibility, and every available
+//! backend against the reference.
+
+use astroport::backend::{discover, Target};
+use astroport::workload::cubature::mcubes::{self, CpuSampler, McubesOptions};
+use astroport::workload::cubature::pagani::{self, CpuEvaluator, PaganiOptions, RegionEvaluator};
+use astroport::workload::cubature::rule::Rule;
+use astroport::workload::cubature::suite::{self, Spec};
+use astroport::workload::cubature::{Integrand, Method, Outcome, Status};
+
+fn pagani_cpu(f: Integrand, d: usize, options: &PaganiOptions) -> Outcome {
+    let rule = Rule::new(d).unwrap();
+    let mut ev = CpuEvaluator {
+        rule: &rule,
+        integrand: f,
+        params: f.params(d),
+    };
+    pagani::integrate(f, &rule, &vec![0.0; d], &vec![1.0; d], options, &mut ev).unwrap()
+}
+
+fn eps(epsrel: f64) -> PaganiOptions {
+    PaganiOptions {
+        epsrel,
+        ..PaganiOptions::default()
+    }
+}
+
+#[test]
+fn pagani_reference_converges_within_its_error_on_the_cheap_integrands() {
+    for (f, epsrel) in [
+        (Integrand::Sum, 1e-6),
+        (Integrand::F1, 1e-6),
+        (Integrand::F3, 1e-4),
+        (Integrand::F5, 1e-4),
+    ] {
+        let o = pagani_cpu(f, 5, &eps(epsrel));
+        let truth = f.true_value(5);
+        assert_eq!(o.status, Status::Converged, "{f}: {o:?}");
+        assert!(o.error <= epsrel * o.estimate.abs(), "{f}: {o:?}");
+        assert!(
+            (o.estimate - truth).abs() <= o.error,
+            "{f}: |{} - {truth}| > {}",
+            o.estimate,
+            o.error
+        );
+        assert!(o.covered());
+    }
+}
+
+#[test]
+fn pagani_reference_reproduces_the_seed_codes_answers() {
+    // research/cubature-gpu-anchor.md: upstream CUDA PAGANI on an H200 (estimate, regions, iterations).
+    for (f, epsrel, estimate, regions, iterations) in [
+        (Integrand::F1, 1e-3, 2.0242544077e-02, 32u64, 1usize),
+        (Integrand::F5, 1e-3, 3.0931631618e-04, 2048, 7),
+        (Integrand::F5, 1e-5, 3.0936339887e-04, 32768, 11),
+    ] {
+        let o = pagani_cpu(f, 5, &eps(epsrel));
+        assert!(
+            ((o.estimate - estimate) / estimate).abs() < 1e-10,
+            "{f} {epsrel}: {} vs upstream {estimate}",
+            o.estimate
+        );
+        assert_eq!(o.iterations, iterations, "{f} {epsrel}");
+        assert_eq!(o.peak_regions, regions, "{f} {epsrel}");
+    }
+}
+
+#[test]
+fn pagani_says_when_it_stops_short() {
+    // Too little memory for the f4 peak: the run ends with memory_limit, never "converged".
+    let o = pagani_cpu(
+        Integrand::F4,
+        5,
+        &PaganiOptions {
+            epsrel: 1e-6,
+            memory_limit: Some(1 << 20),
+            ..PaganiOptions::default()
+        },
+    );
+    assert_eq!(o.status, Status::MemoryLimit, "{o:?}");
+    assert!(o.estimate.is_finite() && o.error > 0.0 && !o.covered());
+    let o = pagani_cpu(
+        Integrand::F2,
+        5,
+        &PaganiOptions {
+            epsrel: 1e-3,
+            max_iterations: 3,
+            ..PaganiOptions::default()
+        },
+    );
+    assert_eq!((o.status, o.iterations), (Status::IterationLimit, 3));
+}
+
+/// An evaluator whose kernel wrote nothing: the outputs keep their NaN poison.
+struct Silent;
+impl RegionEvaluator for Silent {
+    fn evaluate(&mut self, _: &[f64], _: &mut [f64], _: &mut [i32]) -> Result<f64, String> {
+        Ok(0.0)
+    }
+}
+
+#[test]
+fn an_evaluate_that_writes_nothing_is_an_error() {
+    let rule = Rule::new(5).unwrap();
+    let r = pagani::integrate(
+        Integrand::F1,
+        &rule,
+        &[0.0; 5],
+        &[1.0; 5],
+        &eps(1e-3),
+        &mut Silent,
+    );
+    assert!(r.unwrap_err().contains("non-finite"));
+}
+
+fn mcubes_cpu(f: Integrand, d: usize, options: &McubesOptions) -> Outcome {
+    let mut s = CpuSampler {
+        integrand: f,
+        params: f.params(d),
+        lo: vec![0.0; d],
+        width: vec![1.0; d],
+    };
+    mcubes::integrate(f, &vec![0.0; d], &vec![1.0; d], options, &mut s).unwrap()
+}
+
+#[test]
+fn mcubes_is_reproducible_and_within_a_few_sigma() {
+    let opts = McubesOptions {
+        epsrel: 1e-3,
+        ..McubesOptions::default()
+    };
+    let a = mcubes_cpu(Integrand::F5, 6, &opts);
+    let b = mcubes_cpu(Integrand::F5, 6, &opts);
+    assert_eq!(a.estimate.to_bits(), b.estimate.to_bits());
+    assert_eq!(a.error.to_bits(), b.error.to_bits());
+    assert_eq!(a.status, Status::Converged);
+    let truth = Integrand::F5.true_value(6);
+    assert!((a.estimate - truth).abs() <= 4.0 * a.error, "{a:?}");
+    let c = mcubes_cpu(Integrand::F5, 6, &McubesOptions { seed: 7, ..opts });
+    assert_ne!(a.estimate, c.estimate, "the seed must matter");
+}
+
+#[test]
+fn mcubes_does_not_claim_what_it_cannot_reach() {
+    // f1 in 8D is hopeless for Monte Carlo at 1e-4 within 1e6 calls per iteration (research §6).
+    let o = mcubes_cpu(
+        Integrand::F1,
+        8,
+        &McubesOptions {
+            epsrel: 1e-4,
+            max_ncall: 1_000_000,
+            titer: 30,
+            ..McubesOptions::default()
+        },
+    );
+    assert_ne!(o.status, Status::Converged, "{o:?}");
+}
+
+/// Every device backend runs the same region tree and the same samples as the reference.
+#[test]
+fn every_backend_matches_the_reference() {
+    let discovery = discover();
+    let cpu = discovery
+        .targets
+        .iter()
+        .find(|t| matches!(t, Target::Cpu(_)))
+        .unwrap();
+    let specs = [
+        (Method::Pagani, Integrand::F5, 5, 1e-3),
+        (Method::Pagani, Integrand::F3, 6, 1e-3),
+        (Method::Pagani, Integrand::Sum, 8, 1e-6),
+        (Method::Mcubes, Integrand::F4, 6, 1e-3),
+        (Method::Mcubes, Integrand::F6, 5, 1e-3),
+    ];
+    for (method, integrand, dim, epsrel) in specs {
+        let spec = Spec {
+            method,
+            integrand,
+            dim,
+            pagani: eps(epsrel),
+            mcubes: McubesOptions {
+                epsrel,
+                ..McubesOptions::default()
+            },
+        };
+        let (reference, _) = suite::run(cpu, &spec).unwrap();
+        assert_eq!(reference.status, Status::Converged);
+        for t in discovery
+            .targets
+            .iter()
+            .filter(|t| !matches!(t, Target::Cpu(_)))
+        {
+            if !t.info().fp64 {
+                eprintln!("{}: skipped (no float64)", t.id());
+                continue;
+            }
+            let (o, stats) = suite::run(t, &spec).unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+            let what = format!("{} {method:?} {integrand} {dim}D", t.id());
+            assert!(stats.jobs > 0, "{what}: no device job ran");
+            assert_eq!(o.status, reference.status, "{what}");
+            assert_eq!(o.iterations, reference.iterations, "{what}");
+            assert_eq!(o.regions, reference.regions, "{what}");
+            assert_eq!(o.evaluations, reference.evaluations, "{what}");
+            // Same points, same summation order: only the math library's last bits differ.
+            let rel = ((o.estimate - reference.estimate) / reference.estimate).abs();
+            assert!(
+                rel < 1e-12,
+                "{what}: {} vs {} ({rel:e})",
+                o.estimate,
+                reference.estimate
+            );
+            let rel = ((o.error - reference.error) / reference.error).abs();
+            assert!(
+                rel < 1e-9,
+                "{what}: error {} vs {}",
+                o.error,
+                reference.error
+            );
+        }
+    }
+}
