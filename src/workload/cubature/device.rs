@@ -179,70 +179,119 @@ impl<'a> DeviceSampler<'a> {
     }
 }
 
-impl Sampler for DeviceSampler<'_> {
-    fn sample(&mut self, spec: &IterationSpec, grid: &[f64]) -> Result<IterationSums, String> {
+impl DeviceSampler<'_> {
+    /// One job: for adapting iterations one launch that fills the bins; for frozen ones one launch per
+    /// iteration, each with its own partial sums.
+    fn job_run(
+        &mut self,
+        specs: &[IterationSpec],
+        grid: &[f64],
+    ) -> Result<Vec<IterationSums>, String> {
         let d = self.domain.len() / 2;
-        let l = &spec.layout;
-        let items = l.items() as usize;
-        let groups = items.div_ceil(GROUP);
-        let kind = if spec.adapt { "adapt" } else { "frozen" };
-        let job = KernelJob {
-            program: &PROGRAM,
-            defines: defines(self.integrand, d),
-            buffers: vec![
-                BufferSpec::Input(HostSlice::F64(grid)),
-                BufferSpec::Input(HostSlice::F64(&self.domain)),
-                BufferSpec::Input(HostSlice::F64(&self.params)),
+        let l = &specs[0].layout;
+        let groups = (l.items() as usize).div_ceil(GROUP);
+        let adapt = specs[0].adapt;
+        let kind = if adapt { "adapt" } else { "frozen" };
+        let mut buffers = vec![
+            BufferSpec::Input(HostSlice::F64(grid)),
+            BufferSpec::Input(HostSlice::F64(&self.domain)),
+            BufferSpec::Input(HostSlice::F64(&self.params)),
+            if adapt {
                 BufferSpec::Output {
                     dtype: DType::F64,
                     len: d * BINS,
-                },
-                BufferSpec::Output {
+                }
+            } else {
+                BufferSpec::Scratch {
                     dtype: DType::F64,
-                    len: 2 * groups,
-                },
-            ],
-            steps: vec![
-                Step::Fill { buffer: 3, byte: 0 },
-                Step::Launch(Launch {
-                    kernel: format!("cub_mcubes_{kind}_{}_{d}", self.integrand.id()),
-                    args: vec![
-                        StepArg::Buffer(0),
-                        StepArg::Buffer(1),
-                        StepArg::Buffer(2),
-                        StepArg::U64(l.chunk),
-                        StepArg::U64(l.cubes),
-                        StepArg::I32(l.g as i32),
-                        StepArg::I32(l.npg as i32),
-                        StepArg::U32(spec.iteration),
-                        StepArg::U32(spec.seed as u32),
-                        StepArg::U32((spec.seed >> 32) as u32),
-                        StepArg::F64(spec.scale),
-                        StepArg::Buffer(3),
-                        StepArg::Buffer(4),
-                    ],
-                    global: groups * GROUP,
-                    local: Local::Exact(GROUP),
-                }),
-            ],
+                    len: 1,
+                }
+            },
+        ];
+        let mut steps = Vec::new();
+        if adapt {
+            steps.push(Step::Fill { buffer: 3, byte: 0 });
+        }
+        for spec in specs {
+            buffers.push(BufferSpec::Output {
+                dtype: DType::F64,
+                len: 2 * groups,
+            });
+            steps.push(Step::Launch(Launch {
+                kernel: format!("cub_mcubes_{kind}_{}_{d}", self.integrand.id()),
+                args: vec![
+                    StepArg::Buffer(0),
+                    StepArg::Buffer(1),
+                    StepArg::Buffer(2),
+                    StepArg::U64(l.chunk),
+                    StepArg::U64(l.cubes),
+                    StepArg::I32(l.g as i32),
+                    StepArg::I32(l.npg as i32),
+                    StepArg::U32(spec.iteration),
+                    StepArg::U32(spec.seed as u32),
+                    StepArg::U32((spec.seed >> 32) as u32),
+                    StepArg::F64(spec.scale),
+                    StepArg::Buffer(3),
+                    StepArg::Buffer(buffers.len() - 1),
+                ],
+                global: groups * GROUP,
+                local: Local::Exact(GROUP),
+            }));
+        }
+        let job = KernelJob {
+            program: &PROGRAM,
+            defines: defines(self.integrand, d),
+            buffers,
+            steps,
             warmup: 0,
             repeats: 0,
         };
         let out = self.device.run(&job).map_err(|e| e.to_string())?;
-        let device_s = self.stats.record(&out);
+        let per_launch: Vec<f64> = out
+            .steps
+            .iter()
+            .filter(|s| s.resources.is_some())
+            .map(|s| s.median_s)
+            .collect();
+        self.stats.record(&out);
         let mut outputs = out.outputs.into_iter();
-        let bins = take_f64(outputs.next().ok_or("sampling returned no outputs")?)?;
-        let partial = take_f64(outputs.next().ok_or("sampling returned no partial sums")?)?;
-        let (mut sum, mut var) = (0.0, 0.0);
-        for pair in partial.chunks(2) {
-            sum += pair[0];
-            var += pair[1];
-        }
-        Ok(IterationSums {
-            sum,
-            var,
-            bins,
-            device_s,
-        })
+        let bins = if adapt {
+            take_f64(outputs.next().ok_or("sampling returned no bins")?)?
+        } else {
+            Vec::new()
+        };
+        outputs
+            .zip(per_launch)
+            .map(|(partial, device_s)| {
+                let partial = take_f64(partial)?;
+                let (mut sum, mut var) = (0.0, 0.0);
+                for pair in partial.chunks(2) {
+                    sum += pair[0];
+                    var += pair[1];
+                }
+                Ok(IterationSums {
+                    sum,
+                    var,
+                    bins: bins.clone(),
+                    device_s,
+                })
+            })
+            .collect()
+    }
+}
+
+impl Sampler for DeviceSampler<'_> {
+    fn sample(&mut self, spec: &IterationSpec, grid: &[f64]) -> Result<IterationSums, String> {
+        self.job_run(std::slice::from_ref(spec), grid)?
+            .pop()
+            .ok_or_else(|| "sampling returned no sums".to_string())
+    }
+
+    fn sample_frozen(
+        &mut self,
+        specs: &[IterationSpec],
+        grid: &[f64],
+    ) -> Result<Vec<IterationSums>, String> {
+        self.job_run(specs, grid)
     }
 }

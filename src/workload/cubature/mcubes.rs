@@ -133,9 +133,17 @@ pub struct IterationSums {
     pub device_s: f64,
 }
 
-/// Runs one sampling iteration on some backend.
+/// Runs sampling iterations on some backend.
 pub trait Sampler {
     fn sample(&mut self, spec: &IterationSpec, grid: &[f64]) -> Result<IterationSums, String>;
+    /// Several frozen-grid iterations on one grid (independent, so a device may run them in one job).
+    fn sample_frozen(
+        &mut self,
+        specs: &[IterationSpec],
+        grid: &[f64],
+    ) -> Result<Vec<IterationSums>, String> {
+        specs.iter().map(|s| self.sample(s, grid)).collect()
+    }
 }
 
 /// Work-items per work-group, whose fixed-tree partial sums every model reproduces.
@@ -381,6 +389,16 @@ impl Frozen {
     }
 }
 
+fn check_finite(sums: &IterationSums, iteration: usize) -> Result<(), String> {
+    if sums.sum.is_finite() && sums.var.is_finite() {
+        Ok(())
+    } else {
+        Err(format!(
+            "sampling returned a non-finite sum in iteration {iteration}"
+        ))
+    }
+}
+
 /// Whether χ²/dof is within three standard deviations of its expectation 1 (dof = n − 1).
 fn consistent(chi2_dof: f64, n: usize) -> bool {
     let dof = (n.max(2) - 1) as f64;
@@ -406,24 +424,20 @@ pub fn integrate(
         let mut grid = uniform_grid(d);
         let mut frozen = Frozen::default();
         let mut inconsistent = false;
-        for it in 0..options.titer {
-            let spec = IterationSpec {
+        let mut it = 0;
+        while it < options.titer {
+            let spec = |i: usize| IterationSpec {
                 layout,
-                iteration: it as u32 + outcome.iterations as u32,
+                iteration: (i + outcome.iterations) as u32,
                 seed: options.seed,
                 scale: volume / layout.calls as f64,
-                adapt: it < options.itmax,
+                adapt: i < options.itmax,
             };
-            let sums = sampler.sample(&spec, &grid)?;
-            device_s += sums.device_s;
-            outcome.evaluations += layout.calls;
-            if !sums.sum.is_finite() || !sums.var.is_finite() {
-                return Err(format!(
-                    "sampling returned a non-finite sum in iteration {}",
-                    outcome.iterations + it + 1
-                ));
-            }
-            if spec.adapt {
+            if it < options.itmax {
+                let sums = sampler.sample(&spec(it), &grid)?;
+                device_s += sums.device_s;
+                outcome.evaluations += layout.calls;
+                check_finite(&sums, outcome.iterations + it + 1)?;
                 let bins: Vec<f64> = sums.bins.iter().map(|&b| quantize(b)).collect();
                 for j in 0..d {
                     refine_axis(
@@ -431,31 +445,49 @@ pub fn integrate(
                         &bins[j * BINS..(j + 1) * BINS],
                     );
                 }
+                it += 1;
                 continue;
             }
-            let var = (sums.var / (layout.npg as f64 - 1.0)).max((f64::EPSILON * sums.sum).powi(2));
-            frozen.values.push(sums.sum);
-            frozen.variances.push(var.max(f64::MIN_POSITIVE));
-            let (mean, sigma, chi2_dof) = frozen.estimate();
-            outcome.estimate = mean;
-            outcome.error = sigma;
-            outcome.chi2_dof = Some(chi2_dof);
-            outcome.calls_per_iteration = Some(layout.calls);
-            if frozen.values.len() >= options.min_frozen
-                && (sigma <= options.epsrel * mean.abs() || sigma <= options.epsabs)
-            {
-                if consistent(chi2_dof, frozen.values.len()) {
-                    outcome.iterations += it + 1;
-                    outcome.status = Status::Converged;
-                    break 'attempts;
+            // Frozen iterations in growing batches (5, 5, 10, 20, ...): the answer is the one a
+            // one-at-a-time loop gives, since each iteration is checked in order; the rest of a batch is
+            // counted in the evaluations but not used.
+            let batch = frozen
+                .values
+                .len()
+                .max(options.min_frozen)
+                .min(options.titer - it);
+            let specs: Vec<IterationSpec> = (it..it + batch).map(spec).collect();
+            let results = sampler.sample_frozen(&specs, &grid)?;
+            outcome.evaluations += layout.calls * batch as u64;
+            for (k, sums) in results.iter().enumerate() {
+                device_s += sums.device_s;
+                check_finite(sums, outcome.iterations + it + k + 1)?;
+                let var =
+                    (sums.var / (layout.npg as f64 - 1.0)).max((f64::EPSILON * sums.sum).powi(2));
+                frozen.values.push(sums.sum);
+                frozen.variances.push(var.max(f64::MIN_POSITIVE));
+                let (mean, sigma, chi2_dof) = frozen.estimate();
+                outcome.estimate = mean;
+                outcome.error = sigma;
+                outcome.chi2_dof = Some(chi2_dof);
+                outcome.calls_per_iteration = Some(layout.calls);
+                if frozen.values.len() >= options.min_frozen
+                    && (sigma <= options.epsrel * mean.abs() || sigma <= options.epsabs)
+                {
+                    if consistent(chi2_dof, frozen.values.len()) {
+                        outcome.iterations += it + k + 1;
+                        outcome.status = Status::Converged;
+                        break 'attempts;
+                    }
+                    inconsistent = true;
                 }
-                inconsistent = true;
             }
+            it += batch;
             if options
                 .time_limit_s
                 .is_some_and(|t| start.elapsed().as_secs_f64() > t)
             {
-                outcome.iterations += it + 1;
+                outcome.iterations += it;
                 outcome.status = Status::TimeLimit;
                 break 'attempts;
             }

@@ -170,31 +170,32 @@ fn estimate_settled(history: &[f64], epsrel: f64) -> bool {
 /// fails; both fractions relax in 10 % steps (active 50 → 70 %, budget 25 → 45 %). Returns the new
 /// active flags, or `None` when no threshold satisfies both.
 fn threshold_classify(err: &[f64], active: &[bool], remaining_budget: f64) -> Option<Vec<bool>> {
-    let candidates: Vec<f64> = err
-        .iter()
-        .zip(active)
+    let mut sorted: Vec<f64> = err
+        .par_iter()
+        .zip(active.par_iter())
         .filter(|(_, &a)| a)
         .map(|(&e, _)| e)
         .collect();
-    let n = candidates.len();
+    let n = sorted.len();
     if n == 0 || remaining_budget <= 0.0 {
         return None;
     }
-    let mean = candidates.iter().sum::<f64>() / n as f64;
-    let min = candidates.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = candidates.iter().copied().fold(0.0, f64::max);
+    sorted.par_sort_unstable_by(f64::total_cmp);
+    // prefix[k]: error of the k smallest, the regions a threshold between sorted[k-1] and sorted[k] finishes.
+    let mut prefix = Vec::with_capacity(n + 1);
+    prefix.push(0.0);
+    for &e in &sorted {
+        prefix.push(prefix[prefix.len() - 1] + e);
+    }
+    let mean = prefix[n] / n as f64;
+    let (min, max) = (sorted[0], sorted[n - 1]);
     for relax in 0..3 {
         let active_frac = 0.5 + 0.1 * relax as f64;
         let budget_frac = 0.25 + 0.1 * relax as f64;
         let (mut lower, mut upper, mut tau) = (min, max, mean);
         for _ in 0..40 {
-            let (kept, finished_err) = candidates.iter().fold((0usize, 0.0f64), |(k, e), &x| {
-                if x > tau {
-                    (k + 1, e)
-                } else {
-                    (k, e + x)
-                }
-            });
+            let finished = sorted.partition_point(|&e| e <= tau);
+            let (kept, finished_err) = (n - finished, prefix[finished]);
             if kept as f64 > active_frac * n as f64 {
                 lower = tau;
                 tau = 0.5 * (tau + upper);
@@ -203,8 +204,8 @@ fn threshold_classify(err: &[f64], active: &[bool], remaining_budget: f64) -> Op
                 tau = 0.5 * (lower + tau);
             } else {
                 return Some(
-                    err.iter()
-                        .zip(active)
+                    err.par_iter()
+                        .zip(active.par_iter())
                         .map(|(&e, &a)| a && e > tau)
                         .collect(),
                 );
@@ -213,6 +214,20 @@ fn threshold_classify(err: &[f64], active: &[bool], remaining_budget: f64) -> Op
     }
     None
 }
+
+/// Sum in a fixed order whatever the thread count: fixed chunks summed in parallel, then in sequence.
+fn ordered_sum(v: &[f64]) -> f64 {
+    v.par_chunks(1 << 14)
+        .map(|c| c.iter().sum::<f64>())
+        .collect::<Vec<f64>>()
+        .iter()
+        .sum()
+}
+
+/// Regions above which a settled estimate triggers the threshold classification even with memory to
+/// spare (our addition, docs/cubature.md): relative classification never finishes the far tails of a peak
+/// (tiny estimate, comparable error), so without it they double every iteration for nothing.
+pub const FOCUS_REGIONS: u64 = 1 << 21;
 
 /// Integrates `integrand` over the box [lo, hi] with PAGANI, evaluating regions through `evaluator`.
 pub fn integrate(
@@ -252,24 +267,30 @@ pub fn integrate(
                 iteration + 1
             ));
         }
-        let est: Vec<f64> = (0..n).map(|i| est_err[2 * i]).collect();
-        let mut err: Vec<f64> = (0..n).map(|i| est_err[2 * i + 1]).collect();
-        if !parents.is_empty() {
+        let est: Vec<f64> = est_err.par_chunks(2).map(|p| p[0]).collect();
+        let raw: Vec<f64> = est_err.par_chunks(2).map(|p| p[1]).collect();
+        let err: Vec<f64> = if parents.is_empty() {
+            raw
+        } else {
             // Two-level refinement: children are [all left halves | all right halves].
             let half = n / 2;
-            let raw = err.clone();
-            for i in 0..n {
-                let sib = if i < half { i + half } else { i - half };
-                let delta = (est[i] + est[sib] - parents[i % half]).abs() / 4.0;
-                let e = raw[i] + raw[sib];
-                if e > 0.0 {
-                    err[i] *= 1.0 + 2.0 * delta / e;
-                }
-                err[i] += delta;
-            }
-        }
-        let active_est: f64 = est.iter().sum();
-        let active_err: f64 = err.iter().sum();
+            (0..n)
+                .into_par_iter()
+                .map(|i| {
+                    let sib = if i < half { i + half } else { i - half };
+                    let delta = (est[i] + est[sib] - parents[i % half]).abs() / 4.0;
+                    let e = raw[i] + raw[sib];
+                    let scaled = if e > 0.0 {
+                        raw[i] * (1.0 + 2.0 * delta / e)
+                    } else {
+                        raw[i]
+                    };
+                    scaled + delta
+                })
+                .collect()
+        };
+        let active_est = ordered_sum(&est);
+        let active_err = ordered_sum(&err);
         let total_est = finished_est + active_est;
         let total_err = finished_err + active_err;
         history.push(total_est);
@@ -280,25 +301,32 @@ pub fn integrate(
             break;
         }
         // Relative-error classification under the error-budget guard.
-        let mut active: Vec<bool> = (0..n)
-            .map(|i| err[i] >= options.epsrel * est[i].abs())
+        let mut active: Vec<bool> = est
+            .par_iter()
+            .zip(err.par_iter())
+            .map(|(&v, &e)| e >= options.epsrel * v.abs())
             .collect();
-        let newly_finished_err: f64 = (0..n).filter(|&i| !active[i]).map(|i| err[i]).sum();
-        if finished_err + newly_finished_err > options.epsrel * total_est.abs() {
-            active.iter_mut().for_each(|a| *a = true);
+        let finished_now: Vec<f64> = (0..n)
+            .map(|i| if active[i] { 0.0 } else { err[i] })
+            .collect();
+        if finished_err + ordered_sum(&finished_now) > options.epsrel * total_est.abs() {
+            active.par_iter_mut().for_each(|a| *a = true);
         }
-        // Memory-driven classification when a full split would not fit (or would fill > 10 % of memory
-        // once the estimate has settled).
-        let n_active = active.iter().filter(|&&a| a).count() as u64;
+        // Threshold classification when a full split would not fit in memory, or would fill > 10 % of it
+        // once the estimate has settled (research §2.5), or would pass FOCUS_REGIONS once settled.
+        let n_active = active.par_iter().filter(|&&a| a).count() as u64;
         let split_bytes = 2 * n_active * region_bytes(d);
+        let settled = estimate_settled(&history, options.epsrel);
         if split_bytes > memory
-            || (split_bytes > memory / 10 && estimate_settled(&history, options.epsrel))
+            || (settled && (split_bytes > memory / 10 || 2 * n_active > FOCUS_REGIONS))
         {
-            let kept_err: f64 = (0..n).filter(|&i| !active[i]).map(|i| err[i]).sum();
-            let remaining = options.epsrel * total_est.abs() - finished_err - kept_err;
+            let kept: Vec<f64> = (0..n)
+                .map(|i| if active[i] { 0.0 } else { err[i] })
+                .collect();
+            let remaining = options.epsrel * total_est.abs() - finished_err - ordered_sum(&kept);
             match threshold_classify(&err, &active, remaining) {
                 Some(flags)
-                    if 2 * flags.iter().filter(|&&a| a).count() as u64 * region_bytes(d)
+                    if 2 * flags.par_iter().filter(|&&a| a).count() as u64 * region_bytes(d)
                         <= memory =>
                 {
                     active = flags
@@ -310,11 +338,15 @@ pub fn integrate(
                 _ => {}
             }
         }
-        for i in (0..n).filter(|&i| !active[i]) {
-            finished_est += est[i];
-            finished_err += err[i];
-        }
-        let survivors: Vec<usize> = (0..n).filter(|&i| active[i]).collect();
+        let done_est: Vec<f64> = (0..n)
+            .map(|i| if active[i] { 0.0 } else { est[i] })
+            .collect();
+        let done_err: Vec<f64> = (0..n)
+            .map(|i| if active[i] { 0.0 } else { err[i] })
+            .collect();
+        finished_est += ordered_sum(&done_est);
+        finished_err += ordered_sum(&done_err);
+        let survivors: Vec<usize> = (0..n).into_par_iter().filter(|&i| active[i]).collect();
         if survivors.is_empty() {
             // Everything finished without meeting the global test (only when epsabs or rounding intervene).
             outcome.estimate = finished_est;
