@@ -4,7 +4,7 @@
 # logs in $OUT/*.log. STAGE picks a part (each fits one 10-minute device call):
 #   probe   one quick PAGANI and m-Cubes run per backend
 #   pagani  PAGANI f1..f6 and sum, 5D and 8D, epsrel 1e-3..1e-6, on CUDA then NVIDIA OpenCL
-#           (PAGANI_BACKENDS="cuda" or ="opencl:1:0" for one of them)
+#           (PAGANI_BACKENDS="cuda" or ="opencl:1:0" for one of them; PAGANI_EPS8 narrows the 8D tolerances)
 #   mcubes  m-Cubes f1..f6 and sum, 6D and 8D, epsrel 1e-3 and 1e-4, on both
 # Build here first:   cargo build --release --features cuda --target-dir target/gpu
 #                     mkdir -p .carry && cp target/gpu/release/astroport .carry/
@@ -26,7 +26,7 @@ case "${STAGE:-probe}" in
   pagani)
     for be in ${PAGANI_BACKENDS:-cuda $nv}; do
       run "pagani-5d-$be" --method pagani --integrand sum,f1,f2,f3,f4,f5,f6 --dim 5 --epsrel 1e-3,1e-4,1e-5,1e-6 --backend "$be"
-      run "pagani-8d-$be" --method pagani --integrand sum,f1,f2,f3,f4,f5,f6 --dim 8 --epsrel 1e-3,1e-4,1e-5,1e-6 --backend "$be"
+      run "pagani-8d-$be" --method pagani --integrand sum,f1,f2,f3,f4,f5,f6 --dim 8 --epsrel "${PAGANI_EPS8:-1e-3,1e-4,1e-5,1e-6}" --backend "$be"
     done ;;
   mcubes)
     run mcubes --method mcubes --integrand sum,f1,f2,f3,f4,f5,f6 --dim 6,8 --epsrel 1e-3,1e-4 --backend cuda --backend "$nv" ;;

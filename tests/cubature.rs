@@ -55,6 +55,7 @@ fn pagani_reference_reproduces_the_seed_codes_answers() {
         (Integrand::F1, 1e-3, 2.0242544077e-02, 32u64, 1usize),
         (Integrand::F5, 1e-3, 3.0931631618e-04, 2048, 7),
         (Integrand::F5, 1e-5, 3.0936339887e-04, 32768, 11),
+        (Integrand::F6, 1e-4, 1.9102825772e+05, 0, 28),
     ] {
         let o = pagani_cpu(f, 5, &eps(epsrel));
         assert!(
@@ -63,7 +64,10 @@ fn pagani_reference_reproduces_the_seed_codes_answers() {
             o.estimate
         );
         assert_eq!(o.iterations, iterations, "{f} {epsrel}");
-        assert_eq!(o.peak_regions, regions, "{f} {epsrel}");
+        if regions > 0 {
+            // Upstream prints the last iteration's count, which is the peak for f1 and f5.
+            assert_eq!(o.peak_regions, regions, "{f} {epsrel}");
+        }
     }
 }
 

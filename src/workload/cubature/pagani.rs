@@ -15,8 +15,8 @@ pub struct PaganiOptions {
     pub epsabs: f64,
     /// Upstream's cap.
     pub max_iterations: usize,
-    /// Bytes the region list may use; `None`: 80 % of the host's available memory (the regions live on the
-    /// host; devices see them in tiles).
+    /// Bytes the region list may use. The runner passes the smaller of the device's memory and the host's
+    /// available memory; `None` here means 80 % of the host's available memory.
     pub memory_limit: Option<u64>,
     /// Wall-time budget, seconds: the run stops with `TimeLimit` after the iteration that passes it.
     pub time_limit_s: Option<f64>,
@@ -45,10 +45,10 @@ pub trait RegionEvaluator {
     ) -> Result<f64, String>;
 }
 
-/// Host bytes one region costs while an iteration runs (bounds, estimate and error, axis, the parent
-/// estimate its children keep).
+/// Bytes one region costs in PAGANI's memory model, 80·(d + 1) (research §2.5: bounds, estimates,
+/// errors, flags, scan and the split's copies); ours needs less on the host, so the model is conservative.
 pub fn region_bytes(d: usize) -> u64 {
-    (16 * d + 32) as u64
+    80 * (d as u64 + 1)
 }
 
 /// The host's available memory (`MemAvailable` of /proc/meminfo), bytes; `None` where unknown.
@@ -300,11 +300,12 @@ pub fn integrate(
             outcome.status = Status::Converged;
             break;
         }
-        // Relative-error classification under the error-budget guard.
+        // Relative-error classification under the error-budget guard: a region stays active while its error
+        // exceeds epsrel of its own estimate (a region with zero estimate and zero error is finished).
         let mut active: Vec<bool> = est
             .par_iter()
             .zip(err.par_iter())
-            .map(|(&v, &e)| e >= options.epsrel * v.abs())
+            .map(|(&v, &e)| e > options.epsrel * v.abs())
             .collect();
         let finished_now: Vec<f64> = (0..n)
             .map(|i| if active[i] { 0.0 } else { err[i] })
