@@ -200,6 +200,7 @@ impl std::str::FromStr for Integrand {
 }
 
 #[cfg(test)]
+#[allow(clippy::excessive_precision)]
 mod tests {
     use super::*;
 

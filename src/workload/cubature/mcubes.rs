@@ -305,7 +305,7 @@ pub fn refine_axis(edges: &mut [f64], contrib: &[f64]) {
         };
     }
     let total: f64 = smooth.iter().sum();
-    if !(total > 0.0) || !total.is_finite() {
+    if total.is_nan() || total <= 0.0 || !total.is_finite() {
         return; // nothing sampled anywhere (or an overflow): keep the grid
     }
     let r: Vec<f64> = smooth
@@ -321,7 +321,7 @@ pub fn refine_axis(edges: &mut [f64], contrib: &[f64]) {
         })
         .collect();
     let r_total: f64 = r.iter().sum();
-    if !(r_total > 0.0) {
+    if r_total.is_nan() || r_total <= 0.0 {
         return;
     }
     let share = r_total / n as f64;

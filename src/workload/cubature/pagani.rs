@@ -85,8 +85,8 @@ impl CpuEvaluator<'_> {
             let f = self.integrand.eval(&x, &self.params);
             let w = &rule.weights[rule.set_of[p] as usize];
             let lane = &mut lanes[p % LANES];
-            for r in 0..RULES {
-                lane[r] = w[r].mul_add(f, lane[r]);
+            for (acc, wr) in lane.iter_mut().zip(w) {
+                *acc = wr.mul_add(f, *acc);
             }
             if p <= 4 * d {
                 f_axis[p] = f;
@@ -94,9 +94,10 @@ impl CpuEvaluator<'_> {
         }
         let mut stride = LANES / 2;
         while stride > 0 {
-            for l in 0..stride {
-                for r in 0..RULES {
-                    lanes[l][r] += lanes[l + stride][r];
+            let (low, high) = lanes.split_at_mut(stride);
+            for (a, b) in low.iter_mut().zip(high.iter()) {
+                for (x, y) in a.iter_mut().zip(b) {
+                    *x += y;
                 }
             }
             stride /= 2;

@@ -9,6 +9,9 @@
 //! Lagrange interpolation; the tests check the surplus table entries and the moment conditions for
 //! d = 2..15.
 
+// The generators and weights are kept with the digits they were published with.
+#![allow(clippy::excessive_precision)]
+
 /// Dimensions the rule supports: the fourth differences need sets 0–2 (4d + 1 points) inside the first
 /// 64 points, so d ≤ 15.
 pub const MIN_DIM: usize = 2;
@@ -547,6 +550,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::needless_range_loop)]
     fn interpolated_weights_reproduce_the_surplus_table_entries() {
         for (t, d) in (5..=8).enumerate() {
             for set in 0..SETS {
