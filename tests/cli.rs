@@ -223,3 +223,62 @@ fn maps_writes_fits_maps() {
         assert!(out.contains(&format!("tiny_{name}.fits")), "{out}");
     }
 }
+
+#[test]
+fn cubature_runs_and_refuses_bad_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rows");
+    let (code, stdout, err) = astroport(
+        &[
+            "run",
+            "cubature",
+            "--method",
+            "pagani,mcubes",
+            "--integrand",
+            "f5",
+            "--dim",
+            "5",
+            "--epsrel",
+            "1e-3",
+            "--backend",
+            "cpu",
+            "--backend",
+            "cuda:7",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "{stdout}\n{err}");
+    assert!(stdout.contains("pagani coverage: 1 of 1"), "{stdout}");
+    let rows = std::fs::read_to_string(out.join("cubature.jsonl")).unwrap();
+    let rows: Vec<serde_json::Value> = rows
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // cpu and the absent cuda:7 for each method.
+    assert_eq!(rows.len(), 4);
+    let absent = rows.iter().find(|r| r["backend"] == "cuda:7").unwrap();
+    assert_ne!(absent["run"], "ok");
+    let ok = rows
+        .iter()
+        .find(|r| r["backend"] == "cpu" && r["method"] == "pagani")
+        .unwrap();
+    assert_eq!(ok["outcome"]["status"], "converged");
+    assert!(ok["true_rel_err"].as_f64().unwrap() < 1e-3);
+
+    for (args, needle) in [
+        (vec!["--dim", "1"], "--dim: 1 is outside 2..=15"),
+        (vec!["--dim", "16"], "--dim: 16 is outside 2..=15"),
+        (vec!["--epsrel", "2"], "--epsrel: 2 is not in (0, 1)"),
+        (vec!["--epsrel", "x"], "--epsrel: 'x' is not valid"),
+        (vec!["--integrand", "f9"], "unknown integrand 'f9'"),
+        (vec!["--method", "vegas"], "unknown method 'vegas'"),
+    ] {
+        let mut all = vec!["run", "cubature", "--backend", "cpu"];
+        all.extend(args);
+        let (code, _, err) = astroport(&all, dir.path());
+        assert_eq!(code, 2, "{all:?}: {err}");
+        assert!(err.contains(needle), "{all:?}: {err}");
+    }
+}
