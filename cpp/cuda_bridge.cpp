@@ -12,6 +12,8 @@ rust::Vec<NativeDevice> cuda_devices() { return from_plain(astroport_cuda::devic
 
 rust::String cuda_runtime_version() { return rust::String(astroport_cuda::runtime_version()); }
 
+uint64_t cuda_free_memory(int32_t device) { return astroport_cuda::free_memory(static_cast<int>(device)); }
+
 NativeOutcome cuda_run_job(int32_t device, const NativeJob &job, rust::Slice<const NativeBuffer> buffers,
                            rust::Slice<const NativeStep> steps, rust::Slice<const NativeArg> args,
                            rust::Slice<const uint8_t> inputs,

@@ -400,6 +400,13 @@ std::vector<Device> devices() {
     return out;
 }
 
+uint64_t free_memory(int device) {
+    ASTRO_CUDA_CHECK(cudaSetDevice(device));
+    size_t free_bytes = 0, total_bytes = 0;
+    ASTRO_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return static_cast<uint64_t>(free_bytes);
+}
+
 std::string runtime_version() {
     return "runtime " + version_text(runtime_version_int()) + ", driver " + version_text(driver_version());
 }

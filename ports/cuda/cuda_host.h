@@ -44,6 +44,9 @@ std::vector<astroport_native::Device> devices();
 // driver.
 std::string runtime_version();
 
+// Free memory of `device` now (cudaMemGetInfo), bytes. Throws std::runtime_error on a CUDA error.
+uint64_t free_memory(int device);
+
 // Runs one job on `device` (semantics: cpp/native_job.h): outputs are copied, concatenated in buffer order,
 // straight into `outputs` (caller-owned, exactly the total output size).
 // Throws std::runtime_error (CUDA call, file:line, error string) on any failure; frees everything.

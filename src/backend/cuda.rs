@@ -16,6 +16,7 @@ mod ffi {
         type NativeDevice = crate::backend::native::ffi::NativeDevice;
         fn cuda_devices() -> Result<Vec<NativeDevice>>;
         fn cuda_runtime_version() -> Result<String>;
+        fn cuda_free_memory(device: i32) -> Result<u64>;
         fn cuda_run_job(
             device: i32,
             job: &NativeJob,
@@ -40,5 +41,6 @@ pub fn discover() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
         ffi::cuda_devices(),
         toolchain,
         ffi::cuda_run_job,
+        Some(ffi::cuda_free_memory),
     )
 }

@@ -650,6 +650,11 @@ pub trait Accelerator: Send + Sync {
     /// Toolchain text for provenance (compiler/runtime versions).
     fn toolchain(&self) -> String;
     fn run(&self, job: &KernelJob) -> Result<JobOutput, BackendError>;
+    /// Free device memory now, bytes, where the runtime can say (CUDA); `None` elsewhere (OpenCL has no
+    /// standard query).
+    fn free_memory(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A runnable target: the Rust `cpu` model or a device of another model.

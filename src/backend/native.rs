@@ -122,6 +122,9 @@ pub type RunJobFn = fn(
     &mut [u8],
 ) -> Result<ffi::NativeOutcome, cxx::Exception>;
 
+/// Free memory of one device, bytes.
+pub type FreeMemoryFn = fn(i32) -> Result<u64, cxx::Exception>;
+
 /// A device of a C++-hosted model (CUDA or SYCL). The Rust half of the host plumbing, written once.
 pub struct NativeAccelerator {
     pub model: Model,
@@ -129,6 +132,7 @@ pub struct NativeAccelerator {
     pub info: DeviceInfo,
     pub toolchain: String,
     pub run_job: RunJobFn,
+    pub free_memory: Option<FreeMemoryFn>,
 }
 
 impl NativeAccelerator {
@@ -138,6 +142,7 @@ impl NativeAccelerator {
         platform: &str,
         toolchain: String,
         run_job: RunJobFn,
+        free_memory: Option<FreeMemoryFn>,
     ) -> Self {
         NativeAccelerator {
             model,
@@ -155,6 +160,7 @@ impl NativeAccelerator {
             },
             toolchain,
             run_job,
+            free_memory,
         }
     }
 }
@@ -323,6 +329,9 @@ impl Accelerator for NativeAccelerator {
     fn toolchain(&self) -> String {
         self.toolchain.clone()
     }
+    fn free_memory(&self) -> Option<u64> {
+        self.free_memory.and_then(|f| f(self.index).ok())
+    }
     fn run(&self, job: &KernelJob) -> Result<JobOutput, BackendError> {
         job.validate()?;
         let source = match self.model {
@@ -363,6 +372,7 @@ pub fn discover_native(
     devices: Result<Vec<ffi::NativeDevice>, cxx::Exception>,
     toolchain: String,
     run_job: RunJobFn,
+    free_memory: Option<FreeMemoryFn>,
 ) -> Result<Vec<Box<dyn Accelerator>>, super::Absent> {
     let absent = |why, reason: String| super::Absent {
         model,
@@ -396,6 +406,7 @@ pub fn discover_native(
                 &platform,
                 toolchain.clone(),
                 run_job,
+                free_memory,
             )) as Box<dyn Accelerator>
         })
         .collect())

@@ -36,5 +36,6 @@ pub fn discover() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
         ffi::sycl_devices(),
         toolchain,
         ffi::sycl_run_job,
+        None,
     )
 }

@@ -99,11 +99,12 @@ pub fn run(target: &Target, spec: &Spec) -> Result<(Outcome, KernelStats), Strin
         (Method::Pagani, Target::Device(dev)) => {
             let rule = Rule::new(d)?;
             let mut ev = DeviceEvaluator::new(dev.as_ref(), spec.integrand, &rule);
-            // The memory classification sees the smaller of the device's memory and the host's available
-            // memory (the region list lives on the host, tiles of it on the device).
+            // The memory classification sees the smaller of the device's free memory (CUDA asks the driver;
+            // elsewhere its total) and the host's available memory (the region list lives on the host, tiles
+            // of it on the device).
             let mut options = spec.pagani.clone();
             let host = pagani::available_memory().map_or(u64::MAX, |m| m / 10 * 8);
-            let device = dev.info().global_mem_bytes;
+            let device = dev.free_memory().unwrap_or(dev.info().global_mem_bytes);
             options.memory_limit = Some(
                 options
                     .memory_limit
