@@ -335,10 +335,8 @@ Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t i
     ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream.s));
 
     std::vector<Event> events(job.steps.size() + 1);
-    out.times_s.reserve(job.repeats);
-    for (uint32_t r = 0; r < job.repeats; ++r) {
-        sequence(&events);
-        ASTRO_CUDA_CHECK(cudaEventSynchronize(events.back().e));
+    // Appends the whole sequence's and each step's time of the events just recorded (synchronised).
+    auto record = [&]() {
         float ms = 0;
         ASTRO_CUDA_CHECK(cudaEventElapsedTime(&ms, events.front().e, events.back().e));
         out.times_s.push_back(static_cast<double>(ms) * 1e-3);
@@ -346,6 +344,12 @@ Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t i
             ASTRO_CUDA_CHECK(cudaEventElapsedTime(&ms, events[s].e, events[s + 1].e));
             out.step_times_s.push_back(static_cast<double>(ms) * 1e-3);
         }
+    };
+    out.times_s.reserve(job.repeats);
+    for (uint32_t r = 0; r < job.repeats; ++r) {
+        sequence(&events);
+        ASTRO_CUDA_CHECK(cudaEventSynchronize(events.back().e));
+        record();
     }
 
     // Verification run on re-poisoned outputs and scratch. A single-shot job (repeats == 0: one iteration of
@@ -354,15 +358,7 @@ Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t i
     const bool single_shot = job.repeats == 0;
     sequence(single_shot ? &events : nullptr);
     ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream.s));
-    if (single_shot) {
-        float ms = 0;
-        ASTRO_CUDA_CHECK(cudaEventElapsedTime(&ms, events.front().e, events.back().e));
-        out.times_s.push_back(static_cast<double>(ms) * 1e-3);
-        for (size_t s = 0; s < job.steps.size(); ++s) {
-            ASTRO_CUDA_CHECK(cudaEventElapsedTime(&ms, events[s].e, events[s + 1].e));
-            out.step_times_s.push_back(static_cast<double>(ms) * 1e-3);
-        }
-    }
+    if (single_shot) record();
     size_t pos = 0;
     for (size_t i = 0; i < job.buffers.size(); ++i) {
         if (job.buffers[i].role != astroport_native::kOutput || buffers[i].bytes == 0) continue;

@@ -143,22 +143,11 @@ pub fn row(
 ) -> CubatureRow {
     let info = target.info();
     let mut r = CubatureRow {
-        schema: SCHEMA,
-        method: spec.method,
-        integrand: spec.integrand,
-        dim: spec.dim,
-        epsrel: spec.epsrel(),
         backend: target.id(),
         model: target.model().name().into(),
         device: info.name.clone(),
-        run: "ok".into(),
-        outcome: None,
-        true_value: spec.integrand.true_value(spec.dim),
-        true_rel_err: None,
-        covered: None,
-        kernels: Vec::new(),
-        jobs: 0,
         provenance: Provenance::new(target.toolchain(), info.driver.clone(), String::new()),
+        ..empty_row(spec)
     };
     match result {
         Ok((o, stats)) => {
@@ -176,15 +165,27 @@ pub fn row(
 /// The row of a backend that cannot run.
 pub fn absent_row(a: &Absent, spec: &Spec) -> CubatureRow {
     CubatureRow {
+        backend: a.id.clone(),
+        model: a.model.name().into(),
+        device: "-".into(),
+        run: format!("{}: {}", a.why.status(), a.reason),
+        provenance: Provenance::new(String::new(), String::new(), String::new()),
+        ..empty_row(spec)
+    }
+}
+
+/// A row of this spec with no backend and no outcome yet.
+fn empty_row(spec: &Spec) -> CubatureRow {
+    CubatureRow {
         schema: SCHEMA,
         method: spec.method,
         integrand: spec.integrand,
         dim: spec.dim,
         epsrel: spec.epsrel(),
-        backend: a.id.clone(),
-        model: a.model.name().into(),
-        device: "-".into(),
-        run: format!("{}: {}", a.why.status(), a.reason),
+        backend: String::new(),
+        model: String::new(),
+        device: String::new(),
+        run: "ok".into(),
         outcome: None,
         true_value: spec.integrand.true_value(spec.dim),
         true_rel_err: None,
