@@ -5,7 +5,8 @@
 // A job is device buffers that live for the whole job plus an ordered list of steps (kernel launches and
 // buffer fills) on one in-order stream/queue. Both hosts: upload inputs once, poison outputs and scratch
 // with 0xFF, run the sequence `warmup` times, time it `repeats` times (whole sequence and each step),
-// re-poison, run it once more and copy the outputs, concatenated in buffer order, to the caller.
+// re-poison, run it once more and copy the outputs, concatenated in buffer order, to the caller. With
+// repeats == 0 (single-shot: one iteration of an adaptive algorithm) that last run is the timed one.
 #pragma once
 #include <cstdint>
 #include <limits>

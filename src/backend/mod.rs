@@ -424,7 +424,8 @@ impl Program {
 /// fills) on one in-order queue. The whole sequence is what is warmed up, timed and verified: every model
 /// uploads the inputs once, poisons outputs and scratch, runs `warmup` untimed sequences, times `repeats`
 /// sequences with device events (the total and each step), re-poisons, runs once more and returns the
-/// outputs of that last run.
+/// outputs of that last run. With `warmup: 0, repeats: 0` the job is single-shot (one iteration of an
+/// adaptive algorithm): only the verification run happens, and it is the timed one.
 #[derive(Debug, Clone)]
 pub struct KernelJob<'a> {
     pub program: &'a Program,
