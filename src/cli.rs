@@ -878,12 +878,17 @@ pub fn devices_text() -> String {
     out
 }
 
-fn parse_list<T: std::str::FromStr>(flag: &str, text: &str) -> Result<Vec<T>, String> {
+/// A comma-separated option value, each item parsed; a bad item names the flag, the item and why.
+fn parse_list<T>(flag: &str, text: &str) -> Result<Vec<T>, String>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
     text.split(',')
         .map(|v| {
             v.trim()
                 .parse::<T>()
-                .map_err(|_| format!("--{flag}: '{}' is not valid", v.trim()))
+                .map_err(|e| format!("--{flag}: '{}' is not valid ({e})", v.trim()))
         })
         .collect()
 }
@@ -891,16 +896,8 @@ fn parse_list<T: std::str::FromStr>(flag: &str, text: &str) -> Result<Vec<T>, St
 /// `astroport run cubature`: every (method, integrand, dim, epsrel) on every selected backend, one row each.
 fn run_cubature(common: &Common, args: &CubatureArgs, need_backend: bool) -> Result<i32, String> {
     use crate::workload::cubature::{mcubes::McubesOptions, pagani::PaganiOptions, rule, suite};
-    let methods: Vec<cubature::Method> = args
-        .method
-        .split(',')
-        .map(|m| m.trim().parse())
-        .collect::<Result<_, _>>()?;
-    let integrands: Vec<cubature::Integrand> = args
-        .integrand
-        .split(',')
-        .map(|m| m.trim().parse())
-        .collect::<Result<_, _>>()?;
+    let methods: Vec<cubature::Method> = parse_list("method", &args.method)?;
+    let integrands: Vec<cubature::Integrand> = parse_list("integrand", &args.integrand)?;
     let dims: Vec<usize> = parse_list("dim", &args.dim)?;
     if let Some(&d) = dims
         .iter()
@@ -961,7 +958,7 @@ fn run_cubature(common: &Common, args: &CubatureArgs, need_backend: bool) -> Res
                                 epsrel,
                                 row.backend,
                                 o.status.name(),
-                                suite::seconds(o.total_s)
+                                report::fmt_time(o.total_s)
                             );
                         } else {
                             eprintln!("cubature on {}: {}", row.backend, row.run);

@@ -26,11 +26,14 @@ pub fn native_ratio(row: &Row, rows: &[Row]) -> Option<(f64, &'static str)> {
     Some((t / native?.time_s.as_ref()?.median, label))
 }
 
-fn fmt_time(s: f64) -> String {
+/// Seconds with a unit that suits them (s, ms, µs).
+pub fn fmt_time(s: f64) -> String {
     if s >= 1.0 {
         format!("{s:.3} s")
-    } else {
+    } else if s >= 1e-3 || s == 0.0 {
         format!("{:.3} ms", s * 1e3)
+    } else {
+        format!("{:.1} µs", s * 1e6)
     }
 }
 

@@ -225,6 +225,23 @@ fn ordered_sum(v: &[f64]) -> f64 {
         .sum()
 }
 
+/// Sum of `values` over the finished regions (`active` false), in the fixed order of [`ordered_sum`].
+fn finished_sum(values: &[f64], active: &[bool]) -> f64 {
+    values
+        .par_chunks(1 << 14)
+        .zip(active.par_chunks(1 << 14))
+        .map(|(v, a)| {
+            v.iter()
+                .zip(a)
+                .filter(|(_, &a)| !a)
+                .map(|(x, _)| x)
+                .sum::<f64>()
+        })
+        .collect::<Vec<f64>>()
+        .iter()
+        .sum()
+}
+
 /// Regions above which a settled estimate triggers the threshold classification even with memory to
 /// spare (our addition, docs/cubature.md): relative classification never finishes the far tails of a peak
 /// (tiny estimate, comparable error), so without it they double every iteration for nothing.
@@ -308,10 +325,7 @@ pub fn integrate(
             .zip(err.par_iter())
             .map(|(&v, &e)| e > options.epsrel * v.abs())
             .collect();
-        let finished_now: Vec<f64> = (0..n)
-            .map(|i| if active[i] { 0.0 } else { err[i] })
-            .collect();
-        if finished_err + ordered_sum(&finished_now) > options.epsrel * total_est.abs() {
+        if finished_err + finished_sum(&err, &active) > options.epsrel * total_est.abs() {
             active.par_iter_mut().for_each(|a| *a = true);
         }
         // Threshold classification when a full split would not fit in memory, or would fill > 10 % of it
@@ -322,10 +336,8 @@ pub fn integrate(
         if split_bytes > memory
             || (settled && (split_bytes > memory / 10 || 2 * n_active > FOCUS_REGIONS))
         {
-            let kept: Vec<f64> = (0..n)
-                .map(|i| if active[i] { 0.0 } else { err[i] })
-                .collect();
-            let remaining = options.epsrel * total_est.abs() - finished_err - ordered_sum(&kept);
+            let remaining =
+                options.epsrel * total_est.abs() - finished_err - finished_sum(&err, &active);
             match threshold_classify(&err, &active, remaining) {
                 Some(flags)
                     if 2 * flags.par_iter().filter(|&&a| a).count() as u64 * region_bytes(d)
@@ -340,14 +352,8 @@ pub fn integrate(
                 _ => {}
             }
         }
-        let done_est: Vec<f64> = (0..n)
-            .map(|i| if active[i] { 0.0 } else { est[i] })
-            .collect();
-        let done_err: Vec<f64> = (0..n)
-            .map(|i| if active[i] { 0.0 } else { err[i] })
-            .collect();
-        finished_est += ordered_sum(&done_est);
-        finished_err += ordered_sum(&done_err);
+        finished_est += finished_sum(&est, &active);
+        finished_err += finished_sum(&err, &active);
         let survivors: Vec<usize> = (0..n).into_par_iter().filter(|&i| active[i]).collect();
         if survivors.is_empty() {
             // Everything finished without meeting the global test (only when epsabs or rounding intervene).

@@ -8,6 +8,7 @@ use super::pagani::{self, CpuEvaluator, PaganiOptions};
 use super::rule::Rule;
 use super::{Integrand, Method, Outcome, Status};
 use crate::backend::{Absent, Target};
+use crate::report::fmt_time;
 use crate::results::Provenance;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use serde::Serialize;
@@ -200,17 +201,6 @@ fn sci(x: f64) -> String {
     format!("{x:.2e}")
 }
 
-/// Seconds with a unit that suits them.
-pub fn seconds(s: f64) -> String {
-    if s >= 1.0 {
-        format!("{s:.3} s")
-    } else if s >= 1e-3 {
-        format!("{:.2} ms", s * 1e3)
-    } else {
-        format!("{:.1} µs", s * 1e6)
-    }
-}
-
 /// The kernel that took the most device time in a row.
 fn main_kernel(r: &CubatureRow) -> Option<&KernelRow> {
     r.kernels
@@ -240,24 +230,20 @@ pub fn terminal(rows: &[CubatureRow]) -> String {
         "regs",
     ]);
     for r in rows {
-        let Some(o) = &r.outcome else {
-            t.add_row(vec![
-                r.method.name().to_string(),
-                r.integrand.name().into(),
-                r.dim.to_string(),
-                sci(r.epsrel),
-                r.backend.clone(),
-                r.run.clone(),
-            ]);
-            continue;
-        };
-        let k = main_kernel(r);
-        t.add_row(vec![
+        let mut cells = vec![
             r.method.name().to_string(),
             r.integrand.name().into(),
             r.dim.to_string(),
             sci(r.epsrel),
             r.backend.clone(),
+        ];
+        let Some(o) = &r.outcome else {
+            cells.push(r.run.clone());
+            t.add_row(cells);
+            continue;
+        };
+        let k = main_kernel(r);
+        cells.extend([
             o.status.name().into(),
             format!("{:.10e}", o.estimate),
             sci(o.error / o.estimate.abs()),
@@ -269,11 +255,12 @@ pub fn terminal(rows: &[CubatureRow]) -> String {
             },
             format!("{:.3e}", o.evaluations as f64),
             o.iterations.to_string(),
-            seconds(o.total_s),
-            seconds(o.device_s),
+            fmt_time(o.total_s),
+            fmt_time(o.device_s),
             k.and_then(|k| k.regs_per_thread)
                 .map_or("-".into(), |r| r.to_string()),
         ]);
+        t.add_row(cells);
     }
     format!("{t}\n")
 }
