@@ -12,14 +12,55 @@
 #if ASTRO_HAS_FP64
 __kernel void CUB_NAME(cub_evaluate)(__global const double *restrict bounds, __global const double *restrict points,
                                      __global const int *restrict set_of, __global const double *restrict rule,
-                                     __global const double *restrict params, const int n_points,
+                                     __global const double *restrict params, const int n_points, const ulong first,
                                      __global double *restrict out, __global int *restrict axis)
 {
     __local double box[2 * CUB_MAX_DIM];
     __local double f_axis[CUB_GROUP];
     __local double red[CUB_RULES * CUB_GROUP];
-    cub_evaluate_item(CUB_INTEGRAND, CUB_DIM, n_points, (unsigned int)get_group_id(0), (int)get_local_id(0), bounds,
+    cub_evaluate_item(CUB_INTEGRAND, CUB_DIM, n_points, first + (ulong)get_group_id(0), (int)get_local_id(0), bounds,
                       points, set_of, rule, params, box, f_axis, red, out, axis);
+}
+
+/* PAGANI's region list (cubature.h): one work-group of CUB_LANES items per chunk of CUB_CHUNK regions. */
+__kernel void cub_refine_classify(__global const double *restrict est_err, __global const int *restrict axis,
+                                  __global const double *restrict parents, const ulong n, const int has_parents,
+                                  const double epsrel, __global double *restrict est, __global double *restrict err,
+                                  __global int *restrict active, __global double *restrict sums,
+                                  __global uint *restrict counts)
+{
+    __local double red[CUB_LANES];
+    __local uint count[CUB_LANES];
+    cub_refine_classify_item((int)get_local_id(0), (uint)get_group_id(0), n, has_parents, epsrel, est_err, axis,
+                             parents, est, err, active, red, count, sums, counts);
+}
+
+__kernel void cub_reclassify(__global const double *restrict est, __global const double *restrict err,
+                             __global int *restrict active, const ulong n, const int mode, const double tau,
+                             __global double *restrict sums, __global uint *restrict counts)
+{
+    __local double red[CUB_LANES];
+    __local uint count[CUB_LANES];
+    cub_reclassify_item((int)get_local_id(0), (uint)get_group_id(0), n, mode, tau, est, err, active, red, count, sums,
+                        counts);
+}
+
+__kernel void cub_probe(__global const double *restrict err, __global const int *restrict active, const ulong n,
+                        const double tau, __global double *restrict sums, __global uint *restrict kept)
+{
+    __local double red[CUB_LANES];
+    __local uint count[CUB_LANES];
+    cub_probe_item((int)get_local_id(0), (uint)get_group_id(0), n, tau, err, active, red, count, sums, kept);
+}
+
+__kernel void cub_split(__global const double *restrict bounds, __global const int *restrict axis,
+                        __global const double *restrict est, __global const int *restrict active,
+                        __global const uint *restrict offsets, const ulong n, const ulong m, const int d,
+                        __global double *restrict next, __global double *restrict parents)
+{
+    __local uint count[CUB_LANES];
+    cub_split_item((int)get_local_id(0), (uint)get_group_id(0), n, m, d, bounds, axis, est, active, offsets, next,
+                   parents, count);
 }
 
 #define CUB_MCUBES_KERNEL(NAME, ADAPT)                                                                          \

@@ -14,6 +14,10 @@ rust::String cuda_runtime_version() { return rust::String(astroport_cuda::runtim
 
 uint64_t cuda_free_memory(int32_t device) { return astroport_cuda::free_memory(static_cast<int>(device)); }
 
+void cuda_release(int32_t device, rust::Slice<const uint64_t> ids) {
+    astroport_cuda::release(static_cast<int>(device), std::vector<uint64_t>(ids.begin(), ids.end()));
+}
+
 NativeOutcome cuda_run_job(int32_t device, const NativeJob &job, rust::Slice<const NativeBuffer> buffers,
                            rust::Slice<const NativeStep> steps, rust::Slice<const NativeArg> args,
                            rust::Slice<const uint8_t> inputs,

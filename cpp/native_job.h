@@ -7,6 +7,8 @@
 // with 0xFF, run the sequence `warmup` times, time it `repeats` times (whole sequence and each step),
 // re-poison, run it once more and copy the outputs, concatenated in buffer order, to the caller. With
 // repeats == 0 (single-shot: one iteration of an adaptive algorithm) that last run is the timed one.
+// Resident buffers (role kResident) outlive the job: each host keeps them per (device, resident_id) until
+// released, never poisons them, and (re)allocates one that is missing or smaller than the job's count.
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -16,7 +18,7 @@
 
 namespace astroport_native {
 
-enum Role : uint8_t { kInput = 0, kOutput = 1, kScratch = 2 };
+enum Role : uint8_t { kInput = 0, kOutput = 1, kScratch = 2, kResident = 3 };
 enum DType : uint8_t { kI32 = 0, kU32 = 1, kF32 = 2, kF64 = 3, kU64 = 4 };
 
 inline size_t dtype_bytes(uint8_t dtype) { return (dtype == kF64 || dtype == kU64) ? 8 : 4; }
@@ -25,8 +27,11 @@ struct Buffer {
     uint8_t role = kInput;
     uint8_t dtype = kF32;
     uint64_t count = 0;   // elements
-    uint64_t offset = 0;  // inputs: byte offset into the input blob
+    uint64_t offset = 0;  // inputs and resident initial data: byte offset into the input blob
+    uint64_t resident_id = 0;
+    uint64_t init_count = 0;  // resident: elements uploaded from the blob before the job (0: keep contents)
     size_t bytes() const { return static_cast<size_t>(count) * dtype_bytes(dtype); }
+    size_t init_bytes() const { return static_cast<size_t>(init_count) * dtype_bytes(dtype); }
 };
 
 struct Arg {
@@ -85,7 +90,11 @@ inline size_t validate(const Job &job, size_t inputs_len, size_t max_alloc) {
     for (size_t i = 0; i < job.buffers.size(); ++i) {
         const Buffer &b = job.buffers[i];
         const std::string name = "buffer " + std::to_string(i);
-        if (b.role > kScratch) fail(name + ": unknown role " + std::to_string(b.role));
+        if (b.role > kResident) fail(name + ": unknown role " + std::to_string(b.role));
+        if (b.role == kResident && job.warmup + job.repeats > 0) fail(name + ": resident buffers need a single-shot job");
+        if (b.role == kResident && (b.init_count > b.count || b.offset > inputs_len ||
+                                    b.init_bytes() > inputs_len - b.offset))
+            fail(name + ": resident initial data outside the buffer or the input blob");
         if (b.dtype > kU64) fail(name + ": unknown dtype " + std::to_string(b.dtype));
         if (b.count > std::numeric_limits<size_t>::max() / dtype_bytes(b.dtype)) fail(name + ": count overflows");
         const size_t bytes = b.bytes();

@@ -12,6 +12,10 @@ rust::Vec<NativeDevice> sycl_devices() { return from_plain(astroport_sycl::devic
 
 rust::String sycl_runtime_version() { return rust::String::lossy(astroport_sycl::runtime_version()); }
 
+void sycl_release(int32_t device, rust::Slice<const uint64_t> ids) {
+    astroport_sycl::release(static_cast<int>(device), std::vector<uint64_t>(ids.begin(), ids.end()));
+}
+
 NativeOutcome sycl_run_job(int32_t device, const NativeJob &job, rust::Slice<const NativeBuffer> buffers,
                            rust::Slice<const NativeStep> steps, rust::Slice<const NativeArg> args,
                            rust::Slice<const uint8_t> inputs,

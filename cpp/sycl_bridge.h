@@ -12,6 +12,8 @@ rust::String sycl_runtime_version();
 // Build (cached per program+defines), poison outputs, warm up, time `repeats` launches with profiling
 // events, re-poison, run once more and return that run's outputs. Throws std::runtime_error with the build
 // log on a failed build.
+// Frees resident buffers (BufferSpec::Resident) of one device.
+void sycl_release(int32_t device, rust::Slice<const uint64_t> ids);
 NativeOutcome sycl_run_job(int32_t device, const NativeJob &job, rust::Slice<const NativeBuffer> buffers,
                            rust::Slice<const NativeStep> steps, rust::Slice<const NativeArg> args,
                            rust::Slice<const uint8_t> inputs, rust::Slice<uint8_t> outputs);

@@ -85,12 +85,43 @@ struct Built {
     sycl::kernel_bundle<sycl::bundle_state::executable> bundle;
 };
 
+struct UsmBuffer {
+    void *ptr = nullptr;
+    size_t bytes = 0;
+    const sycl::context *ctx = nullptr;
+    UsmBuffer() = default;
+    UsmBuffer(const UsmBuffer &) = delete;
+    UsmBuffer &operator=(const UsmBuffer &) = delete;
+    UsmBuffer(UsmBuffer &&o) noexcept : ptr(o.ptr), bytes(o.bytes), ctx(o.ctx) { o.ptr = nullptr; }
+    UsmBuffer &operator=(UsmBuffer &&o) noexcept {
+        if (this != &o) {
+            free_now();
+            ptr = o.ptr;
+            bytes = o.bytes;
+            ctx = o.ctx;
+            o.ptr = nullptr;
+        }
+        return *this;
+    }
+    ~UsmBuffer() { free_now(); }
+    void free_now() {
+        if (ptr) {
+            try {
+                sycl::free(ptr, *ctx);
+            } catch (...) {
+            }
+            ptr = nullptr;
+        }
+    }
+};
+
 struct State {
     std::mutex mutex;  // serialises everything: enumeration, builds and launches (timings stay undisturbed)
     bool enumerated = false;
     std::vector<std::unique_ptr<DeviceState>> devices;
     std::vector<std::string> skipped;  // devices the runtime sees but this plumbing cannot use, with why
     std::map<std::string, Built> cache;
+    std::map<std::pair<int, uint64_t>, UsmBuffer> resident;  // BufferSpec::Resident buffers, until release()
 };
 
 State &state() {
@@ -163,23 +194,6 @@ std::string join(const std::vector<std::string> &v, const char *sep) {
 }
 
 // USM device allocation freed on every path.
-struct UsmBuffer {
-    void *ptr = nullptr;
-    size_t bytes = 0;
-    const sycl::context *ctx = nullptr;
-    UsmBuffer() = default;
-    UsmBuffer(const UsmBuffer &) = delete;
-    UsmBuffer &operator=(const UsmBuffer &) = delete;
-    UsmBuffer(UsmBuffer &&o) noexcept : ptr(o.ptr), bytes(o.bytes), ctx(o.ctx) { o.ptr = nullptr; }
-    ~UsmBuffer() {
-        if (ptr) {
-            try {
-                sycl::free(ptr, *ctx);
-            } catch (...) {
-            }
-        }
-    }
-};
 
 // A kernel argument ready for handler::set_arg.
 struct LaunchArg {
@@ -337,17 +351,32 @@ Outcome run_job_locked(State &st, int device, const Job &job, const uint8_t *inp
             }
         }
     } drain{q};
-    for (size_t i = 0; i < job.buffers.size(); ++i) {
-        const astroport_native::Buffer &a = job.buffers[i];
-        const size_t bytes = a.bytes();
+    std::vector<void *> ptrs(job.buffers.size(), nullptr);
+    auto allocate = [&](size_t i, size_t bytes, uint8_t dtype) {
         UsmBuffer b;
         b.ctx = &ds.ctx;
         b.bytes = bytes;
-        b.ptr = sycl::malloc_device(std::max<size_t>(bytes, astroport_native::dtype_bytes(a.dtype)), ds.dev,
+        b.ptr = sycl::malloc_device(std::max<size_t>(bytes, astroport_native::dtype_bytes(dtype)), ds.dev,
                                     ds.ctx);  // never a null pointer arg
         if (!b.ptr)
             throw std::runtime_error("buffer " + std::to_string(i) + ": sycl::malloc_device of " +
                                      std::to_string(bytes) + " bytes failed");
+        return b;
+    };
+    for (size_t i = 0; i < job.buffers.size(); ++i) {
+        const astroport_native::Buffer &a = job.buffers[i];
+        const size_t bytes = a.bytes();
+        if (a.role == astroport_native::kResident) {
+            // Kept per (device, id) until release(); replaced (contents lost) when missing or too small.
+            UsmBuffer &kept = st.resident[{device, a.resident_id}];
+            if (!kept.ptr || kept.bytes < bytes) kept = allocate(i, bytes, a.dtype);
+            ptrs[i] = kept.ptr;
+            if (a.init_count) q.memcpy(kept.ptr, inputs + a.offset, a.init_bytes());
+            buffers.emplace_back();
+            continue;
+        }
+        UsmBuffer b = allocate(i, bytes, a.dtype);
+        ptrs[i] = b.ptr;
         if (a.role == astroport_native::kInput && bytes) q.memcpy(b.ptr, inputs + a.offset, bytes);
         buffers.push_back(std::move(b));
     }
@@ -355,7 +384,7 @@ Outcome run_job_locked(State &st, int device, const Job &job, const uint8_t *inp
     for (size_t i = 0; i < job.args.size(); ++i) {
         const Arg &a = job.args[i];
         if (a.is_buffer) {
-            largs[i].ptr = buffers[a.buffer].ptr;
+            largs[i].ptr = ptrs[a.buffer];
         } else {
             largs[i].kind = a.dtype;
             largs[i].bits = a.scalar_bits;
@@ -363,7 +392,8 @@ Outcome run_job_locked(State &st, int device, const Job &job, const uint8_t *inp
     }
     auto poison = [&]() {
         for (size_t i = 0; i < job.buffers.size(); ++i)
-            if (job.buffers[i].role != astroport_native::kInput && buffers[i].bytes)
+            if ((job.buffers[i].role == astroport_native::kOutput || job.buffers[i].role == astroport_native::kScratch) &&
+                buffers[i].bytes)
                 q.memset(buffers[i].ptr, 0xFF, buffers[i].bytes);  // NaN for f32/f64
     };
     poison();
@@ -376,8 +406,8 @@ Outcome run_job_locked(State &st, int device, const Job &job, const uint8_t *inp
         for (size_t s = 0; s < job.steps.size(); ++s) {
             const Step &step = job.steps[s];
             if (step.is_fill()) {
-                UsmBuffer &b = buffers[step.fill_buffer];
-                events.push_back(q.memset(b.ptr, step.fill_byte, b.bytes));
+                events.push_back(q.memset(ptrs[step.fill_buffer], step.fill_byte,
+                                          job.buffers[step.fill_buffer].bytes()));
                 continue;
             }
             events.push_back(q.submit([&](sycl::handler &h) {
@@ -479,6 +509,12 @@ std::string runtime_version() {
         s << "; no usable device: " << e.what();
     }
     return s.str();
+}
+
+void release(int device, const std::vector<uint64_t> &ids) {
+    State &st = state();
+    std::lock_guard<std::mutex> lock(st.mutex);
+    for (uint64_t id : ids) st.resident.erase({device, id});
 }
 
 Outcome run_job(int device, const Job &job, const uint8_t *inputs, size_t inputs_len, uint8_t *outputs,

@@ -19,6 +19,9 @@ std::vector<astroport_native::Device> devices();
 // Runtime provenance: SYCL library version, platform and driver versions of the usable devices.
 std::string runtime_version();
 
+// Frees the resident buffers of `device` with these ids; unknown ids are ignored.
+void release(int device, const std::vector<uint64_t> &ids);
+
 // Builds job.source (cached per device, program and defines for the life of the process) and runs the job
 // (semantics: cpp/native_job.h), copying the last run's outputs into `outputs` (caller-owned, exactly the
 // total output size). Throws std::runtime_error (with the build log on a failed build).

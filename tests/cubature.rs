@@ -4,7 +4,9 @@
 
 use astroport::backend::{discover, Target};
 use astroport::workload::cubature::mcubes::{self, CpuSampler, McubesOptions};
-use astroport::workload::cubature::pagani::{self, CpuEvaluator, PaganiOptions, RegionEvaluator};
+use astroport::workload::cubature::pagani::{
+    self, CpuEvaluator, CpuRegions, PaganiOptions, RegionEvaluator,
+};
 use astroport::workload::cubature::rule::Rule;
 use astroport::workload::cubature::suite::{self, Spec};
 use astroport::workload::cubature::{Integrand, Method, Outcome, Status};
@@ -16,7 +18,8 @@ fn pagani_cpu(f: Integrand, d: usize, options: &PaganiOptions) -> Outcome {
         integrand: f,
         params: f.params(d),
     };
-    pagani::integrate(f, &rule, &vec![0.0; d], &vec![1.0; d], options, &mut ev).unwrap()
+    let mut regions = CpuRegions::new(&vec![0.0; d], &vec![1.0; d], &mut ev);
+    pagani::integrate(f, &rule, options, &mut regions).unwrap()
 }
 
 fn eps(epsrel: f64) -> PaganiOptions {
@@ -108,14 +111,9 @@ impl RegionEvaluator for Silent {
 #[test]
 fn an_evaluate_that_writes_nothing_is_an_error() {
     let rule = Rule::new(5).unwrap();
-    let r = pagani::integrate(
-        Integrand::F1,
-        &rule,
-        &[0.0; 5],
-        &[1.0; 5],
-        &eps(1e-3),
-        &mut Silent,
-    );
+    let mut silent = Silent;
+    let mut regions = CpuRegions::new(&[0.0; 5], &[1.0; 5], &mut silent);
+    let r = pagani::integrate(Integrand::F1, &rule, &eps(1e-3), &mut regions);
     assert!(r.unwrap_err().contains("non-finite"));
 }
 
@@ -172,23 +170,30 @@ fn every_backend_matches_the_reference() {
         .find(|t| matches!(t, Target::Cpu(_)))
         .unwrap();
     let specs = [
-        (Method::Pagani, Integrand::F5, 5, 1e-3),
-        (Method::Pagani, Integrand::F3, 6, 1e-3),
-        (Method::Pagani, Integrand::Sum, 8, 1e-6),
+        (Method::Pagani, Integrand::F5, 5, 1e-3, None),
+        (Method::Pagani, Integrand::F3, 6, 1e-3, None),
+        (Method::Pagani, Integrand::Sum, 8, 1e-6, None),
         // Small and large dimensions: 2D/3D (4 splits per axis) and 12D (one initial region, 6745 points;
         // the Genz integrands are out of reach there, so the linear control).
-        (Method::Pagani, Integrand::F4, 2, 1e-6),
-        (Method::Pagani, Integrand::F5, 3, 1e-5),
-        (Method::Pagani, Integrand::Sum, 12, 1e-6),
-        (Method::Mcubes, Integrand::F4, 6, 1e-3),
-        (Method::Mcubes, Integrand::F6, 5, 1e-3),
+        (Method::Pagani, Integrand::F4, 2, 1e-6, None),
+        (Method::Pagani, Integrand::F5, 3, 1e-5, None),
+        (Method::Pagani, Integrand::Sum, 12, 1e-6, None),
+        // 1 MiB of region memory (3,276 regions in 3D): the threshold classification runs on the device
+        // (probes, re-classification) and must finish the same regions as the reference.
+        (Method::Pagani, Integrand::F4, 3, 1e-6, Some(1 << 20)),
+        (Method::Pagani, Integrand::F6, 3, 1e-6, Some(1 << 20)),
+        (Method::Mcubes, Integrand::F4, 6, 1e-3, None),
+        (Method::Mcubes, Integrand::F6, 5, 1e-3, None),
     ];
-    for (method, integrand, dim, epsrel) in specs {
+    for (method, integrand, dim, epsrel, memory_limit) in specs {
         let spec = Spec {
             method,
             integrand,
             dim,
-            pagani: eps(epsrel),
+            pagani: PaganiOptions {
+                memory_limit,
+                ..eps(epsrel)
+            },
             mcubes: McubesOptions {
                 epsrel,
                 ..McubesOptions::default()
@@ -196,6 +201,15 @@ fn every_backend_matches_the_reference() {
         };
         let (reference, _) = suite::run(cpu, &spec).unwrap();
         assert_eq!(reference.status, Status::Converged);
+        if memory_limit.is_some() {
+            // The limit bites: fewer regions than the run without it.
+            let free = Spec {
+                pagani: eps(epsrel),
+                ..spec.clone()
+            };
+            let (unlimited, _) = suite::run(cpu, &free).unwrap();
+            assert!(reference.regions < unlimited.regions, "{integrand} {dim}D");
+        }
         for t in discovery
             .targets
             .iter()

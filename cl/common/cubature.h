@@ -97,14 +97,15 @@ ASTRO_FN double cub_integrand(int id, const double *x, int d, ASTRO_GLOBAL const
 
 /* ---- PAGANI Evaluate: one region per work-group (research §2.2-2.3, §2.6) ----
  * bounds:  per region lo[d] then width[d]
- * points:  point-major rule coordinates in [-1/2, 1/2]; sets 0-2 (4d + 1 points) first
+ * points:  axis-major rule coordinates in [-1/2, 1/2], points[j * n_points + p], so the lanes of a work-group
+ *          read consecutive words; sets 0-2 (4d + 1 points) first
  * set_of:  set of each point
  * rule:    weights[9][5], sigma[9][3], nu[9][3] (src/workload/cubature/rule.rs)
  * out:     per region estimate, error; axis: per region split axis
  * Local memory: box[2 * CUB_MAX_DIM], f_axis[CUB_GROUP], red[CUB_RULES * CUB_GROUP].
  * Sums are taken lane by lane (point p on lane p mod CUB_GROUP) and then over a fixed tree, the order the
  * Rust reference uses, so every model adds the same numbers in the same order. */
-ASTRO_FN void cub_evaluate_item(int id, int d, int n_points, unsigned int region, int lane,
+ASTRO_FN void cub_evaluate_item(int id, int d, int n_points, ASTRO_U64 region, int lane,
                                 ASTRO_GLOBAL const double *ASTRO_RESTRICT bounds,
                                 ASTRO_GLOBAL const double *ASTRO_RESTRICT points,
                                 ASTRO_GLOBAL const int *ASTRO_RESTRICT set_of,
@@ -113,12 +114,12 @@ ASTRO_FN void cub_evaluate_item(int id, int d, int n_points, unsigned int region
                                 ASTRO_LOCAL double *f_axis, ASTRO_LOCAL double *red,
                                 ASTRO_GLOBAL double *ASTRO_RESTRICT out, ASTRO_GLOBAL int *ASTRO_RESTRICT axis)
 {
-    if (lane < 2 * d) box[lane] = bounds[(ASTRO_U64)region * (ASTRO_U64)(2 * d) + (ASTRO_U64)lane];
+    if (lane < 2 * d) box[lane] = bounds[region * (ASTRO_U64)(2 * d) + (ASTRO_U64)lane];
     ASTRO_BARRIER();
     double s[CUB_RULES] = {0.0, 0.0, 0.0, 0.0, 0.0};
     for (int p = lane; p < n_points; p += CUB_GROUP) {
         double x[CUB_MAX_DIM];
-        for (int j = 0; j < d; ++j) x[j] = ASTRO_FMA(0.5 + points[p * d + j], box[d + j], box[j]);
+        for (int j = 0; j < d; ++j) x[j] = ASTRO_FMA(0.5 + points[j * n_points + p], box[d + j], box[j]);
         const double f = cub_integrand(id, x, d, params);
         const int set = set_of[p];
         for (int r = 0; r < CUB_RULES; ++r) s[r] = ASTRO_FMA(rule[set * CUB_RULES + r], f, s[r]);
@@ -170,9 +171,232 @@ ASTRO_FN void cub_evaluate_item(int id, int d, int n_points, unsigned int region
         volume *= box[d + k];
         if (box[d + k] > box[d + widest]) widest = k;
     }
-    out[2 * (ASTRO_U64)region] = volume * red[0];
-    out[2 * (ASTRO_U64)region + 1] = volume * err;
+    out[2 * region] = volume * red[0];
+    out[2 * region + 1] = volume * err;
     axis[region] = best_diff > 0.0 ? best : widest;
+}
+
+/* ---- PAGANI's region list on the device (research §2.4-2.5) ----
+ * Regions are processed in chunks of CUB_CHUNK: one work-group of CUB_LANES items per chunk, item `lane`
+ * owning the CUB_PER_LANE consecutive regions from chunk·CUB_CHUNK + lane·CUB_PER_LANE. A chunk's sums are
+ * each item's regions added in order, then the fixed tree of cub_tree(); the host adds the chunks in order.
+ * pagani.rs (CpuRegions) makes the same additions, so every model finishes the same regions.
+ * Per chunk each kernel writes `sums[CUB_SUMS chunk + 0..5]` = Σ estimate, Σ error, Σ estimate and Σ error of
+ * the finished (inactive) regions, Σ |estimate| of all and of the finished regions (for the rounding floor of
+ * the reported error), and `counts[2 chunk + 0..1]` = active regions, bad regions. */
+#define CUB_SUMS 6
+#define CUB_LANES 256
+#define CUB_PER_LANE 16
+#define CUB_CHUNK (CUB_LANES * CUB_PER_LANE)
+#define CUB_TREE_SUM 0
+#define CUB_TREE_MIN 1
+#define CUB_TREE_MAX 2
+
+/* Combines one value per item over the work-group in a fixed tree; every item gets the result. */
+ASTRO_FN double cub_tree(int lane, double v, int op, ASTRO_LOCAL double *red)
+{
+    red[lane] = v;
+    ASTRO_BARRIER();
+    for (int stride = CUB_LANES / 2; stride > 0; stride >>= 1) {
+        if (lane < stride) {
+            const double a = red[lane], b = red[lane + stride];
+            red[lane] = op == CUB_TREE_SUM ? a + b : op == CUB_TREE_MIN ? (b < a ? b : a) : (b > a ? b : a);
+        }
+        ASTRO_BARRIER();
+    }
+    const double r = red[0];
+    ASTRO_BARRIER(); /* red is reused by the next call */
+    return r;
+}
+
+ASTRO_FN unsigned int cub_tree_count(int lane, unsigned int v, ASTRO_LOCAL unsigned int *count)
+{
+    count[lane] = v;
+    ASTRO_BARRIER();
+    for (int stride = CUB_LANES / 2; stride > 0; stride >>= 1) {
+        if (lane < stride) count[lane] += count[lane + stride];
+        ASTRO_BARRIER();
+    }
+    const unsigned int r = count[0];
+    ASTRO_BARRIER();
+    return r;
+}
+
+/* One item's running sums over its regions, in the order of cub_chunk_partials(). */
+ASTRO_FN void cub_lane_add(double *acc, double est, double err, int active)
+{
+    acc[0] += est;
+    acc[1] += err;
+    acc[4] += ASTRO_FABS(est);
+    if (!active) {
+        acc[2] += est;
+        acc[3] += err;
+        acc[5] += ASTRO_FABS(est);
+    }
+}
+
+ASTRO_FN void cub_chunk_partials(int lane, unsigned int chunk, const double *acc, unsigned int n_active,
+                                 unsigned int n_bad, ASTRO_LOCAL double *red, ASTRO_LOCAL unsigned int *count,
+                                 ASTRO_GLOBAL double *sums, ASTRO_GLOBAL unsigned int *counts)
+{
+    for (int q = 0; q < CUB_SUMS; ++q) {
+        const double t = cub_tree(lane, acc[q], CUB_TREE_SUM, red);
+        if (lane == 0) sums[CUB_SUMS * (ASTRO_U64)chunk + q] = t;
+    }
+    const unsigned int k = cub_tree_count(lane, n_active, count);
+    const unsigned int bad = cub_tree_count(lane, n_bad, count);
+    if (lane == 0) {
+        counts[2 * (ASTRO_U64)chunk] = k;
+        counts[2 * (ASTRO_U64)chunk + 1] = bad;
+    }
+}
+
+/* After Evaluate: two-level error refinement against the parents (children are [left halves | right
+ * halves], research §2.4), then the relative classification (a region stays active while its error exceeds
+ * epsrel·|estimate|). A region whose estimate or error is not finite, or whose axis is negative (Evaluate's
+ * poison), counts as bad. */
+ASTRO_FN void cub_refine_classify_item(int lane, unsigned int chunk, ASTRO_U64 n, int has_parents, double epsrel,
+                                       ASTRO_GLOBAL const double *ASTRO_RESTRICT est_err,
+                                       ASTRO_GLOBAL const int *ASTRO_RESTRICT axis,
+                                       ASTRO_GLOBAL const double *ASTRO_RESTRICT parents,
+                                       ASTRO_GLOBAL double *ASTRO_RESTRICT est, ASTRO_GLOBAL double *ASTRO_RESTRICT err,
+                                       ASTRO_GLOBAL int *ASTRO_RESTRICT active, ASTRO_LOCAL double *red,
+                                       ASTRO_LOCAL unsigned int *count, ASTRO_GLOBAL double *sums,
+                                       ASTRO_GLOBAL unsigned int *counts)
+{
+    const ASTRO_U64 n_half = n / 2;
+    const ASTRO_U64 first = (ASTRO_U64)chunk * CUB_CHUNK + (ASTRO_U64)lane * CUB_PER_LANE;
+    double acc[CUB_SUMS] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    unsigned int n_active = 0, n_bad = 0;
+    for (int k = 0; k < CUB_PER_LANE; ++k) {
+        const ASTRO_U64 i = first + (ASTRO_U64)k;
+        if (i >= n) break;
+        const double v = est_err[2 * i], raw = est_err[2 * i + 1];
+        double e = raw;
+        if (has_parents) {
+            const ASTRO_U64 sib = i < n_half ? i + n_half : i - n_half;
+            const double delta = ASTRO_FABS(v + est_err[2 * sib] - parents[i < n_half ? i : i - n_half]) / 4.0;
+            const double pair = raw + est_err[2 * sib + 1];
+            e = pair > 0.0 ? ASTRO_FMA(raw, 1.0 + 2.0 * delta / pair, delta) : raw + delta;
+        }
+        const int ok = ASTRO_FABS(v) <= 1.7976931348623157e308 && ASTRO_FABS(e) <= 1.7976931348623157e308 &&
+                       axis[i] >= 0;
+        const int a = e > epsrel * ASTRO_FABS(v);
+        est[i] = v;
+        err[i] = e;
+        active[i] = a;
+        cub_lane_add(acc, v, e, a);
+        n_active += (unsigned int)a;
+        n_bad += (unsigned int)!ok;
+    }
+    cub_chunk_partials(lane, chunk, acc, n_active, n_bad, red, count, sums, counts);
+}
+
+/* Re-classification in place: mode 1 makes every region active (the error-budget guard), mode 2 keeps a
+ * region active only if it was and its error exceeds tau (the memory-driven threshold). */
+ASTRO_FN void cub_reclassify_item(int lane, unsigned int chunk, ASTRO_U64 n, int mode, double tau,
+                                  ASTRO_GLOBAL const double *ASTRO_RESTRICT est,
+                                  ASTRO_GLOBAL const double *ASTRO_RESTRICT err, ASTRO_GLOBAL int *ASTRO_RESTRICT active,
+                                  ASTRO_LOCAL double *red, ASTRO_LOCAL unsigned int *count, ASTRO_GLOBAL double *sums,
+                                  ASTRO_GLOBAL unsigned int *counts)
+{
+    const ASTRO_U64 first = (ASTRO_U64)chunk * CUB_CHUNK + (ASTRO_U64)lane * CUB_PER_LANE;
+    double acc[CUB_SUMS] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    unsigned int n_active = 0;
+    for (int k = 0; k < CUB_PER_LANE; ++k) {
+        const ASTRO_U64 i = first + (ASTRO_U64)k;
+        if (i >= n) break;
+        const double v = est[i], e = err[i];
+        const int a = mode == 1 ? 1 : (active[i] && e > tau);
+        active[i] = a;
+        cub_lane_add(acc, v, e, a);
+        n_active += (unsigned int)a;
+    }
+    cub_chunk_partials(lane, chunk, acc, n_active, 0u, red, count, sums, counts);
+}
+
+/* One step of the threshold search over the active regions: per chunk Σ error of those with error <= tau
+ * (they would finish), min and max error (`sums[3 chunk + 0..2]`), and how many have error > tau. */
+ASTRO_FN void cub_probe_item(int lane, unsigned int chunk, ASTRO_U64 n, double tau,
+                             ASTRO_GLOBAL const double *ASTRO_RESTRICT err, ASTRO_GLOBAL const int *ASTRO_RESTRICT active,
+                             ASTRO_LOCAL double *red, ASTRO_LOCAL unsigned int *count, ASTRO_GLOBAL double *sums,
+                             ASTRO_GLOBAL unsigned int *kept)
+{
+    const ASTRO_U64 first = (ASTRO_U64)chunk * CUB_CHUNK + (ASTRO_U64)lane * CUB_PER_LANE;
+    double finished = 0.0, lo = 1.7976931348623157e308, hi = -1.0; /* errors are >= 0 */
+    unsigned int n_kept = 0;
+    for (int k = 0; k < CUB_PER_LANE; ++k) {
+        const ASTRO_U64 i = first + (ASTRO_U64)k;
+        if (i >= n) break;
+        if (!active[i]) continue;
+        const double e = err[i];
+        if (e > tau)
+            ++n_kept;
+        else
+            finished += e;
+        lo = e < lo ? e : lo;
+        hi = e > hi ? e : hi;
+    }
+    const double a = cub_tree(lane, finished, CUB_TREE_SUM, red);
+    const double b = cub_tree(lane, lo, CUB_TREE_MIN, red);
+    const double c = cub_tree(lane, hi, CUB_TREE_MAX, red);
+    const unsigned int k = cub_tree_count(lane, n_kept, count);
+    if (lane == 0) {
+        sums[3 * (ASTRO_U64)chunk] = a;
+        sums[3 * (ASTRO_U64)chunk + 1] = b;
+        sums[3 * (ASTRO_U64)chunk + 2] = c;
+        kept[chunk] = k;
+    }
+}
+
+/* Filter and bisect: the active regions, in order, are compacted (chunk offsets from the host, item offsets by
+ * a scan in local memory) and each is cut in half along its split axis into next[j] (left half) and
+ * next[m + j] (right half), m the number of active regions; parents[j] keeps its estimate. */
+ASTRO_FN void cub_split_item(int lane, unsigned int chunk, ASTRO_U64 n, ASTRO_U64 m, int d,
+                             ASTRO_GLOBAL const double *ASTRO_RESTRICT bounds,
+                             ASTRO_GLOBAL const int *ASTRO_RESTRICT axis, ASTRO_GLOBAL const double *ASTRO_RESTRICT est,
+                             ASTRO_GLOBAL const int *ASTRO_RESTRICT active,
+                             ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT offsets,
+                             ASTRO_GLOBAL double *ASTRO_RESTRICT next, ASTRO_GLOBAL double *ASTRO_RESTRICT parents,
+                             ASTRO_LOCAL unsigned int *count)
+{
+    const ASTRO_U64 first = (ASTRO_U64)chunk * CUB_CHUNK + (ASTRO_U64)lane * CUB_PER_LANE;
+    unsigned int mine = 0;
+    for (int k = 0; k < CUB_PER_LANE; ++k) {
+        const ASTRO_U64 i = first + (ASTRO_U64)k;
+        if (i < n && active[i]) ++mine;
+    }
+    count[lane] = mine;
+    ASTRO_BARRIER();
+    if (lane == 0) {
+        unsigned int run = 0;
+        for (int l = 0; l < CUB_LANES; ++l) {
+            const unsigned int c = count[l];
+            count[l] = run;
+            run += c;
+        }
+    }
+    ASTRO_BARRIER();
+    ASTRO_U64 j = (ASTRO_U64)offsets[chunk] + (ASTRO_U64)count[lane];
+    const ASTRO_U64 w2 = (ASTRO_U64)(2 * d);
+    for (int k = 0; k < CUB_PER_LANE; ++k) {
+        const ASTRO_U64 i = first + (ASTRO_U64)k;
+        if (i >= n || !active[i]) continue;
+        ASTRO_GLOBAL const double *b = bounds + i * w2;
+        ASTRO_GLOBAL double *left = next + j * w2;
+        ASTRO_GLOBAL double *right = next + (m + j) * w2;
+        for (int q = 0; q < 2 * d; ++q) {
+            left[q] = b[q];
+            right[q] = b[q];
+        }
+        const int ax = axis[i];
+        const double w = 0.5 * b[d + ax];
+        left[d + ax] = w;
+        right[d + ax] = w;
+        right[ax] = b[ax] + w;
+        parents[j] = est[i];
+        ++j;
+    }
 }
 
 /* ---- Philox4x32-10 (Salmon et al., SC'11), checked against Random123's known answers ---- */

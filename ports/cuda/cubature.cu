@@ -9,13 +9,54 @@ template <int F, int D>
 __global__ void __launch_bounds__(CUB_GROUP)
     cub_evaluate(const double *__restrict__ bounds, const double *__restrict__ points, const int *__restrict__ set_of,
                  const double *__restrict__ rule, const double *__restrict__ params, int n_points,
-                 double *__restrict__ out, int *__restrict__ axis)
+                 unsigned long long first, double *__restrict__ out, int *__restrict__ axis)
 {
     __shared__ double box[2 * CUB_MAX_DIM];
     __shared__ double f_axis[CUB_GROUP];
     __shared__ double red[CUB_RULES * CUB_GROUP];
-    cub_evaluate_item(F, D, n_points, blockIdx.x, (int)threadIdx.x, bounds, points, set_of, rule, params, box, f_axis,
-                      red, out, axis);
+    cub_evaluate_item(F, D, n_points, first + blockIdx.x, (int)threadIdx.x, bounds, points, set_of, rule, params, box,
+                      f_axis, red, out, axis);
+}
+
+// PAGANI's region list (cubature.h): one block of CUB_LANES threads per chunk of CUB_CHUNK regions.
+__global__ void __launch_bounds__(CUB_LANES)
+    cub_refine_classify(const double *__restrict__ est_err, const int *__restrict__ axis,
+                        const double *__restrict__ parents, unsigned long long n, int has_parents, double epsrel,
+                        double *__restrict__ est, double *__restrict__ err, int *__restrict__ active,
+                        double *__restrict__ sums, unsigned int *__restrict__ counts)
+{
+    __shared__ double red[CUB_LANES];
+    __shared__ unsigned int count[CUB_LANES];
+    cub_refine_classify_item((int)threadIdx.x, blockIdx.x, n, has_parents, epsrel, est_err, axis, parents, est, err,
+                             active, red, count, sums, counts);
+}
+
+__global__ void __launch_bounds__(CUB_LANES)
+    cub_reclassify(const double *__restrict__ est, const double *__restrict__ err, int *__restrict__ active,
+                   unsigned long long n, int mode, double tau, double *__restrict__ sums,
+                   unsigned int *__restrict__ counts)
+{
+    __shared__ double red[CUB_LANES];
+    __shared__ unsigned int count[CUB_LANES];
+    cub_reclassify_item((int)threadIdx.x, blockIdx.x, n, mode, tau, est, err, active, red, count, sums, counts);
+}
+
+__global__ void __launch_bounds__(CUB_LANES)
+    cub_probe(const double *__restrict__ err, const int *__restrict__ active, unsigned long long n, double tau,
+              double *__restrict__ sums, unsigned int *__restrict__ kept)
+{
+    __shared__ double red[CUB_LANES];
+    __shared__ unsigned int count[CUB_LANES];
+    cub_probe_item((int)threadIdx.x, blockIdx.x, n, tau, err, active, red, count, sums, kept);
+}
+
+__global__ void __launch_bounds__(CUB_LANES)
+    cub_split(const double *__restrict__ bounds, const int *__restrict__ axis, const double *__restrict__ est,
+              const int *__restrict__ active, const unsigned int *__restrict__ offsets, unsigned long long n,
+              unsigned long long m, int d, double *__restrict__ next, double *__restrict__ parents)
+{
+    __shared__ unsigned int count[CUB_LANES];
+    cub_split_item((int)threadIdx.x, blockIdx.x, n, m, d, bounds, axis, est, active, offsets, next, parents, count);
 }
 
 template <int F, int D, int ADAPT>
@@ -42,6 +83,10 @@ namespace astroport_cuda {
         CUB_ENTRIES(F, 8) CUB_ENTRIES(F, 9) CUB_ENTRIES(F, 10) CUB_ENTRIES(F, 11) CUB_ENTRIES(F, 12)              \
             CUB_ENTRIES(F, 13) CUB_ENTRIES(F, 14) CUB_ENTRIES(F, 15)
 extern const KernelEntry cubature_kernels[] = {
+    {"cub_refine_classify", reinterpret_cast<const void *>(&cub_refine_classify)},
+    {"cub_reclassify", reinterpret_cast<const void *>(&cub_reclassify)},
+    {"cub_probe", reinterpret_cast<const void *>(&cub_probe)},
+    {"cub_split", reinterpret_cast<const void *>(&cub_split)},
     CUB_DIMS(0) CUB_DIMS(1) CUB_DIMS(2) CUB_DIMS(3) CUB_DIMS(4) CUB_DIMS(5) CUB_DIMS(6)
 };
 #undef CUB_DIMS

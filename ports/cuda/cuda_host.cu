@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <tuple>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -84,25 +86,24 @@ int device_count() {
 }
 
 // ---- RAII holders: destructors ignore errors (the context may already be broken by a kernel fault). ----
+// A device allocation; with `stream` set it came from the stream-ordered pool and goes back to it.
 struct DeviceBuffer {
     void *ptr = nullptr;
     size_t bytes = 0;
+    cudaStream_t stream = nullptr;
     DeviceBuffer() = default;
     DeviceBuffer(const DeviceBuffer &) = delete;
     DeviceBuffer &operator=(const DeviceBuffer &) = delete;
-    DeviceBuffer(DeviceBuffer &&o) noexcept : ptr(o.ptr), bytes(o.bytes) { o.ptr = nullptr; o.bytes = 0; }
-    ~DeviceBuffer() {
-        if (ptr) (void)cudaFree(ptr);
+    DeviceBuffer(DeviceBuffer &&o) noexcept : ptr(o.ptr), bytes(o.bytes), stream(o.stream) {
+        o.ptr = nullptr;
+        o.bytes = 0;
     }
-};
-
-struct Stream {
-    cudaStream_t s = nullptr;
-    Stream() { ASTRO_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-    Stream(const Stream &) = delete;
-    Stream &operator=(const Stream &) = delete;
-    ~Stream() {
-        if (s) (void)cudaStreamDestroy(s);
+    ~DeviceBuffer() {
+        if (!ptr) return;
+        if (stream)
+            (void)cudaFreeAsync(ptr, stream);
+        else
+            (void)cudaFree(ptr);
     }
 };
 
@@ -131,16 +132,40 @@ std::vector<Table> tables() {
     return t;
 }
 
+// Name -> host stub, built once (an iterative workload looks kernels up every job).
 const void *find_kernel(const std::string &name) {
-    std::string known;
-    for (const Table &t : tables()) {
-        for (int i = 0; i < t.count; ++i) {
-            if (name == t.entries[i].name) return t.entries[i].func;
-            known += known.empty() ? "" : ", ";
-            known += t.entries[i].name;
-        }
+    static std::mutex mutex;
+    static std::map<std::string, const void *> *index = nullptr;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!index) {
+        index = new std::map<std::string, const void *>();
+        for (const Table &t : tables())
+            for (int i = 0; i < t.count; ++i) index->emplace(t.entries[i].name, t.entries[i].func);
     }
+    auto it = index->find(name);
+    if (it != index->end()) return it->second;
+    std::string known;
+    for (const auto &kv : *index) known += (known.empty() ? "" : ", ") + kv.first;
     throw std::runtime_error("unknown CUDA kernel '" + name + "' (compiled kernels: " + known + ")");
+}
+
+// Resident buffers (astroport_native::kResident), per (device, id), until release().
+std::mutex g_resident_mutex;
+std::map<std::pair<int, uint64_t>, DeviceBuffer> g_resident;
+
+// The device pointer of a job's resident buffer: the kept one when it is large enough, else a new one.
+void *resident_buffer(int device, uint64_t id, size_t bytes) {
+    std::lock_guard<std::mutex> lock(g_resident_mutex);
+    DeviceBuffer &b = g_resident[{device, id}];
+    if (b.ptr && b.bytes >= bytes) return b.ptr;
+    if (b.ptr) {
+        (void)cudaFree(b.ptr);
+        b.ptr = nullptr;
+        b.bytes = 0;
+    }
+    ASTRO_CUDA_CHECK(cudaMalloc(&b.ptr, bytes > 0 ? bytes : 8));
+    b.bytes = bytes;
+    return b.ptr;
 }
 
 // First touch of (device, kernel) loads its module (lazy loading is the CUDA 12.2+ default); remember which
@@ -148,10 +173,8 @@ const void *find_kernel(const std::string &name) {
 std::mutex g_loaded_mutex;
 std::set<std::pair<int, const void *>> g_loaded;
 
-// Checks a launch's arguments against the kernel's parameter list (count and sizes) with
-// cudaFuncGetParamInfo, so a mismatch is an error message rather than garbage pointers on the device.
-// Returns false (no check made) when the runtime/driver cannot answer.
-bool check_params(const void *func, const Job &job, const Step &step) {
+// The kernel's parameter sizes (cudaFuncGetParamInfo), or false when the runtime/driver cannot answer.
+bool param_sizes(const void *func, std::vector<size_t> *sizes) {
     auto param_size = [&](size_t i, size_t *size) -> cudaError_t {
         size_t off = 0;
         cudaError_t e = cudaFuncGetParamInfo(func, i, &off, size);
@@ -161,24 +184,123 @@ bool check_params(const void *func, const Job &job, const Step &step) {
     size_t size = 0;
     cudaError_t e0 = param_size(0, &size);
     if (e0 != cudaSuccess && e0 != cudaErrorInvalidValue) return false;  // not supported here
-    size_t n_params = 0;
+    sizes->clear();
     if (e0 == cudaSuccess) {
-        n_params = 1;
-        while (n_params < 4096 && param_size(n_params, &size) == cudaSuccess) ++n_params;
+        sizes->push_back(size);
+        while (sizes->size() < 4096 && param_size(sizes->size(), &size) == cudaSuccess) sizes->push_back(size);
     }
-    if (n_params != step.arg_count)
-        throw std::runtime_error("CUDA kernel " + step.kernel + " takes " + std::to_string(n_params) +
+    return true;
+}
+
+// Checks a launch's arguments against the kernel's parameter sizes, so a mismatch is an error message
+// rather than garbage pointers on the device.
+void check_params(const std::vector<size_t> &sizes, const Job &job, const Step &step) {
+    if (sizes.size() != step.arg_count)
+        throw std::runtime_error("CUDA kernel " + step.kernel + " takes " + std::to_string(sizes.size()) +
                                  " parameters, the job passes " + std::to_string(step.arg_count));
     for (size_t i = 0; i < step.arg_count; ++i) {
         const Arg &a = job.args[step.first_arg + i];
-        ASTRO_CUDA_CHECK(param_size(i, &size));
         const size_t want = a.is_buffer ? sizeof(void *) : astroport_native::dtype_bytes(a.dtype);
-        if (size != want)
+        if (sizes[i] != want)
             throw std::runtime_error("CUDA kernel " + step.kernel + " parameter " + std::to_string(i) + " is " +
-                                     std::to_string(size) + " bytes, the job passes " + std::to_string(want) +
+                                     std::to_string(sizes[i]) + " bytes, the job passes " + std::to_string(want) +
                                      (a.is_buffer ? " (buffer)" : " (scalar, dtype " + std::to_string(a.dtype) + ")"));
     }
-    return true;
+}
+
+// What a launch of one kernel at one requested block size needs, found once per process: block size,
+// resources, parameter sizes (an iterative workload launches the same kernels every job).
+struct LaunchInfo {
+    int block = 0;
+    StepOutcome resources;
+    bool params_known = false;
+    std::vector<size_t> param_sizes;
+    int max_threads_per_block = 0;
+};
+
+std::mutex g_launch_mutex;
+std::map<std::tuple<int, const void *, uint64_t>, LaunchInfo> g_launch;
+
+// Returns the launch facts for (device, func, step.local), adding the module-load time of a first touch to
+// *build_s.
+LaunchInfo launch_info(int device, const void *func, const Step &step, int max_threads_sm, double *build_s) {
+    std::lock_guard<std::mutex> lock(g_launch_mutex);
+    auto key = std::make_tuple(device, func, step.local);
+    auto it = g_launch.find(key);
+    if (it != g_launch.end()) return it->second;
+    cudaFuncAttributes attr{};
+    {
+        std::lock_guard<std::mutex> loaded(g_loaded_mutex);
+        const bool first = g_loaded.find({device, func}) == g_loaded.end();
+        const auto t0 = std::chrono::steady_clock::now();
+        ASTRO_CUDA_CHECK(cudaFuncGetAttributes(&attr, func));
+        const auto t1 = std::chrono::steady_clock::now();
+        if (first) {
+            *build_s += std::chrono::duration<double>(t1 - t0).count();
+            g_loaded.insert({device, func});
+        }
+    }
+    LaunchInfo info;
+    info.max_threads_per_block = attr.maxThreadsPerBlock;
+    info.params_known = param_sizes(func, &info.param_sizes);
+    std::string block_source;
+    if (step.local != 0) {
+        if (step.local > static_cast<uint64_t>(attr.maxThreadsPerBlock))
+            throw std::runtime_error("local size " + std::to_string(step.local) + " exceeds kernel " + step.kernel +
+                                     "'s limit of " + std::to_string(attr.maxThreadsPerBlock) + " threads per block");
+        info.block = static_cast<int>(step.local);
+        block_source = "block from job";
+    } else {
+        int min_grid = 0;
+        cudaError_t e = cudaOccupancyMaxPotentialBlockSize(&min_grid, &info.block, func, 0, 0);
+        if (e != cudaSuccess || info.block <= 0) {
+            (void)cudaGetLastError();
+            info.block = attr.maxThreadsPerBlock < 256 ? attr.maxThreadsPerBlock : 256;
+            block_source = "block 256 default";
+        } else {
+            block_source = "block from cudaOccupancyMaxPotentialBlockSize";
+        }
+    }
+    const int block = info.block;
+    int active_blocks = 0;
+    ASTRO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&active_blocks, func, block, 0));
+    StepOutcome &so = info.resources;
+    so.local_used = static_cast<uint64_t>(block);
+    so.regs_per_thread = attr.numRegs;
+    so.occupancy = max_threads_sm > 0 ? static_cast<double>(active_blocks) * block / max_threads_sm : -1.0;
+    so.resources_source = "cudaFuncGetAttributes + cudaOccupancyMaxActiveBlocksPerMultiprocessor; local mem " +
+                          std::to_string(attr.localSizeBytes) + " B; static smem " +
+                          std::to_string(attr.sharedSizeBytes) + " B; const " + std::to_string(attr.constSizeBytes) +
+                          " B; " + std::to_string(active_blocks) + " blocks/SM of " + std::to_string(block) +
+                          " (max " + std::to_string(max_threads_sm) + " threads/SM, kernel max " +
+                          std::to_string(attr.maxThreadsPerBlock) + " threads/block); " + block_source +
+                          "; binary sm_" + std::to_string(attr.binaryVersion) + ", ptx " +
+                          std::to_string(attr.ptxVersion) +
+                          (info.params_known ? "; params checked" : "; params unchecked");
+    g_launch.emplace(key, info);
+    return info;
+}
+
+// One stream per device for every job (creating one per job cost more than small jobs' kernels), and one job
+// at a time per process so that jobs sharing it never interleave.
+std::mutex g_job_mutex;
+cudaStream_t device_stream(int device) {
+    static std::map<int, cudaStream_t> streams;
+    auto it = streams.find(device);
+    if (it != streams.end()) return it->second;
+    cudaStream_t s = nullptr;
+    ASTRO_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    // Jobs' own buffers come from the device's stream-ordered pool (cudaMalloc/cudaFree per job synchronise
+    // the device); the pool keeps up to 64 MiB between jobs, so free memory as the driver reports it stays
+    // close to the truth.
+    cudaMemPool_t pool = nullptr;
+    if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
+        uint64_t keep = 64ull << 20;
+        (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+    (void)cudaGetLastError();
+    streams.emplace(device, s);
+    return s;
 }
 
 // One launch step, resolved: function, geometry and its parameter pointers.
@@ -209,14 +331,34 @@ Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t i
                         std::to_string(__CUDACC_VER_MINOR__) + "." + std::to_string(__CUDACC_VER_BUILD__) +
                         ": " + ASTROPORT_NVCC_FLAGS;
 
-    // Buffers first: launch parameters point at them.
-    std::vector<DeviceBuffer> buffers(job.buffers.size());
-    Stream stream;
+    // Buffers first: launch parameters point at them. `owned` frees the job's own; resident ones stay.
+    std::vector<DeviceBuffer> owned(job.buffers.size());
+    std::vector<void *> ptrs(job.buffers.size(), nullptr);
+    struct {
+        cudaStream_t s;
+    } stream{device_stream(device)};
+    // Whatever happens below, the job's work is finished before its buffers are freed.
+    struct Drain {
+        cudaStream_t s;
+        ~Drain() { (void)cudaStreamSynchronize(s); }
+    } drain{stream.s};
     for (size_t i = 0; i < job.buffers.size(); ++i) {
         const astroport_native::Buffer &b = job.buffers[i];
-        DeviceBuffer &d = buffers[i];
-        d.bytes = b.bytes();
-        if (d.bytes > 0) ASTRO_CUDA_CHECK(cudaMalloc(&d.ptr, d.bytes));
+        const size_t bytes = b.bytes();
+        if (b.role == astroport_native::kResident) {
+            ptrs[i] = resident_buffer(device, b.resident_id, bytes);
+            if (b.init_count > 0)
+                ASTRO_CUDA_CHECK(cudaMemcpyAsync(ptrs[i], inputs + b.offset, b.init_bytes(), cudaMemcpyHostToDevice,
+                                                 stream.s));
+            continue;
+        }
+        DeviceBuffer &d = owned[i];
+        d.bytes = bytes;
+        if (d.bytes > 0) {
+            ASTRO_CUDA_CHECK(cudaMallocAsync(&d.ptr, d.bytes, stream.s));
+            d.stream = stream.s;
+        }
+        ptrs[i] = d.ptr;
         if (b.role == astroport_native::kInput && d.bytes > 0)
             ASTRO_CUDA_CHECK(cudaMemcpyAsync(d.ptr, inputs + b.offset, d.bytes, cudaMemcpyHostToDevice, stream.s));
     }
@@ -235,7 +377,7 @@ Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t i
         const Arg &arg = job.args[a];
         std::memset(&slots[a], 0, sizeof(Scalar));
         if (arg.is_buffer)
-            slots[a].ptr = buffers[arg.buffer].ptr;
+            slots[a].ptr = ptrs[arg.buffer];
         else
             std::memcpy(&slots[a], &arg.scalar_bits, astroport_native::dtype_bytes(arg.dtype));  // LE host
     }
@@ -249,68 +391,26 @@ Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t i
         if (step.is_fill()) continue;
         Resolved &r = resolved[s];
         r.func = find_kernel(step.kernel);
-        cudaFuncAttributes attr{};
-        {
-            std::lock_guard<std::mutex> lock(g_loaded_mutex);
-            const bool first = g_loaded.find({device, r.func}) == g_loaded.end();
-            const auto t0 = std::chrono::steady_clock::now();
-            ASTRO_CUDA_CHECK(cudaFuncGetAttributes(&attr, r.func));
-            const auto t1 = std::chrono::steady_clock::now();
-            if (first) {
-                out.build_s += std::chrono::duration<double>(t1 - t0).count();
-                g_loaded.insert({device, r.func});
-            }
-        }
-        const bool params_checked = check_params(r.func, job, step);
-        int block = 0;
-        std::string block_source;
-        if (step.local != 0) {
-            if (step.local > static_cast<uint64_t>(attr.maxThreadsPerBlock))
-                throw std::runtime_error("local size " + std::to_string(step.local) + " exceeds kernel " +
-                                         step.kernel + "'s limit of " + std::to_string(attr.maxThreadsPerBlock) +
-                                         " threads per block");
-            block = static_cast<int>(step.local);
-            block_source = "block from job";
-        } else {
-            int min_grid = 0;
-            cudaError_t e = cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, r.func, 0, 0);
-            if (e != cudaSuccess || block <= 0) {
-                (void)cudaGetLastError();
-                block = attr.maxThreadsPerBlock < 256 ? attr.maxThreadsPerBlock : 256;
-                block_source = "block 256 default";
-            } else {
-                block_source = "block from cudaOccupancyMaxPotentialBlockSize";
-            }
-        }
-        const uint64_t grid64 = (step.global + static_cast<uint64_t>(block) - 1) / static_cast<uint64_t>(block);
+        const LaunchInfo info = launch_info(device, r.func, step, max_threads_sm, &out.build_s);
+        if (info.params_known) check_params(info.param_sizes, job, step);
+        const uint64_t block = static_cast<uint64_t>(info.block);
+        const uint64_t grid64 = (step.global + block - 1) / block;
         if (grid64 > 0x7fffffffull)
             throw std::runtime_error("grid of " + std::to_string(grid64) + " blocks exceeds the 2^31-1 limit");
         r.grid = dim3(static_cast<unsigned>(grid64));
         r.block = dim3(static_cast<unsigned>(block));
-        int active_blocks = 0;
-        ASTRO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&active_blocks, r.func, block, 0));
-        StepOutcome &so = out.steps[s];
-        so.local_used = static_cast<uint64_t>(block);
-        so.regs_per_thread = attr.numRegs;
-        so.occupancy = max_threads_sm > 0 ? static_cast<double>(active_blocks) * block / max_threads_sm : -1.0;
-        so.resources_source = "cudaFuncGetAttributes + cudaOccupancyMaxActiveBlocksPerMultiprocessor; local mem " +
-                              std::to_string(attr.localSizeBytes) + " B; static smem " +
-                              std::to_string(attr.sharedSizeBytes) + " B; const " +
-                              std::to_string(attr.constSizeBytes) + " B; " + std::to_string(active_blocks) +
-                              " blocks/SM of " + std::to_string(block) + " (max " + std::to_string(max_threads_sm) +
-                              " threads/SM, kernel max " + std::to_string(attr.maxThreadsPerBlock) +
-                              " threads/block); " + block_source + "; binary sm_" +
-                              std::to_string(attr.binaryVersion) + ", ptx " + std::to_string(attr.ptxVersion) +
-                              (params_checked ? "; params checked" : "; params unchecked");
+        out.steps[s] = info.resources;
         for (uint64_t a = step.first_arg; a < step.first_arg + step.arg_count; ++a)
             params[s].push_back(job.args[a].is_buffer ? static_cast<void *>(&slots[a].ptr)
                                                       : static_cast<void *>(&slots[a]));
     }
 
     auto poison = [&]() {
-        for (size_t i = 0; i < job.buffers.size(); ++i)
-            if (job.buffers[i].role != astroport_native::kInput && buffers[i].bytes > 0)
-                ASTRO_CUDA_CHECK(cudaMemsetAsync(buffers[i].ptr, 0xFF, buffers[i].bytes, stream.s));
+        for (size_t i = 0; i < job.buffers.size(); ++i) {
+            const uint8_t role = job.buffers[i].role;
+            if ((role == astroport_native::kOutput || role == astroport_native::kScratch) && owned[i].bytes > 0)
+                ASTRO_CUDA_CHECK(cudaMemsetAsync(owned[i].ptr, 0xFF, owned[i].bytes, stream.s));
+        }
     };
     // Runs the step sequence; with events (n_steps + 1 of them), records one before each step and after the last.
     auto sequence = [&](std::vector<Event> *events) {
@@ -318,8 +418,9 @@ Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t i
             if (events) ASTRO_CUDA_CHECK(cudaEventRecord((*events)[s].e, stream.s));
             const Step &step = job.steps[s];
             if (step.is_fill()) {
-                DeviceBuffer &b = buffers[step.fill_buffer];
-                if (b.bytes > 0) ASTRO_CUDA_CHECK(cudaMemsetAsync(b.ptr, step.fill_byte, b.bytes, stream.s));
+                const size_t bytes = job.buffers[step.fill_buffer].bytes();
+                if (bytes > 0)
+                    ASTRO_CUDA_CHECK(cudaMemsetAsync(ptrs[step.fill_buffer], step.fill_byte, bytes, stream.s));
             } else {
                 ASTRO_CUDA_CHECK(cudaLaunchKernel(resolved[s].func, resolved[s].grid, resolved[s].block,
                                                   params[s].data(), 0, stream.s));
@@ -329,10 +430,10 @@ Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t i
         if (events) ASTRO_CUDA_CHECK(cudaEventRecord(events->back().e, stream.s));
     };
 
+    // Events are recorded in stream order, so uploads and poisoning need no synchronisation before timing.
     poison();
-    ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream.s));
     for (uint32_t w = 0; w < job.warmup; ++w) sequence(nullptr);
-    ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream.s));
+    if (job.warmup > 0) ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream.s));
 
     std::vector<Event> events(job.steps.size() + 1);
     // Appends the whole sequence's and each step's time of the events just recorded (synchronised).
@@ -361,10 +462,10 @@ Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t i
     if (single_shot) record();
     size_t pos = 0;
     for (size_t i = 0; i < job.buffers.size(); ++i) {
-        if (job.buffers[i].role != astroport_native::kOutput || buffers[i].bytes == 0) continue;
-        ASTRO_CUDA_CHECK(cudaMemcpyAsync(outputs + pos, buffers[i].ptr, buffers[i].bytes, cudaMemcpyDeviceToHost,
+        if (job.buffers[i].role != astroport_native::kOutput || owned[i].bytes == 0) continue;
+        ASTRO_CUDA_CHECK(cudaMemcpyAsync(outputs + pos, owned[i].ptr, owned[i].bytes, cudaMemcpyDeviceToHost,
                                          stream.s));
-        pos += buffers[i].bytes;
+        pos += owned[i].bytes;
     }
     ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream.s));
     return out;
@@ -403,6 +504,11 @@ uint64_t free_memory(int device) {
     return static_cast<uint64_t>(free_bytes);
 }
 
+void release(int device, const std::vector<uint64_t> &ids) {
+    std::lock_guard<std::mutex> lock(g_resident_mutex);
+    for (uint64_t id : ids) g_resident.erase({device, id});  // DeviceBuffer's destructor frees
+}
+
 std::string runtime_version() {
     return "runtime " + version_text(runtime_version_int()) + ", driver " + version_text(driver_version());
 }
@@ -410,6 +516,7 @@ std::string runtime_version() {
 Outcome run_job(int device, const Job &job, const uint8_t *inputs, size_t inputs_len, uint8_t *outputs,
                 size_t outputs_len) {
     try {
+        std::lock_guard<std::mutex> lock(g_job_mutex);
         return run_job_impl(device, job, inputs, inputs_len, outputs, outputs_len);
     } catch (const std::runtime_error &e) {
         std::string kernels;

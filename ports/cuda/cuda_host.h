@@ -47,6 +47,9 @@ std::string runtime_version();
 // Free memory of `device` now (cudaMemGetInfo), bytes. Throws std::runtime_error on a CUDA error.
 uint64_t free_memory(int device);
 
+// Frees the resident buffers (astroport_native::kResident) of `device` with these ids; unknown ids are ignored.
+void release(int device, const std::vector<uint64_t> &ids);
+
 // Runs one job on `device` (semantics: cpp/native_job.h): outputs are copied, concatenated in buffer order,
 // straight into `outputs` (caller-owned, exactly the total output size).
 // Throws std::runtime_error (CUDA call, file:line, error string) on any failure; frees everything.

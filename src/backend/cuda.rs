@@ -17,6 +17,7 @@ mod ffi {
         fn cuda_devices() -> Result<Vec<NativeDevice>>;
         fn cuda_runtime_version() -> Result<String>;
         fn cuda_free_memory(device: i32) -> Result<u64>;
+        fn cuda_release(device: i32, ids: &[u64]) -> Result<()>;
         fn cuda_run_job(
             device: i32,
             job: &NativeJob,
@@ -41,6 +42,7 @@ pub fn discover() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
         ffi::cuda_devices(),
         toolchain,
         ffi::cuda_run_job,
+        ffi::cuda_release,
         Some(ffi::cuda_free_memory),
     )
 }

@@ -291,19 +291,41 @@ pub enum BufferSpec<'a> {
     /// Device-only working memory, poisoned like outputs and never copied back; a step that needs it
     /// initialised says so with [`Step::Fill`].
     Scratch { dtype: DType, len: usize },
+    /// A buffer that outlives the job: it stays on the device, under `id` (from [`resident_id`]), until
+    /// [`Accelerator::release`], so an iterative algorithm keeps its data on the device between jobs.
+    /// The job sees its first `len` elements. A buffer smaller than `len` (or not yet there) is
+    /// (re)allocated, losing its contents; with `init` the data are uploaded first. Never poisoned: the
+    /// workload poisons what it reads back with [`Step::Fill`]. Jobs with resident buffers are
+    /// single-shot (`warmup: 0, repeats: 0`), since a repeat would apply their in-place updates twice.
+    Resident {
+        id: u64,
+        dtype: DType,
+        len: usize,
+        init: Option<HostSlice<'a>>,
+    },
+}
+
+/// A fresh id for a [`BufferSpec::Resident`] buffer, unique in this process.
+pub fn resident_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl BufferSpec<'_> {
     pub fn dtype(&self) -> DType {
         match self {
             BufferSpec::Input(s) => s.dtype(),
-            BufferSpec::Output { dtype, .. } | BufferSpec::Scratch { dtype, .. } => *dtype,
+            BufferSpec::Output { dtype, .. }
+            | BufferSpec::Scratch { dtype, .. }
+            | BufferSpec::Resident { dtype, .. } => *dtype,
         }
     }
     pub fn len(&self) -> usize {
         match self {
             BufferSpec::Input(s) => s.len(),
-            BufferSpec::Output { len, .. } | BufferSpec::Scratch { len, .. } => *len,
+            BufferSpec::Output { len, .. }
+            | BufferSpec::Scratch { len, .. }
+            | BufferSpec::Resident { len, .. } => *len,
         }
     }
     pub fn is_empty(&self) -> bool {
@@ -490,6 +512,29 @@ impl<'a> KernelJob<'a> {
                 self.program.name
             )));
         }
+        for (i, b) in self.buffers.iter().enumerate() {
+            if let BufferSpec::Resident {
+                dtype, len, init, ..
+            } = b
+            {
+                if self.warmup + self.repeats > 0 {
+                    return Err(BackendError::Runtime(format!(
+                        "job of program {} has resident buffer {i} but warmup {} and repeats {}: jobs on \
+                         resident buffers are single-shot",
+                        self.program.name, self.warmup, self.repeats
+                    )));
+                }
+                if let Some(data) = init {
+                    if data.dtype() != *dtype || data.len() > *len {
+                        return Err(BackendError::Runtime(format!(
+                            "resident buffer {i}: {} initial {:?} elements for a {len}-element {dtype:?} buffer",
+                            data.len(),
+                            data.dtype()
+                        )));
+                    }
+                }
+            }
+        }
         for (i, step) in self.steps.iter().enumerate() {
             let check = |b: usize| {
                 if b >= self.buffers.len() {
@@ -651,6 +696,8 @@ pub trait Accelerator: Send + Sync {
     /// Toolchain text for provenance (compiler/runtime versions).
     fn toolchain(&self) -> String;
     fn run(&self, job: &KernelJob) -> Result<JobOutput, BackendError>;
+    /// Frees the resident buffers ([`BufferSpec::Resident`]) with these ids; unknown ids are ignored.
+    fn release(&self, ids: &[u64]);
     /// Free device memory now, bytes, where the runtime can say (CUDA); `None` elsewhere (OpenCL has no
     /// standard query).
     fn free_memory(&self) -> Option<u64> {

@@ -9,14 +9,19 @@ pub mod ffi {
     /// One device buffer of the job.
     #[derive(Debug, Clone)]
     pub struct NativeBuffer {
-        /// 0 = input (uploaded from the blob), 1 = output (poisoned, returned), 2 = scratch (poisoned).
+        /// 0 = input (uploaded from the blob), 1 = output (poisoned, returned), 2 = scratch (poisoned),
+        /// 3 = resident (kept on the device under `resident_id` across jobs; `init_count` elements uploaded
+        /// from the blob at `offset` first).
         pub role: u8,
         /// Element type: 0 = i32, 1 = u32, 2 = f32, 3 = f64, 4 = u64.
         pub dtype: u8,
         /// Number of elements.
         pub count: u64,
-        /// Inputs: byte offset into the input blob.
+        /// Inputs and resident initial data: byte offset into the input blob.
         pub offset: u64,
+        /// Resident buffers: the id, and how many elements to upload (0: keep the contents).
+        pub resident_id: u64,
+        pub init_count: u64,
     }
 
     /// One launch argument: a job buffer or a scalar.
@@ -105,8 +110,8 @@ pub mod ffi {
 }
 
 use super::{
-    median, Accelerator, BackendError, BufferSpec, DType, DeviceInfo, JobOutput, KernelJob, Model,
-    Resources, Step, StepArg, StepReport,
+    median, Accelerator, BackendError, BufferSpec, DType, DeviceInfo, HostSlice, JobOutput,
+    KernelJob, Model, Resources, Step, StepArg, StepReport,
 };
 
 /// Signature of a model's C++ `run_job` entry point (through cxx, C++ exceptions become `Err`).
@@ -125,6 +130,9 @@ pub type RunJobFn = fn(
 /// Free memory of one device, bytes.
 pub type FreeMemoryFn = fn(i32) -> Result<u64, cxx::Exception>;
 
+/// Frees resident buffers of one device (`Accelerator::release`).
+pub type ReleaseFn = fn(i32, &[u64]) -> Result<(), cxx::Exception>;
+
 /// A device of a C++-hosted model (CUDA or SYCL). The Rust half of the host plumbing, written once.
 pub struct NativeAccelerator {
     pub model: Model,
@@ -132,6 +140,7 @@ pub struct NativeAccelerator {
     pub info: DeviceInfo,
     pub toolchain: String,
     pub run_job: RunJobFn,
+    pub release: ReleaseFn,
     pub free_memory: Option<FreeMemoryFn>,
 }
 
@@ -142,6 +151,7 @@ impl NativeAccelerator {
         platform: &str,
         toolchain: String,
         run_job: RunJobFn,
+        release: ReleaseFn,
         free_memory: Option<FreeMemoryFn>,
     ) -> Self {
         NativeAccelerator {
@@ -160,6 +170,7 @@ impl NativeAccelerator {
             },
             toolchain,
             run_job,
+            release,
             free_memory,
         }
     }
@@ -182,20 +193,27 @@ pub fn flatten(job: &KernelJob, source: &str) -> Flat {
         .buffers
         .iter()
         .map(|b| {
-            let (role, offset) = match b {
-                BufferSpec::Input(s) => {
-                    let off = blob.len() as u64;
-                    blob.extend_from_slice(s.bytes());
-                    (0u8, off)
-                }
-                BufferSpec::Output { .. } => (1, 0),
-                BufferSpec::Scratch { .. } => (2, 0),
+            let mut push = |s: &HostSlice| {
+                let off = blob.len() as u64;
+                blob.extend_from_slice(s.bytes());
+                off
+            };
+            let (role, offset, resident_id, init_count) = match b {
+                BufferSpec::Input(s) => (0u8, push(s), 0, 0),
+                BufferSpec::Output { .. } => (1, 0, 0, 0),
+                BufferSpec::Scratch { .. } => (2, 0, 0, 0),
+                BufferSpec::Resident { id, init, .. } => match init {
+                    Some(s) => (3, push(s), *id, s.len() as u64),
+                    None => (3, 0, *id, 0),
+                },
             };
             ffi::NativeBuffer {
                 role,
                 dtype: b.dtype() as u8,
                 count: b.len() as u64,
                 offset,
+                resident_id,
+                init_count,
             }
         })
         .collect();
@@ -332,6 +350,10 @@ impl Accelerator for NativeAccelerator {
     fn free_memory(&self) -> Option<u64> {
         self.free_memory.and_then(|f| f(self.index).ok())
     }
+    fn release(&self, ids: &[u64]) {
+        // Only fails when the runtime is already broken; the buffers go with the process then.
+        let _ = (self.release)(self.index, ids);
+    }
     fn run(&self, job: &KernelJob) -> Result<JobOutput, BackendError> {
         job.validate()?;
         let source = match self.model {
@@ -372,6 +394,7 @@ pub fn discover_native(
     devices: Result<Vec<ffi::NativeDevice>, cxx::Exception>,
     toolchain: String,
     run_job: RunJobFn,
+    release: ReleaseFn,
     free_memory: Option<FreeMemoryFn>,
 ) -> Result<Vec<Box<dyn Accelerator>>, super::Absent> {
     let absent = |why, reason: String| super::Absent {
@@ -406,6 +429,7 @@ pub fn discover_native(
                 &platform,
                 toolchain.clone(),
                 run_job,
+                release,
                 free_memory,
             )) as Box<dyn Accelerator>
         })

@@ -33,6 +33,8 @@ pub struct OpenClDevice {
     context: Context,
     queue: CommandQueue,
     programs: Mutex<HashMap<String, BuiltProgram>>,
+    /// Buffers that outlive jobs (`BufferSpec::Resident`), by id.
+    resident: Mutex<HashMap<u64, Buffer<u8>>>,
 }
 
 struct BuiltProgram {
@@ -134,6 +136,7 @@ impl OpenClDevice {
             context,
             queue,
             programs: Mutex::new(HashMap::new()),
+            resident: Mutex::new(HashMap::new()),
         })
     }
 
@@ -260,40 +263,83 @@ impl Accelerator for OpenClDevice {
     fn run(&self, job: &KernelJob) -> Result<JobOutput, BackendError> {
         job.validate()?;
         let (kernels, build_s, options, log) = self.kernels(job)?;
-        self.execute(job, &kernels, build_s, options, &log)
+        let mut buffers = self.job_buffers(job)?;
+        let result = self.execute(job, &mut buffers, &kernels, build_s, options, &log);
+        // Resident buffers go back to the device's map, also when the job failed.
+        let mut resident = self.resident.lock().expect("resident map poisoned");
+        for (buf, spec) in buffers.into_iter().zip(&job.buffers) {
+            if let BufferSpec::Resident { id, .. } = spec {
+                resident.insert(*id, buf);
+            }
+        }
+        result
+    }
+
+    fn release(&self, ids: &[u64]) {
+        let mut resident = self.resident.lock().expect("resident map poisoned");
+        for id in ids {
+            resident.remove(id);
+        }
     }
 }
 
 impl OpenClDevice {
+    /// Device buffers for the whole job, in job order: new ones for inputs (uploaded once), outputs and
+    /// scratch; resident ones taken out of the device's map (grown when too small), to be put back by `run`.
+    fn job_buffers(&self, job: &KernelJob) -> Result<Vec<Buffer<u8>>, BackendError> {
+        let q = &self.queue;
+        let create = |bytes: usize| {
+            unsafe {
+                Buffer::<u8>::create(
+                    &self.context,
+                    CL_MEM_READ_WRITE,
+                    bytes.max(1),
+                    std::ptr::null_mut(),
+                )
+            }
+            .map_err(cl_err("clCreateBuffer"))
+        };
+        let mut buffers = Vec::with_capacity(job.buffers.len());
+        for spec in &job.buffers {
+            let (mut buf, upload) = match spec {
+                BufferSpec::Resident { id, init, .. } => {
+                    let kept = self
+                        .resident
+                        .lock()
+                        .expect("resident map poisoned")
+                        .remove(id);
+                    let buf = match kept {
+                        Some(b)
+                            if b.size().map_err(cl_err("clGetMemObjectInfo"))? >= spec.bytes() =>
+                        {
+                            b
+                        }
+                        _ => create(spec.bytes())?,
+                    };
+                    (buf, init.as_ref())
+                }
+                BufferSpec::Input(data) => (create(spec.bytes())?, Some(data)),
+                _ => (create(spec.bytes())?, None),
+            };
+            if let Some(data) = upload.filter(|d| !d.is_empty()) {
+                unsafe { q.enqueue_write_buffer(&mut buf, CL_BLOCKING, 0, data.bytes(), &[]) }
+                    .map_err(cl_err("clEnqueueWriteBuffer"))?;
+            }
+            buffers.push(buf);
+        }
+        Ok(buffers)
+    }
+
     fn execute(
         &self,
         job: &KernelJob,
+        buffers: &mut Vec<Buffer<u8>>,
         kernels: &[Option<Kernel>],
         build_s: f64,
         options: String,
         log: &str,
     ) -> Result<JobOutput, BackendError> {
         let q = &self.queue;
-        // Device buffers for the whole job; inputs uploaded once.
-        let mut buffers = Vec::with_capacity(job.buffers.len());
-        for spec in &job.buffers {
-            let mut buf = unsafe {
-                Buffer::<u8>::create(
-                    &self.context,
-                    CL_MEM_READ_WRITE,
-                    spec.bytes().max(1),
-                    std::ptr::null_mut(),
-                )
-            }
-            .map_err(cl_err("clCreateBuffer"))?;
-            if let BufferSpec::Input(data) = spec {
-                if !data.is_empty() {
-                    unsafe { q.enqueue_write_buffer(&mut buf, CL_BLOCKING, 0, data.bytes(), &[]) }
-                        .map_err(cl_err("clEnqueueWriteBuffer"))?;
-                }
-            }
-            buffers.push(buf);
-        }
         let locals: Vec<Option<usize>> = job
             .steps
             .iter()
@@ -307,7 +353,7 @@ impl OpenClDevice {
             .collect();
         let poison = |buffers: &mut Vec<Buffer<u8>>| -> Result<(), BackendError> {
             for (buf, spec) in buffers.iter_mut().zip(&job.buffers) {
-                if !matches!(spec, BufferSpec::Input(_)) {
+                if matches!(spec, BufferSpec::Output { .. } | BufferSpec::Scratch { .. }) {
                     let size = buf.size().map_err(cl_err("clGetMemObjectInfo"))?;
                     // 0xFF bytes are NaN in f32 and f64, so a kernel that writes nothing cannot pass.
                     unsafe { q.enqueue_fill_buffer(buf, &[0xFFu8], 0, size, &[]) }
@@ -373,21 +419,21 @@ impl OpenClDevice {
             }
             Ok((last_end.saturating_sub(first_start) as f64 * 1e-9, per_step))
         };
-        poison(&mut buffers)?;
+        poison(buffers)?;
         for _ in 0..job.warmup {
-            sequence(&mut buffers)?;
+            sequence(buffers)?;
         }
         let mut times = Vec::with_capacity(job.repeats as usize);
         let mut step_times = vec![Vec::with_capacity(job.repeats as usize); job.steps.len()];
         for _ in 0..job.repeats {
-            let (total, per_step) = sequence(&mut buffers)?;
+            let (total, per_step) = sequence(buffers)?;
             times.push(total);
             for (acc, t) in step_times.iter_mut().zip(per_step) {
                 acc.push(t);
             }
         }
-        poison(&mut buffers)?;
-        let (total, per_step) = sequence(&mut buffers)?;
+        poison(buffers)?;
+        let (total, per_step) = sequence(buffers)?;
         if job.repeats == 0 {
             // Single-shot job (an iteration of an adaptive algorithm): the verification run is the timed run.
             times.push(total);

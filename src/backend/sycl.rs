@@ -16,6 +16,7 @@ mod ffi {
         type NativeDevice = crate::backend::native::ffi::NativeDevice;
         fn sycl_devices() -> Result<Vec<NativeDevice>>;
         fn sycl_runtime_version() -> Result<String>;
+        fn sycl_release(device: i32, ids: &[u64]) -> Result<()>;
         fn sycl_run_job(
             device: i32,
             job: &NativeJob,
@@ -36,6 +37,7 @@ pub fn discover() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
         ffi::sycl_devices(),
         toolchain,
         ffi::sycl_run_job,
+        ffi::sycl_release,
         None,
     )
 }

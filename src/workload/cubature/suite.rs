@@ -2,9 +2,9 @@
 //! porting study: per (integrand, dimension, epsrel) the answer, its honesty (coverage) and what the kernels
 //! cost on each backend.
 
-use super::device::{DeviceEvaluator, DeviceSampler, KernelStats};
+use super::device::{DeviceRegions, DeviceSampler, KernelStats};
 use super::mcubes::{self, CpuSampler, McubesOptions};
-use super::pagani::{self, CpuEvaluator, PaganiOptions};
+use super::pagani::{self, CpuEvaluator, CpuRegions, PaganiOptions};
 use super::rule::Rule;
 use super::{Integrand, Method, Outcome, Status};
 use crate::backend::{Absent, Target};
@@ -94,28 +94,28 @@ pub fn run(target: &Target, spec: &Spec) -> Result<(Outcome, KernelStats), Strin
                 integrand: spec.integrand,
                 params,
             };
-            let o = pagani::integrate(spec.integrand, &rule, &lo, &hi, &spec.pagani, &mut ev)?;
+            let mut regions = CpuRegions::new(&lo, &hi, &mut ev);
+            let o = pagani::integrate(spec.integrand, &rule, &spec.pagani, &mut regions)?;
             Ok((o, KernelStats::default()))
         }
         (Method::Pagani, Target::Device(dev)) => {
             let rule = Rule::new(d)?;
-            let mut ev = DeviceEvaluator::new(dev.as_ref(), spec.integrand, &rule);
-            // The memory classification sees the smaller of the device's free memory (CUDA asks the driver;
-            // elsewhere its total) and the host's available memory (the region list lives on the host, tiles
-            // of it on the device).
+            // The regions live on the device: the memory classification sees its free memory (CUDA asks the
+            // driver; OpenCL and SYCL report only their total), and the split's bounds must fit one allocation.
             let mut options = spec.pagani.clone();
-            let host = pagani::available_memory().map_or(u64::MAX, |m| m / 10 * 8);
-            let device = dev.free_memory().unwrap_or(dev.info().global_mem_bytes);
+            let free = dev.free_memory().unwrap_or(dev.info().global_mem_bytes);
+            let per_alloc = dev.info().max_alloc_bytes / (16 * d as u64) * pagani::region_bytes(d);
             options.memory_limit = Some(
                 options
                     .memory_limit
                     .unwrap_or(u64::MAX)
-                    .min(host)
-                    .min(device),
+                    .min(free)
+                    .min(per_alloc),
             );
-            let mut o = pagani::integrate(spec.integrand, &rule, &lo, &hi, &options, &mut ev)?;
-            o.build_s = ev.stats.build_s;
-            Ok((o, ev.stats))
+            let mut regions = DeviceRegions::new(dev.as_ref(), spec.integrand, &rule, &lo, &hi);
+            let mut o = pagani::integrate(spec.integrand, &rule, &options, &mut regions)?;
+            o.build_s = regions.stats.build_s;
+            Ok((o, regions.stats.clone()))
         }
         (Method::Mcubes, Target::Cpu(_)) => {
             let mut s = CpuSampler {
