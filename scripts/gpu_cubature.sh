@@ -8,6 +8,7 @@
 #   mcubes  m-Cubes f1..f6 and sum, 6D and 8D, epsrel 1e-3 and 1e-4, on both
 #   sweep   PAGANI on one backend (SWEEP_BACKEND, default cuda): 5D and 8D, epsrel 1e-3..1e-6, with f2 8D
 #           (which neither we nor upstream converge) at 1e-3 only
+# CUBATURE_ARGS adds options to every run (for example --working-regions 16777216).
 # Build here first:   cargo build --release --features cuda --target-dir target/gpu
 #                     mkdir -p .carry && cp target/gpu/release/astroport .carry/
 set -uo pipefail
@@ -17,7 +18,7 @@ cap=${MAX_SECONDS:-25}
 run() {  # name, then astroport arguments
   local name=$1; shift
   local t0=$SECONDS
-  "$bin" run cubature "$@" --max-seconds "$cap" --out "$out" > "$out/$name.log" 2>&1 || status=1
+  "$bin" run cubature "$@" ${CUBATURE_ARGS:-} --max-seconds "$cap" --out "$out" > "$out/$name.log" 2>&1 || status=1
   echo "$name: $((SECONDS - t0)) s wall"; grep -E "^│ (pagani|mcubes)" "$out/$name.log" | cut -c1-260
   grep coverage "$out/$name.log"
 }

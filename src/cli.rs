@@ -165,9 +165,14 @@ pub struct CubatureArgs {
     /// Cubature, m-Cubes: seed of the counter-based generator.
     #[arg(long, default_value_t = 2026)]
     pub seed: u64,
-    /// Cubature, PAGANI: memory the region list may use, MiB (default: 80 % of the host's available memory).
+    /// Cubature, PAGANI: memory the region list may use, MiB (default: the device's free memory; cpu: 80 %
+    /// of the host's available memory).
     #[arg(long)]
     pub memory_mib: Option<u64>,
+    /// Cubature, PAGANI: split size (regions) above which the threshold classification is tried before the
+    /// estimate has settled (docs/cubature.md).
+    #[arg(long, default_value_t = cubature::pagani::WORKING_REGIONS)]
+    pub working_regions: u64,
     /// Cubature, PAGANI: iteration cap.
     #[arg(long, default_value_t = 700)]
     pub max_iterations: usize,
@@ -761,6 +766,7 @@ fn execute(cli: Cli) -> Result<i32, String> {
                     max_ncall: 10_000_000,
                     seed: 2026,
                     memory_mib: None,
+                    working_regions: cubature::pagani::WORKING_REGIONS,
                     max_iterations: 700,
                     max_seconds: Some(60.0),
                 };
@@ -932,6 +938,7 @@ fn run_cubature(common: &Common, args: &CubatureArgs, need_backend: bool) -> Res
                             epsabs: args.epsabs,
                             max_iterations: args.max_iterations,
                             memory_limit: args.memory_mib.map(|m| m << 20),
+                            working_regions: args.working_regions,
                             time_limit_s: args.max_seconds,
                         },
                         mcubes: McubesOptions {

@@ -23,6 +23,9 @@ pub struct PaganiOptions {
     /// Bytes the region list may use. The runner passes the smaller of the device's memory and the host's
     /// available memory; `None` here means 80 % of the host's available memory.
     pub memory_limit: Option<u64>,
+    /// Split size (regions) above which the threshold classification is tried before the estimate has
+    /// settled ([`WORKING_REGIONS`] by default).
+    pub working_regions: u64,
     /// Wall-time budget, seconds: the run stops with `TimeLimit` after the iteration that passes it.
     pub time_limit_s: Option<f64>,
 }
@@ -34,6 +37,7 @@ impl Default for PaganiOptions {
             epsabs: 1e-40,
             max_iterations: 700,
             memory_limit: None,
+            working_regions: WORKING_REGIONS,
             time_limit_s: None,
         }
     }
@@ -595,7 +599,7 @@ pub const FOCUS_REGIONS: u64 = 1 << 21;
 /// with more memory PAGANI would otherwise keep splitting every tail region for as long as memory lasts. The
 /// error budget still bounds what may finish; when no threshold passes, the split goes on as long as the
 /// device's real free memory allows.
-pub const WORKING_REGIONS: u64 = 1 << 24;
+pub const WORKING_REGIONS: u64 = 1 << 23;
 
 /// Integrates `integrand` with PAGANI over the regions `store` starts with (the initial grid).
 pub fn integrate(
@@ -649,7 +653,7 @@ pub fn integrate(
         let split_regions = 2 * class.n_active;
         let settled = estimate_settled(&history, options.epsrel);
         if split_bytes > memory
-            || split_regions > WORKING_REGIONS
+            || split_regions > options.working_regions
             || (settled && (split_bytes > memory / 10 || split_regions > FOCUS_REGIONS))
         {
             let remaining = options.epsrel * total_est.abs() - finished_err - class.finished_err;
