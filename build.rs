@@ -22,7 +22,8 @@ fn output(cmd: &str, args: &[&str]) -> Option<String> {
 
 fn main() {
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
-    for dir in ["cl", "cpp", "ports", ".git/HEAD"] {
+    // .git/logs/HEAD changes with every commit (.git/HEAD only when the branch does): provenance stays current.
+    for dir in ["cl", "cpp", "ports", ".git/HEAD", ".git/logs/HEAD"] {
         println!("cargo:rerun-if-changed={dir}");
     }
     for var in ["NVCC", "ASTROPORT_SYCL_ROOT", "ASTROPORT_TARGET_CPU"] {

@@ -153,6 +153,11 @@ impl<'a> DeviceRegions<'a> {
         }
     }
 
+    /// A rule table that stays on the device: uploaded by the first job only.
+    fn table(id: u64, data: HostSlice<'_>, upload: bool) -> BufferSpec<'_> {
+        Self::resident(id, data.dtype(), data.len(), upload.then_some(data))
+    }
+
     fn chunks(&self) -> usize {
         self.n.div_ceil(CHUNK)
     }
@@ -176,7 +181,19 @@ impl<'a> DeviceRegions<'a> {
             warmup: 0,
             repeats: 0,
         };
-        self.device.run(&job).map_err(|e| e.to_string())
+        self.device.run(&job).map_err(|e| {
+            let resident: usize = job
+                .buffers
+                .iter()
+                .filter(|b| matches!(b, BufferSpec::Resident { .. }))
+                .map(|b| b.bytes())
+                .sum();
+            format!(
+                "{e} (PAGANI job on {} regions, {} MiB of resident buffers in this job)",
+                self.n,
+                resident >> 20
+            )
+        })
     }
 
     /// Records a job's kernels and device time and returns its outputs.
@@ -236,9 +253,6 @@ impl RegionStore for DeviceRegions<'_> {
         let upload = !self.rule_uploaded;
         let rule = self.rule;
         let [points_id, set_id, table_id, params_id] = self.rule_ids;
-        fn init(upload: bool, data: HostSlice<'_>) -> Option<HostSlice<'_>> {
-            upload.then_some(data)
-        }
         let buffers = vec![
             Self::resident(
                 self.bounds[self.current],
@@ -246,30 +260,10 @@ impl RegionStore for DeviceRegions<'_> {
                 n * 2 * d,
                 initial.as_deref().map(HostSlice::F64),
             ),
-            Self::resident(
-                points_id,
-                DType::F64,
-                self.points.len(),
-                init(upload, HostSlice::F64(&self.points)),
-            ),
-            Self::resident(
-                set_id,
-                DType::I32,
-                self.set_of.len(),
-                init(upload, HostSlice::I32(&self.set_of)),
-            ),
-            Self::resident(
-                table_id,
-                DType::F64,
-                self.table.len(),
-                init(upload, HostSlice::F64(&self.table)),
-            ),
-            Self::resident(
-                params_id,
-                DType::F64,
-                self.params.len(),
-                init(upload, HostSlice::F64(&self.params)),
-            ),
+            Self::table(points_id, HostSlice::F64(&self.points), upload),
+            Self::table(set_id, HostSlice::I32(&self.set_of), upload),
+            Self::table(table_id, HostSlice::F64(&self.table), upload),
+            Self::table(params_id, HostSlice::F64(&self.params), upload),
             Self::resident(self.est_err, DType::F64, 2 * n, None),
             Self::resident(self.axis, DType::I32, n, None),
             Self::resident(self.parents, DType::F64, n / 2, None),
