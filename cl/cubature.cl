@@ -63,19 +63,41 @@ __kernel void cub_split(__global const double *restrict bounds, __global const i
                    parents, count);
 }
 
-#define CUB_MCUBES_KERNEL(NAME, ADAPT)                                                                          \
-    __kernel void CUB_NAME(NAME)(__global const double *restrict grid, __global const double *restrict box,       \
-                                 __global const double *restrict params, const ulong chunk, const ulong n_cubes, \
-                                 const int g, const int npg, const uint iteration, const uint seed_lo,           \
-                                 const uint seed_hi, const double scale, __global double *bins,                   \
-                                 __global double *restrict partial)                                              \
-    {                                                                                                           \
-        __local double red[2 * CUB_GROUP];                                                                      \
-        double sum, var;                                                                                        \
-        cub_mcubes_item(CUB_INTEGRAND, CUB_DIM, (ulong)get_global_id(0), chunk, n_cubes, g, npg, iteration,     \
-                        seed_lo, seed_hi, scale, grid, box, params, ADAPT, bins, &sum, &var);                   \
-        cub_group_sum2((int)get_local_id(0), (unsigned int)get_group_id(0), sum, var, red, partial);            \
-    }
-CUB_MCUBES_KERNEL(cub_mcubes_adapt, 1)
-CUB_MCUBES_KERNEL(cub_mcubes_frozen, 0)
+#define CUB_MCUBES_ARGS                                                                                         \
+    __global const double *restrict grid, __global const double *restrict box, __global const double *restrict params, \
+        const ulong chunk, const ulong n_cubes, const int g, const int npg, const uint iteration, const uint seed_lo,     \
+        const uint seed_hi, const double scale, __global double *bins, __global double *restrict partial
+#define CUB_MCUBES_ITEM(ADAPT, BINS)                                                                            \
+    cub_mcubes_item(CUB_INTEGRAND, CUB_DIM, (ulong)get_global_id(0), chunk, n_cubes, g, npg, iteration, seed_lo,   \
+                    seed_hi, scale, grid, box, params, ADAPT, BINS, &sum, &var)
+
+/* Adapting iterations: bin contributions in local memory where they fit (cubature.h, CUB_BINS_SPACE). */
+__kernel void CUB_NAME(cub_mcubes_adapt)(CUB_MCUBES_ARGS)
+{
+    __local double red[2 * CUB_GROUP];
+    double sum, var;
+#if CUB_LOCAL_BINS
+    __local double local_bins[CUB_DIM * CUB_BINS];
+    cub_bins_clear((int)get_local_id(0), CUB_DIM, local_bins);
+    CUB_MCUBES_ITEM(1, local_bins);
+    cub_bins_flush((int)get_local_id(0), CUB_DIM, local_bins, bins);
+#else
+    CUB_MCUBES_ITEM(1, bins);
+#endif
+    cub_group_sum2((int)get_local_id(0), (uint)get_group_id(0), sum, var, red, partial);
+}
+
+/* Frozen-grid iterations: no bins (the argument is a placeholder). */
+__kernel void CUB_NAME(cub_mcubes_frozen)(CUB_MCUBES_ARGS)
+{
+    __local double red[2 * CUB_GROUP];
+    double sum, var;
+#if CUB_LOCAL_BINS
+    __local double no_bins[1];
+    CUB_MCUBES_ITEM(0, no_bins);
+#else
+    CUB_MCUBES_ITEM(0, bins);
+#endif
+    cub_group_sum2((int)get_local_id(0), (uint)get_group_id(0), sum, var, red, partial);
+}
 #endif

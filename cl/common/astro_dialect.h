@@ -20,6 +20,7 @@
  * ASTRO_EXP, ASTRO_COS, ASTRO_POW, ASTRO_FMA  double math (fma: one rounding, so every model sums alike)
  * astro_atomic_add_f64(p, v)  atomically p[0] += v on a global double (OpenCL: compare-and-swap loop,
  *                         needs cl_khr_int64_base_atomics; ASTRO_HAS_ATOMIC_F64 says whether it exists)
+ * astro_atomic_add_f64_local(p, v)  OpenCL only: the same on a double in work-group local memory
  * ASTRO_HAS_FP64          1 where double is available (OpenCL: cl_khr_fp64), else 0: float64 code is
  *                         compiled only then, so float32 kernels still build on devices without it
  */
@@ -61,15 +62,18 @@
 #  if ASTRO_HAS_FP64 && defined(cl_khr_int64_base_atomics)
 #    pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
 #    define ASTRO_HAS_ATOMIC_F64 1
-static inline void astro_atomic_add_f64(volatile __global double *p, double v)
-{
-    volatile __global ulong *bits = (volatile __global ulong *)p;
-    ulong seen = *bits, expected;
-    do {
-        expected = seen;
-        seen = atom_cmpxchg(bits, expected, as_ulong(as_double(expected) + v));
-    } while (seen != expected);
-}
+#    define ASTRO_CAS_ADD_F64(NAME, SPACE)                                                \
+        static inline void NAME(volatile SPACE double *p, double v)                       \
+        {                                                                                 \
+            volatile SPACE ulong *bits = (volatile SPACE ulong *)p;                       \
+            ulong seen = *bits, expected;                                                 \
+            do {                                                                          \
+                expected = seen;                                                          \
+                seen = atom_cmpxchg(bits, expected, as_ulong(as_double(expected) + v));   \
+            } while (seen != expected);                                                   \
+        }
+ASTRO_CAS_ADD_F64(astro_atomic_add_f64, __global)
+ASTRO_CAS_ADD_F64(astro_atomic_add_f64_local, __local)
 #  else
 #    define ASTRO_HAS_ATOMIC_F64 0
 #  endif
