@@ -215,7 +215,6 @@ struct LaunchInfo {
     StepOutcome resources;
     bool params_known = false;
     std::vector<size_t> param_sizes;
-    int max_threads_per_block = 0;
 };
 
 std::mutex g_launch_mutex;
@@ -241,7 +240,6 @@ LaunchInfo launch_info(int device, const void *func, const Step &step, int max_t
         }
     }
     LaunchInfo info;
-    info.max_threads_per_block = attr.maxThreadsPerBlock;
     info.params_known = param_sizes(func, &info.param_sizes);
     std::string block_source;
     if (step.local != 0) {
@@ -334,14 +332,12 @@ Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t i
     // Buffers first: launch parameters point at them. `owned` frees the job's own; resident ones stay.
     std::vector<DeviceBuffer> owned(job.buffers.size());
     std::vector<void *> ptrs(job.buffers.size(), nullptr);
-    struct {
-        cudaStream_t s;
-    } stream{device_stream(device)};
+    const cudaStream_t stream = device_stream(device);
     // Whatever happens below, the job's work is finished before its buffers are freed.
     struct Drain {
         cudaStream_t s;
         ~Drain() { (void)cudaStreamSynchronize(s); }
-    } drain{stream.s};
+    } drain{stream};
     for (size_t i = 0; i < job.buffers.size(); ++i) {
         const astroport_native::Buffer &b = job.buffers[i];
         const size_t bytes = b.bytes();
@@ -349,18 +345,18 @@ Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t i
             ptrs[i] = resident_buffer(device, b.resident_id, bytes);
             if (b.init_count > 0)
                 ASTRO_CUDA_CHECK(cudaMemcpyAsync(ptrs[i], inputs + b.offset, b.init_bytes(), cudaMemcpyHostToDevice,
-                                                 stream.s));
+                                                 stream));
             continue;
         }
         DeviceBuffer &d = owned[i];
         d.bytes = bytes;
         if (d.bytes > 0) {
-            ASTRO_CUDA_CHECK(cudaMallocAsync(&d.ptr, d.bytes, stream.s));
-            d.stream = stream.s;
+            ASTRO_CUDA_CHECK(cudaMallocAsync(&d.ptr, d.bytes, stream));
+            d.stream = stream;
         }
         ptrs[i] = d.ptr;
         if (b.role == astroport_native::kInput && d.bytes > 0)
-            ASTRO_CUDA_CHECK(cudaMemcpyAsync(d.ptr, inputs + b.offset, d.bytes, cudaMemcpyHostToDevice, stream.s));
+            ASTRO_CUDA_CHECK(cudaMemcpyAsync(d.ptr, inputs + b.offset, d.bytes, cudaMemcpyHostToDevice, stream));
     }
 
     // Launch parameter storage: one slot per argument of the job, sized once (params point into it).
@@ -409,31 +405,31 @@ Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t i
         for (size_t i = 0; i < job.buffers.size(); ++i) {
             const uint8_t role = job.buffers[i].role;
             if ((role == astroport_native::kOutput || role == astroport_native::kScratch) && owned[i].bytes > 0)
-                ASTRO_CUDA_CHECK(cudaMemsetAsync(owned[i].ptr, 0xFF, owned[i].bytes, stream.s));
+                ASTRO_CUDA_CHECK(cudaMemsetAsync(owned[i].ptr, 0xFF, owned[i].bytes, stream));
         }
     };
     // Runs the step sequence; with events (n_steps + 1 of them), records one before each step and after the last.
     auto sequence = [&](std::vector<Event> *events) {
         for (size_t s = 0; s < job.steps.size(); ++s) {
-            if (events) ASTRO_CUDA_CHECK(cudaEventRecord((*events)[s].e, stream.s));
+            if (events) ASTRO_CUDA_CHECK(cudaEventRecord((*events)[s].e, stream));
             const Step &step = job.steps[s];
             if (step.is_fill()) {
                 const size_t bytes = job.buffers[step.fill_buffer].bytes();
                 if (bytes > 0)
-                    ASTRO_CUDA_CHECK(cudaMemsetAsync(ptrs[step.fill_buffer], step.fill_byte, bytes, stream.s));
+                    ASTRO_CUDA_CHECK(cudaMemsetAsync(ptrs[step.fill_buffer], step.fill_byte, bytes, stream));
             } else {
                 ASTRO_CUDA_CHECK(cudaLaunchKernel(resolved[s].func, resolved[s].grid, resolved[s].block,
-                                                  params[s].data(), 0, stream.s));
+                                                  params[s].data(), 0, stream));
                 ASTRO_CUDA_CHECK(cudaGetLastError());
             }
         }
-        if (events) ASTRO_CUDA_CHECK(cudaEventRecord(events->back().e, stream.s));
+        if (events) ASTRO_CUDA_CHECK(cudaEventRecord(events->back().e, stream));
     };
 
     // Events are recorded in stream order, so uploads and poisoning need no synchronisation before timing.
     poison();
     for (uint32_t w = 0; w < job.warmup; ++w) sequence(nullptr);
-    if (job.warmup > 0) ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream.s));
+    if (job.warmup > 0) ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream));
 
     std::vector<Event> events(job.steps.size() + 1);
     // Appends the whole sequence's and each step's time of the events just recorded (synchronised).
@@ -458,16 +454,16 @@ Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t i
     poison();
     const bool single_shot = job.repeats == 0;
     sequence(single_shot ? &events : nullptr);
-    ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream.s));
+    ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (single_shot) record();
     size_t pos = 0;
     for (size_t i = 0; i < job.buffers.size(); ++i) {
         if (job.buffers[i].role != astroport_native::kOutput || owned[i].bytes == 0) continue;
         ASTRO_CUDA_CHECK(cudaMemcpyAsync(outputs + pos, owned[i].ptr, owned[i].bytes, cudaMemcpyDeviceToHost,
-                                         stream.s));
+                                         stream));
         pos += owned[i].bytes;
     }
-    ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream.s));
+    ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream));
     return out;
 }
 

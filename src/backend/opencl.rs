@@ -368,10 +368,12 @@ impl OpenClDevice {
             for (i, step) in job.steps.iter().enumerate() {
                 let event = match step {
                     Step::Fill { buffer, byte } => {
-                        let buf = &mut buffers[*buffer];
-                        let size = buf.size().map_err(cl_err("clGetMemObjectInfo"))?;
-                        unsafe { q.enqueue_fill_buffer(buf, &[*byte], 0, size, &[]) }
-                            .map_err(cl_err("clEnqueueFillBuffer"))?
+                        // The job's view of the buffer (a resident one may be larger), as on every model.
+                        let size = job.buffers[*buffer].bytes().max(1);
+                        unsafe {
+                            q.enqueue_fill_buffer(&mut buffers[*buffer], &[*byte], 0, size, &[])
+                        }
+                        .map_err(cl_err("clEnqueueFillBuffer"))?
                     }
                     Step::Launch(l) => {
                         let kernel = kernels[i].as_ref().expect("launch step has a kernel");

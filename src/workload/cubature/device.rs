@@ -202,6 +202,20 @@ impl<'a> DeviceRegions<'a> {
         out.outputs
     }
 
+    /// The `sums`/`counts` outputs of the classification kernels.
+    fn chunk_outputs(chunks: usize) -> [BufferSpec<'static>; 2] {
+        [
+            BufferSpec::Output {
+                dtype: DType::F64,
+                len: CHUNK_SUMS * chunks,
+            },
+            BufferSpec::Output {
+                dtype: DType::U32,
+                len: 2 * chunks,
+            },
+        ]
+    }
+
     /// Decodes the `sums`/`counts` outputs of the classification kernels (CHUNK_SUMS f64 and 2 u32 per chunk).
     fn chunk_sums(outputs: Vec<HostVec>) -> Result<Vec<ChunkSums>, String> {
         let mut it = outputs.into_iter();
@@ -253,7 +267,7 @@ impl RegionStore for DeviceRegions<'_> {
         let upload = !self.rule_uploaded;
         let rule = self.rule;
         let [points_id, set_id, table_id, params_id] = self.rule_ids;
-        let buffers = vec![
+        let mut buffers = vec![
             Self::resident(
                 self.bounds[self.current],
                 DType::F64,
@@ -270,15 +284,8 @@ impl RegionStore for DeviceRegions<'_> {
             Self::resident(self.est, DType::F64, n, None),
             Self::resident(self.err, DType::F64, n, None),
             Self::resident(self.active, DType::I32, n, None),
-            BufferSpec::Output {
-                dtype: DType::F64,
-                len: CHUNK_SUMS * chunks,
-            },
-            BufferSpec::Output {
-                dtype: DType::U32,
-                len: 2 * chunks,
-            },
         ];
+        buffers.extend(Self::chunk_outputs(chunks));
         // Poison what Evaluate writes (NaN estimates, axis −1): a region it skips is counted as bad.
         let mut steps = vec![
             Step::Fill {
@@ -338,19 +345,12 @@ impl RegionStore for DeviceRegions<'_> {
             Reclassify::All => (1, 0.0),
             Reclassify::Threshold(tau) => (2, tau),
         };
-        let buffers = vec![
+        let mut buffers = vec![
             Self::resident(self.est, DType::F64, n, None),
             Self::resident(self.err, DType::F64, n, None),
             Self::resident(self.active, DType::I32, n, None),
-            BufferSpec::Output {
-                dtype: DType::F64,
-                len: CHUNK_SUMS * chunks,
-            },
-            BufferSpec::Output {
-                dtype: DType::U32,
-                len: 2 * chunks,
-            },
         ];
+        buffers.extend(Self::chunk_outputs(chunks));
         let args = vec![
             StepArg::Buffer(0),
             StepArg::Buffer(1),

@@ -445,38 +445,44 @@ impl RegionStore for CpuRegions<'_> {
         self.seconds += self
             .evaluator
             .evaluate(&self.bounds, &mut self.est_err, &mut self.axis)?;
+        // One pass per chunk, as `cub_refine_classify`: refine, classify, and add up in the kernel's order.
         let (est_err, axis, parents) = (&self.est_err, &self.axis, &self.parents);
         let half = n / 2;
-        let refined: Vec<(f64, f64, bool)> = (0..n)
-            .into_par_iter()
-            .map(|i| {
-                let (v, raw) = (est_err[2 * i], est_err[2 * i + 1]);
-                let e = if parents.is_empty() {
-                    raw
-                } else {
-                    let sib = if i < half { i + half } else { i - half };
-                    refined_error(
-                        raw,
-                        v,
-                        est_err[2 * sib],
-                        est_err[2 * sib + 1],
-                        parents[i % half],
-                    )
-                };
-                let ok = v.is_finite() && e.is_finite() && axis[i] >= 0;
-                (v, e, ok)
+        let (mut est, mut err, mut active) = (vec![0.0; n], vec![0.0; n], vec![false; n]);
+        let chunks: Vec<ChunkSums> = est
+            .par_chunks_mut(CHUNK)
+            .zip(err.par_chunks_mut(CHUNK))
+            .zip(active.par_chunks_mut(CHUNK))
+            .enumerate()
+            .map(|(c, ((est, err), active))| {
+                let mut sums = LaneSums::new();
+                let mut bad = 0;
+                for k in 0..est.len() {
+                    let i = c * CHUNK + k;
+                    let (v, raw) = (est_err[2 * i], est_err[2 * i + 1]);
+                    let e = if parents.is_empty() {
+                        raw
+                    } else {
+                        let sib = if i < half { i + half } else { i - half };
+                        refined_error(
+                            raw,
+                            v,
+                            est_err[2 * sib],
+                            est_err[2 * sib + 1],
+                            parents[i % half],
+                        )
+                    };
+                    bad += u32::from(!(v.is_finite() && e.is_finite() && axis[i] >= 0));
+                    (est[k], err[k], active[k]) = (v, e, e > epsrel * v.abs());
+                    sums.add(k / PER_LANE, v, e, active[k]);
+                }
+                ChunkSums {
+                    bad,
+                    ..sums.finish()
+                }
             })
             .collect();
-        self.est = refined.par_iter().map(|r| r.0).collect();
-        self.err = refined.par_iter().map(|r| r.1).collect();
-        self.active = refined
-            .par_iter()
-            .map(|&(v, e, _)| e > epsrel * v.abs())
-            .collect();
-        let mut chunks = self.chunk_sums();
-        for (c, r) in chunks.iter_mut().zip(refined.chunks(CHUNK)) {
-            c.bad = r.iter().filter(|x| !x.2).count() as u32;
-        }
+        (self.est, self.err, self.active) = (est, err, active);
         Ok(Evaluated::from_chunks(&chunks))
     }
 

@@ -115,7 +115,7 @@ pub fn run(target: &Target, spec: &Spec) -> Result<(Outcome, KernelStats), Strin
             let mut regions = DeviceRegions::new(dev.as_ref(), spec.integrand, &rule, &lo, &hi);
             let mut o = pagani::integrate(spec.integrand, &rule, &options, &mut regions)?;
             o.build_s = regions.stats.build_s;
-            Ok((o, regions.stats.clone()))
+            Ok((o, std::mem::take(&mut regions.stats)))
         }
         (Method::Mcubes, Target::Cpu(_)) => {
             let mut s = CpuSampler {
