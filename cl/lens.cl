@@ -27,11 +27,12 @@ LENS_GRID_KERNEL(double, f64)
 
 __kernel void lens_flag(__global const float *restrict gx, __global const float *restrict gy, const int nx,
                         const int rows, const int rows_ext, const float h, const float axis_limit,
-                        const float cross_limit, __global double *restrict gx_out, __global double *restrict gy_out,
+                        const float cross_limit, const float eig_limit, __global double *restrict gx_out,
+                        __global double *restrict gy_out,
                         __global unsigned int *restrict mask, __global unsigned int *restrict list,
                         __global unsigned int *counter)
 {
-    lens_flag_item(get_global_id(0), gx, gy, nx, rows, rows_ext, h, axis_limit, cross_limit, gx_out, gy_out, mask,
+    lens_flag_item(get_global_id(0), gx, gy, nx, rows, rows_ext, h, axis_limit, cross_limit, eig_limit, gx_out, gy_out, mask,
                    list, counter);
 }
 

@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
 # Lens `hff` preset on the lent GPU machine (no Rust there): CUDA and NVIDIA OpenCL in every numeric mode
-# (f32, f64, mixed, mixed-patches, mixed-paper), plus the Rust `cpu` model on its cores, one invocation so
-# ratios share one reference. Then energy runs (GPU power sampled through nvidia-smi/NVML while a mode runs
-# many repeats) and the SASS of the grid kernels.
+# (f32, f64, mixed, mixed-patches, mixed-paper, mixed-budget), plus the Rust `cpu` model on its cores for
+# f32 and f64 (WITH_CPU=1). One `run` per mode (each computes its own f64 reference). Then energy runs (GPU
+# power sampled through nvidia-smi/NVML while a mode runs many repeats) and the SASS of the grid kernels.
 # Build here first:   cargo build --release --features cuda --target-dir target/gpu
 #                     mkdir -p .carry && cp target/gpu/release/astroport .carry/
 # Then run it there with .carry carried; results land in $OUT (results.jsonl, report.md, logs).
 set -uo pipefail
 GPU_WITH_POCL=1
 source "$(dirname "$0")/gpu_common.sh"
-"$bin" bench --preset hff --backend cuda --backend "$nv" ${WITH_CPU:+--backend cpu} --repeats "${REPEATS:-7}" \
-  --out "$out" 2> "$out/bench.log"
-status=$?
+modes="${MODES:-f32 f64 mixed mixed-patches mixed-paper mixed-budget}"
+status=0
+for p in $modes; do
+  cpu=""
+  case $p in f32|f64) cpu=${WITH_CPU:+--backend cpu} ;; esac
+  "$bin" run lens --preset hff --precision "$p" --backend cuda --backend "$nv" $cpu --repeats "${REPEATS:-7}" \
+    --out "$out" 2>> "$out/bench.log" || status=1
+done
 tail -n 5 "$out/bench.log"
 
 # Energy: sample board power every 10 ms while one mode runs 40 timed repeats on CUDA.
 if [ -z "${NO_ENERGY:-}" ]; then
-  for p in f32 f64 mixed mixed-patches mixed-paper; do
+  for p in ${ENERGY_MODES:-$modes}; do
     nvidia-smi --query-gpu=timestamp,power.draw.instant,clocks.sm --format=csv,noheader,nounits -lms 10 \
       > "$out/power-$p.csv" 2>&1 &
     smi=$!

@@ -228,6 +228,7 @@ static NOOP: Program = Program {
            extern \"C\" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))\n\
            void writes_nothing(float *out, int n) { }\n",
     headers: &[],
+    opencl_options: "",
 };
 
 /// Output buffers are poisoned: a kernel that writes nothing returns NaN, never stale or zero data.
@@ -278,6 +279,7 @@ fn build_failure_shows_the_log() {
         opencl: "__kernel void k(__global float *o) { o[0] = undefined_name; }\n",
         sycl: "",
         headers: &[],
+        opencl_options: "",
     };
     let d = discover();
     for t in d.targets.iter().filter(|t| t.model() == Model::Opencl) {

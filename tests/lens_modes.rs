@@ -90,6 +90,45 @@ fn mixed_precision_on_every_backend() {
     }
 }
 
+/// The error-budget scheme at `ci` on every backend: plain float32 is over the paper's budget at some
+/// pixels near the critical lines (so the check can fail), the budget scheme recomputes under 1 % of
+/// the pixels and leaves none over budget, and every backend flags the same amount as the cpu.
+#[test]
+fn budget_scheme_recomputes_only_what_the_budget_needs() {
+    let p = LensProblem::preset(Preset::Ci, &LensOptions::default()).unwrap();
+    let m = p.budget_magnification();
+    assert!(m > 100.0 && m.is_finite(), "flag magnification {m}");
+    let rows = run_all(&p, vec![Precision::F32, Precision::MixedBudget]);
+    assert_all_ok(&rows);
+    let get = |r: &astroport::results::Row, k: &str| {
+        let a = r.accuracy.as_ref().unwrap();
+        a.extra.iter().find(|(n, _)| n == k).map(|(_, v)| *v)
+    };
+    let mut fractions = vec![];
+    for r in &rows {
+        let over = get(r, "pixels_over_budget").expect("budget checked");
+        if r.precision == "f32" {
+            assert!(
+                over > 0.0,
+                "{}: plain f32 within budget everywhere",
+                r.backend
+            );
+        } else {
+            assert_eq!(over, 0.0, "{} mixed-budget", r.backend);
+            let f = get(r, "recomputed_fraction").expect("fraction reported");
+            assert!(f > 0.0 && f < 0.01, "{}: fraction {f}", r.backend);
+            fractions.push(f);
+        }
+    }
+    let (lo, hi) = fractions
+        .iter()
+        .fold((1.0f64, 0.0f64), |(lo, hi), f| (lo.min(*f), hi.max(*f)));
+    assert!(
+        hi - lo < 1e-4,
+        "backends flag different amounts {fractions:?}"
+    );
+}
+
 /// χ² on every device backend finds the same images as the f64 cpu delensing, and χ² at the true model
 /// is at the pixel level (every image matched within 1.5 px).
 #[test]

@@ -9,30 +9,37 @@
  * the inner loops need no int-to-float conversion.
  *
  * Halo tables (built by src/workload/lens/mod.rs, which mirrors the strides and tests them):
- *  SIE (LENSTOOL type 5), LENS_SIE_STRIDE reals per halo: n11 n12 n22 delta_x delta_y i_k j_k 0, where
- *    N = b^2 R^T diag(1-e, 1+e) R, so that g = N d / sqrt(d^T N d) (research/lens.md 2.1).
+ *  SIE (LENSTOOL type 5), LENS_SIE_STRIDE reals per halo: n11 n12 n22 fx fy i_k j_k 0, where
+ *    N = b^2 R^T diag(1-e, 1+e) R, so that g = N d / sqrt(d^T N d) (research/lens.md 2.1). That g does not
+ *    change when d is scaled, so SIE offsets are in pixels: d = (i - i_k + fx, j - j_k + fy), fx = delta_x / h.
  *  dPIE (LENSTOOL type 81), LENS_DPIE_STRIDE reals per halo: cos sin eps K sqrt(eps) cx1 r_core r_cut scale
  *    delta_x delta_y i_k j_k circular 0 0, with K = (1 - eps^2) / (2 sqrt(eps)), cx1 = (1 - eps)/(1 + eps),
- *    scale = b r_cut / (r_cut - r_core) (research/lens.md 2.4), circular = 1 when eps < 2e-4.
+ *    scale = b r_cut / (r_cut - r_core) (research/lens.md 2.4), circular = 1 when eps < 2e-4 (arcsec offsets).
  */
 #define LENS_SIE_STRIDE 8
 #define LENS_DPIE_STRIDE 16
-/* Pixels along x computed by one work-item of the grid kernels: each halo's parameters are loaded once for
- * all of them and the y terms are shared. src/workload/lens/mod.rs mirrors this constant (tested). */
-#define LENS_PIXELS_PER_ITEM 8
+/* Pixels along x computed by one work-item of the grid kernels, per precision: each halo's parameters are
+ * loaded once for all of them and the y terms are shared. float64 keeps 8 (its accumulators and Newton
+ * steps already need 80 registers). src/workload/lens/mod.rs mirrors these constants (tested). */
+#define LENS_PIXELS_PER_ITEM_f32 16
+#define LENS_PIXELS_PER_ITEM_f64 8
+#define LENS_PPI ASTRO_CAT(LENS_PIXELS_PER_ITEM, ASTRO_SUFFIX)
 
 #define LENS_FN(name) ASTRO_CAT(name, ASTRO_SUFFIX)
 
-/* SIE: adds one halo's deflection at offset (dx, dy), given the row terms a12 = n12 dy and a22 = n22 dy.
+/* SIE: adds one halo's deflection at pixel offset dx along x, given the terms of the offset dy along y:
+ * a12 = n12 dy, a22 = n22 dy, a12x2 = 2 a12 and c0 = n22 dy^2. Then N d = (n11 dx + a12, n12 dx + a22) and
+ * d^T N d = (n11 dx + a12x2) dx + c0: four FMAs. The quadratic form is evaluated in the offset itself, so it
+ * stays well conditioned (no cancellation beyond that of N's eigenvalues).
  * q is clamped at 1e-37 instead of tested: at the exact centre (d = 0) mx = my = 0, so the halo adds 0 (the
  * gradient has no limit there; the f64 reference uses the same convention), and the clamp costs one
- * instruction where a compare-and-select costs two. */
-ASTRO_FN void LENS_FN(lens_sie_add)(ASTRO_REAL dx, ASTRO_REAL dy, ASTRO_REAL n11, ASTRO_REAL n12,
-                                   ASTRO_REAL a12, ASTRO_REAL a22, ASTRO_REAL *gx, ASTRO_REAL *gy)
+ * instruction where a compare-and-select costs two. The clamp also keeps rsqrt's argument normal. */
+ASTRO_FN void LENS_FN(lens_sie_add)(ASTRO_REAL dx, ASTRO_REAL n11, ASTRO_REAL n12, ASTRO_REAL a12, ASTRO_REAL a22,
+                                   ASTRO_REAL a12x2, ASTRO_REAL c0, ASTRO_REAL *gx, ASTRO_REAL *gy)
 {
     const ASTRO_REAL mx = n11 * dx + a12;
     const ASTRO_REAL my = n12 * dx + a22;
-    const ASTRO_REAL q = dx * mx + dy * my;
+    const ASTRO_REAL q = (n11 * dx + a12x2) * dx + c0;
     const ASTRO_REAL r = ASTRO_RSQRT(ASTRO_FMAX(q, (ASTRO_REAL)1e-37));
     *gx += mx * r;
     *gy += my * r;
@@ -91,8 +98,9 @@ ASTRO_FN void LENS_FN(lens_point)(int i, int j, ASTRO_GLOBAL const ASTRO_REAL *A
     ASTRO_REAL ax = 0, ay = 0;
     for (int k = 0; k < n_sie; ++k) {
         ASTRO_GLOBAL const ASTRO_REAL *p = sie + (size_t)k * LENS_SIE_STRIDE;
-        const ASTRO_REAL dx = (fi - p[5]) * h + p[3], dy = (fj - p[6]) * h + p[4];
-        LENS_FN(lens_sie_add)(dx, dy, p[0], p[1], p[1] * dy, p[2] * dy, &ax, &ay);
+        const ASTRO_REAL dx = (fi - p[5]) + p[3], dy = (fj - p[6]) + p[4];
+        const ASTRO_REAL a12 = p[1] * dy, a22 = p[2] * dy;
+        LENS_FN(lens_sie_add)(dx, p[0], p[1], a12, a22, a12 + a12, a22 * dy, &ax, &ay);
     }
     for (int k = 0; k < n_dpie; ++k) {
         ASTRO_GLOBAL const ASTRO_REAL *p = dpie + (size_t)k * LENS_DPIE_STRIDE;
@@ -102,39 +110,41 @@ ASTRO_FN void LENS_FN(lens_point)(int i, int j, ASTRO_GLOBAL const ASTRO_REAL *A
     *gy = ay;
 }
 
-/* The work of grid work-item `gid` over a band of rows [row0, row0 + rows): LENS_PIXELS_PER_ITEM pixels
+/* The work of grid work-item `gid` over a band of rows [row0, row0 + rows): LENS_PPI pixels
  * along x. Outputs are indexed within the band. Each dialect's kernel only computes gid. */
 ASTRO_FN void LENS_FN(lens_grid_item)(size_t gid, ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT sie, int n_sie,
                                      ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT dpie, int n_dpie, int nx,
                                      int row0, int rows, ASTRO_REAL h, ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gx_out,
                                      ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gy_out)
 {
-    const int chunks = (nx + LENS_PIXELS_PER_ITEM - 1) / LENS_PIXELS_PER_ITEM;
+    const int chunks = (nx + LENS_PPI - 1) / LENS_PPI;
     if (gid >= (size_t)chunks * (size_t)rows) return;
-    const int i0 = (int)(gid % (size_t)chunks) * LENS_PIXELS_PER_ITEM;
+    const int i0 = (int)(gid % (size_t)chunks) * LENS_PPI;
     const int r = (int)(gid / (size_t)chunks);
     const ASTRO_REAL fi0 = (ASTRO_REAL)i0, fj = (ASTRO_REAL)(row0 + r);
-    ASTRO_REAL gx[LENS_PIXELS_PER_ITEM], gy[LENS_PIXELS_PER_ITEM];
+    ASTRO_REAL gx[LENS_PPI], gy[LENS_PPI];
 #pragma unroll
-    for (int q = 0; q < LENS_PIXELS_PER_ITEM; ++q) gx[q] = gy[q] = 0;
+    for (int q = 0; q < LENS_PPI; ++q) gx[q] = gy[q] = 0;
     for (int k = 0; k < n_sie; ++k) {
         ASTRO_GLOBAL const ASTRO_REAL *p = sie + (size_t)k * LENS_SIE_STRIDE;
-        const ASTRO_REAL n11 = p[0], n12 = p[1], n22 = p[2], fx = p[3];
-        const ASTRO_REAL dy = (fj - p[6]) * h + p[4];
-        const ASTRO_REAL a12 = n12 * dy, a22 = n22 * dy, di = fi0 - p[5];
+        const ASTRO_REAL n11 = p[0], n12 = p[1], fx = p[3];
+        const ASTRO_REAL dy = (fj - p[6]) + p[4];
+        const ASTRO_REAL a12 = n12 * dy, a22 = p[2] * dy, di = fi0 - p[5];
+        const ASTRO_REAL a12x2 = a12 + a12, c0 = a22 * dy;
+        /* di + q is an exact integer, so each offset is rounded once, as in lens_point. */
 #pragma unroll
-        for (int q = 0; q < LENS_PIXELS_PER_ITEM; ++q)
-            LENS_FN(lens_sie_add)((di + (ASTRO_REAL)q) * h + fx, dy, n11, n12, a12, a22, &gx[q], &gy[q]);
+        for (int q = 0; q < LENS_PPI; ++q)
+            LENS_FN(lens_sie_add)((di + (ASTRO_REAL)q) + fx, n11, n12, a12, a22, a12x2, c0, &gx[q], &gy[q]);
     }
     for (int k = 0; k < n_dpie; ++k) {
         ASTRO_GLOBAL const ASTRO_REAL *p = dpie + (size_t)k * LENS_DPIE_STRIDE;
         const ASTRO_REAL dy = (fj - p[12]) * h + p[10], di = fi0 - p[11];
-        for (int q = 0; q < LENS_PIXELS_PER_ITEM; ++q)
+        for (int q = 0; q < LENS_PPI; ++q)
             LENS_FN(lens_dpie_add)((di + (ASTRO_REAL)q) * h + p[9], dy, p, &gx[q], &gy[q]);
     }
     const size_t row_base = (size_t)r * (size_t)nx;
 #pragma unroll
-    for (int q = 0; q < LENS_PIXELS_PER_ITEM; ++q) {
+    for (int q = 0; q < LENS_PPI; ++q) {
         if (i0 + q < nx) {
             gx_out[row_base + i0 + q] = gx[q];
             gy_out[row_base + i0 + q] = gy[q];

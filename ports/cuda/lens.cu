@@ -24,11 +24,11 @@ LENS_GRID_KERNEL(float, f32)
 LENS_GRID_KERNEL(double, f64)
 
 __global__ void lens_flag(const float *__restrict__ gx, const float *__restrict__ gy, int nx, int rows, int rows_ext,
-                          float h, float axis_limit, float cross_limit, double *__restrict__ gx_out,
+                          float h, float axis_limit, float cross_limit, float eig_limit, double *__restrict__ gx_out,
                           double *__restrict__ gy_out, unsigned int *__restrict__ mask, unsigned int *__restrict__ list,
                           unsigned int *counter)
 {
-    lens_flag_item(global_id(), gx, gy, nx, rows, rows_ext, h, axis_limit, cross_limit, gx_out, gy_out, mask, list,
+    lens_flag_item(global_id(), gx, gy, nx, rows, rows_ext, h, axis_limit, cross_limit, eig_limit, gx_out, gy_out, mask, list,
                    counter);
 }
 

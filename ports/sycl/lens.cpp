@@ -26,10 +26,10 @@ LENS_GRID_KERNEL(float, f32)
 LENS_GRID_KERNEL(double, f64)
 
 LENS_KERNEL lens_flag(const float *gx, const float *gy, int nx, int rows, int rows_ext, float h, float axis_limit,
-                      float cross_limit, double *gx_out, double *gy_out, unsigned int *mask, unsigned int *list,
+                      float cross_limit, float eig_limit, double *gx_out, double *gy_out, unsigned int *mask, unsigned int *list,
                       unsigned int *counter)
 {
-    lens_flag_item(global_id(), gx, gy, nx, rows, rows_ext, h, axis_limit, cross_limit, gx_out, gy_out, mask, list,
+    lens_flag_item(global_id(), gx, gy, nx, rows, rows_ext, h, axis_limit, cross_limit, eig_limit, gx_out, gy_out, mask, list,
                    counter);
 }
 

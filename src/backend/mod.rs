@@ -62,15 +62,19 @@ pub enum Precision {
     MixedPatches,
     /// The paper's scheme as published: naive float32 offsets (x − x0 in float32), δ criteria and patches.
     MixedPaper,
+    /// Exact-offset float32 pass, float64 where the error budget needs it: where the axis or the largest
+    /// directional magnification, estimated from the float32 grid, exceeds what the float32 error allows.
+    MixedBudget,
 }
 
 impl Precision {
     /// The two plain precisions every workload offers.
     pub const ALL: [Precision; 2] = [Precision::F32, Precision::F64];
-    pub const MIXED: [Precision; 3] = [
+    pub const MIXED: [Precision; 4] = [
         Precision::Mixed,
         Precision::MixedPatches,
         Precision::MixedPaper,
+        Precision::MixedBudget,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -79,6 +83,7 @@ impl Precision {
             Precision::Mixed => "mixed",
             Precision::MixedPatches => "mixed-patches",
             Precision::MixedPaper => "mixed-paper",
+            Precision::MixedBudget => "mixed-budget",
         }
     }
     /// The arithmetic pipe that bounds the run: mixed modes do nearly all their work in float32.
@@ -112,7 +117,7 @@ impl std::str::FromStr for Precision {
             .find(|p| p.name() == s)
             .ok_or_else(|| {
                 format!(
-                    "unknown precision '{s}' (expected f32, f64, mixed, mixed-patches or mixed-paper)"
+                    "unknown precision '{s}' (expected f32, f64, mixed, mixed-patches, mixed-paper or mixed-budget)"
                 )
             })
     }
@@ -419,6 +424,8 @@ pub struct Program {
     pub sycl: &'static str,
     /// (file name, text) of the headers the sources include, from `cl/common/`.
     pub headers: &'static [(&'static str, &'static str)],
+    /// OpenCL build options of this program beyond the common ones (e.g. `-cl-denorms-are-zero`).
+    pub opencl_options: &'static str,
 }
 
 impl Program {

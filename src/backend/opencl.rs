@@ -149,6 +149,10 @@ impl OpenClDevice {
         job: &KernelJob,
     ) -> Result<(Vec<Option<Kernel>>, f64, String, String), BackendError> {
         let mut options = String::from(BASE_BUILD_OPTIONS);
+        if !job.program.opencl_options.is_empty() {
+            options.push(' ');
+            options.push_str(job.program.opencl_options);
+        }
         for (k, v) in &job.defines {
             options.push_str(&format!(" -D{k}={v}"));
         }

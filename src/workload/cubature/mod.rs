@@ -26,6 +26,7 @@ pub static PROGRAM: Program = Program {
         ),
         ("cubature.h", include_str!("../../../cl/common/cubature.h")),
     ],
+    opencl_options: "",
 };
 
 /// Which integrator.

@@ -39,6 +39,9 @@ pub static PROGRAM: Program = Program {
         ),
         ("lens_all.h", include_str!("../../../cl/common/lens_all.h")),
     ],
+    // Lets NVIDIA's rsqrt be the bare MUFU (no denormal fix-up); the lens clamps its arguments to normal
+    // numbers, so results do not change (cl/common/astro_dialect.h, ASTRO_RSQRT).
+    opencl_options: "-cl-denorms-are-zero",
 };
 
 pub const C_KMS: f64 = 299_792.458;
@@ -49,8 +52,17 @@ pub const DEFAULT_SEED: u64 = 100_340;
 /// Work-group size used on GPUs (a multiple of 32 and of 64).
 const GPU_GROUP: usize = 256;
 
-/// Pixels per work-item along x; must equal LENS_PIXELS_PER_ITEM in cl/common/lens_model.h (tested).
-pub const PIXELS_PER_ITEM: usize = 8;
+/// Pixels per grid work-item along x, float32 and float64; must equal LENS_PIXELS_PER_ITEM_f32/_f64 in
+/// cl/common/lens_model.h (tested).
+pub const PIXELS_PER_ITEM: [usize; 2] = [16, 8];
+
+/// Pixels per grid work-item in this precision's grid pass.
+pub fn pixels_per_item(precision: Precision) -> usize {
+    match precision.base() {
+        Precision::F64 => PIXELS_PER_ITEM[1],
+        _ => PIXELS_PER_ITEM[0],
+    }
+}
 /// Reals per halo in the kernel tables; must equal LENS_SIE_STRIDE / LENS_DPIE_STRIDE (tested).
 pub const SIE_STRIDE: usize = 8;
 pub const DPIE_STRIDE: usize = 16;
@@ -70,6 +82,15 @@ pub const AXIS_LIMIT_PER_PIXEL: f64 = 0.0092 / 0.03;
 pub const CROSS_LIMIT_PER_PIXEL: f64 = 0.0104 / 0.03;
 /// The paper's error budget: a quarter pixel (7.5e-3″ at 0.03″/px) divided by the axis magnification.
 pub const BUDGET_PER_PIXEL: f64 = 0.25;
+/// Estimated float32 error of the exact-offset grid per arcsec of the halos' largest deflections, in units
+/// of the float32 unit roundoff 2^-24: SIE 8 (rsqrt's 2 ulp, the roundings of N·d and of the quadratic
+/// form, and the accumulation; measured worst errors are at most half of this at `ci` and `hff`), dPIE 400
+/// (the difference of two complex logarithms loses ~2e-5 relative). An estimate, not a bound: every run
+/// checks the budget at every pixel against float64.
+pub const F32_ERROR_ULPS_SIE: f64 = 8.0;
+pub const F32_ERROR_ULPS_DPIE: f64 = 400.0;
+/// Safety factor of the error-budget scheme on top of the estimate and of the flags' own float32 error.
+pub const BUDGET_SAFETY: f64 = 2.0;
 
 /// Float32 tolerance on |Δg| in arcsec: 1/300 of an HFF pixel. Float64: relative.
 pub const TOL_F32_ABS: f64 = 1e-4;
@@ -619,7 +640,9 @@ impl LensProblem {
             let (iy, fy) = self.offset(h.y0[k], naive);
             match h.profile[k] {
                 HaloProfile::Sie => {
+                    // SIE offsets in pixels (the deflection is invariant under scaling d).
                     let (a, b, c) = h.quad_form(k);
+                    let (fx, fy) = (fx / self.pixel, fy / self.pixel);
                     t.sie.extend([a, b, c, fx, fy, ix, iy, 0.0].map(&cast));
                     t.n_sie += 1;
                 }
@@ -687,16 +710,14 @@ impl LensProblem {
                 for p in t.sie.chunks_exact(SIE_STRIDE) {
                     let (n11, n12, n22, fx, fy, ik, jk) =
                         (p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
-                    let dy = (fj - jk) * pixel + fy;
+                    let dy = (fj - jk) + fy;
                     let (a12, a22) = (n12 * dy, n22 * dy);
+                    let (a12x2, c0) = (a12 + a12, a22 * dy);
                     for (i, (sx, sy)) in ax.iter_mut().zip(ay.iter_mut()).enumerate() {
-                        let dx = (T::from_i32(i as i32) - ik) * pixel + fx;
-                        let mx = n11 * dx + a12;
-                        let my = n12 * dx + a22;
-                        let q = dx * mx + dy * my;
-                        let r = T::ONE / q.max(T::from_f64(1e-37)).sqrt();
-                        *sx = *sx + mx * r;
-                        *sy = *sy + my * r;
+                        let dx = (T::from_i32(i as i32) - ik) + fx;
+                        let (gx, gy) = sie_add(dx, n11, n12, a12, a22, a12x2, c0);
+                        *sx = *sx + gx;
+                        *sy = *sy + gy;
                     }
                 }
                 for p in t.dpie.chunks_exact(DPIE_STRIDE) {
@@ -722,11 +743,11 @@ impl LensProblem {
         let (fi, fj, h) = (i as f64, j as f64, self.pixel);
         let (mut ax, mut ay) = (0.0, 0.0);
         for p in t.sie.chunks_exact(SIE_STRIDE) {
-            let (dx, dy) = ((fi - p[5]) * h + p[3], (fj - p[6]) * h + p[4]);
-            let (mx, my) = (p[0] * dx + p[1] * dy, p[1] * dx + p[2] * dy);
-            let r = 1.0 / (dx * mx + dy * my).max(1e-37).sqrt();
-            ax += mx * r;
-            ay += my * r;
+            let (dx, dy) = ((fi - p[5]) + p[3], (fj - p[6]) + p[4]);
+            let (a12, a22) = (p[1] * dy, p[2] * dy);
+            let (gx, gy) = sie_add(dx, p[0], p[1], a12, a22, a12 + a12, a22 * dy);
+            ax += gx;
+            ay += gy;
         }
         for p in t.dpie.chunks_exact(DPIE_STRIDE) {
             let (a, b) = dpie_from_table((fi - p[11]) * h + p[9], (fj - p[12]) * h + p[10], p);
@@ -759,11 +780,12 @@ impl LensProblem {
         field
     }
 
-    /// Pixels to recompute in float64: the δ criteria on the float32 grid, plus the fixed patches.
+    /// Pixels to recompute in float64: the scheme's criteria on the float32 grid (as lens_flag_item in
+    /// cl/common/lens_mixed.h), plus the fixed patches.
     fn flags(&self, g32: &Field, precision: Precision) -> Vec<bool> {
         let n = self.n;
         let h = self.pixel as f32;
-        let (axis, cross) = self.flag_limits();
+        let (axis, cross, eig) = self.flag_limits(precision);
         let (gx, gy) = (&g32.components[0], &g32.components[1]);
         let at = |c: &Vec<f64>, p: usize| c[p] as f32;
         let mut mask: Vec<bool> = (0..n * n)
@@ -789,12 +811,13 @@ impl LensProblem {
                     flagged = (h - d1).abs() < axis
                         || d4.abs() > cross
                         || (h - d2).abs() < axis
-                        || d3.abs() > cross;
+                        || d3.abs() > cross
+                        || smaller_eigenvalue(h - d1, -0.5 * (d3 + d4), h - d2) < eig;
                 }
                 flagged
             })
             .collect();
-        if precision != Precision::Mixed {
+        if uses_patches(precision) {
             for (size, centres) in self.patches() {
                 for c in centres.chunks_exact(2) {
                     for a in 0..size * size {
@@ -810,12 +833,45 @@ impl LensProblem {
         mask
     }
 
-    /// The δ limits at this pixel scale, in float32 as the kernels use them.
-    fn flag_limits(&self) -> (f32, f32) {
-        (
-            (AXIS_LIMIT_PER_PIXEL * self.pixel) as f32,
-            (CROSS_LIMIT_PER_PIXEL * self.pixel) as f32,
-        )
+    /// The flag limits of a mixed scheme at this pixel scale, (axis, cross, eigenvalue) in arcsec and in
+    /// float32 as the kernels use them (cl/common/lens_mixed.h). The paper's schemes: its δ limits, no
+    /// eigenvalue test. The error-budget scheme: axis and eigenvalue limits h/M for the magnification M
+    /// of [`Self::budget_magnification`], no cross-term test.
+    fn flag_limits(&self, precision: Precision) -> (f32, f32, f32) {
+        let h = self.pixel;
+        if precision == Precision::MixedBudget {
+            let limit = (h / self.budget_magnification()) as f32;
+            (limit, f32::MAX, limit)
+        } else {
+            (
+                (AXIS_LIMIT_PER_PIXEL * h) as f32,
+                (CROSS_LIMIT_PER_PIXEL * h) as f32,
+                0.0,
+            )
+        }
+    }
+
+    /// Estimated worst float32 error of the exact-offset grid in arcsec: the halos' largest deflections
+    /// (SIE b·√(1+e), dPIE b) weighted by [`F32_ERROR_ULPS_SIE`] / [`F32_ERROR_ULPS_DPIE`] unit roundoffs.
+    pub fn f32_error_estimate(&self) -> f64 {
+        let unit = f64::from(f32::EPSILON) / 2.0;
+        let h = &self.halos;
+        (0..h.len())
+            .map(|k| match h.profile[k] {
+                HaloProfile::Sie => F32_ERROR_ULPS_SIE * h.b[k] * (1.0 + h.e[k]).sqrt(),
+                HaloProfile::Dpie => F32_ERROR_ULPS_DPIE * h.b[k],
+            })
+            .sum::<f64>()
+            * unit
+    }
+
+    /// The magnification above which the error-budget scheme recomputes a pixel in float64. A pixel of
+    /// true magnification M may err by (h/4)/M; its float32 error is E (the estimate) and the flags'
+    /// differences err by up to 2E, so an unflagged pixel is within budget when h/M_flag ≥ 4E + 2E. With
+    /// the safety factor: M_flag = h / (6·E·BUDGET_SAFETY), at least 1.
+    pub fn budget_magnification(&self) -> f64 {
+        let e = self.f32_error_estimate();
+        (self.pixel / (6.0 * e * BUDGET_SAFETY)).max(1.0)
     }
 
     /// The fixed patches: (side in pixels, centres as integer pixel index pairs), clusters then galaxies.
@@ -880,6 +936,30 @@ impl LensProblem {
             })
             .reduce(|| (0.0, 0), |a, b| (a.0.max(b.0), a.1 + b.1))
     }
+}
+
+/// Whether a mixed scheme adds the paper's fixed float64 patches around halo centres.
+fn uses_patches(precision: Precision) -> bool {
+    matches!(precision, Precision::MixedPatches | Precision::MixedPaper)
+}
+
+/// The smaller |eigenvalue| of the symmetric matrix (a, b; b, c), as lens_smaller_eigenvalue.
+fn smaller_eigenvalue(a: f32, b: f32, c: f32) -> f32 {
+    let (mean, half) = (0.5 * (a + c), 0.5 * (a - c));
+    let radius = (half * half + b * b).sqrt();
+    (mean - radius).abs().min((mean + radius).abs())
+}
+
+/// One SIE halo at pixel offset dx, given the row terms of the offset dy (a12 = n12·dy, a22 = n22·dy,
+/// a12x2 = 2·a12, c0 = n22·dy²): the same operations, in the same order, as lens_sie_add in
+/// cl/common/lens_model.h.
+#[inline(always)]
+fn sie_add<T: Real>(dx: T, n11: T, n12: T, a12: T, a22: T, a12x2: T, c0: T) -> (T, T) {
+    let mx = n11 * dx + a12;
+    let my = n12 * dx + a22;
+    let q = (n11 * dx + a12x2) * dx + c0;
+    let r = T::ONE / q.max(T::from_f64(1e-37)).sqrt();
+    (mx * r, my * r)
 }
 
 /// One dPIE halo from its table row (see cl/common/lens_model.h for the fields).
@@ -1006,7 +1086,7 @@ impl LensProblem {
                 StepArg::Buffer(buf::GX),
                 StepArg::Buffer(buf::GY),
             ],
-            global: rows * self.n.div_ceil(PIXELS_PER_ITEM),
+            global: rows * self.n.div_ceil(pixels_per_item(p)),
             local: Local::Prefer(GPU_GROUP),
         })
     }
@@ -1091,7 +1171,7 @@ impl LensProblem {
             BufferSpec::Input(HostSlice::I32(&patches[0].1)),
             BufferSpec::Input(HostSlice::I32(&patches[1].1)),
         ]);
-        let (axis, cross) = self.flag_limits();
+        let (axis, cross, eig) = self.flag_limits(p);
         let mut steps = vec![
             self.grid_launch(Precision::F32, row0, ext),
             Step::Fill {
@@ -1109,6 +1189,7 @@ impl LensProblem {
                     StepArg::F32(self.pixel as f32),
                     StepArg::F32(axis),
                     StepArg::F32(cross),
+                    StepArg::F32(eig),
                     StepArg::Buffer(buf::GX64),
                     StepArg::Buffer(buf::GY64),
                     StepArg::Buffer(buf::MASK),
@@ -1119,7 +1200,7 @@ impl LensProblem {
                 local: Local::Prefer(GPU_GROUP),
             }),
         ];
-        if p != Precision::Mixed {
+        if uses_patches(p) {
             for (k, (size, centres)) in patches.iter().enumerate() {
                 let count = centres.len() / 2;
                 if count == 0 {
@@ -1403,10 +1484,17 @@ impl Workload for LensProblem {
                 && max_abs <= tolerance_abs
                 && max_rel <= tolerance_rel
                 && budget_ok,
-            extra: vec![
-                ("budget_worst_ratio".into(), budget_worst),
-                ("pixels_over_budget".into(), over_budget as f64),
-            ],
+            extra: {
+                let mut extra = vec![
+                    ("budget_worst_ratio".into(), budget_worst),
+                    ("pixels_over_budget".into(), over_budget as f64),
+                ];
+                if precision == Precision::MixedBudget {
+                    extra.push(("flag_magnification".into(), self.budget_magnification()));
+                    extra.push(("f32_error_estimate".into(), self.f32_error_estimate()));
+                }
+                extra
+            },
         }
     }
 }

@@ -32,6 +32,7 @@ pub static PROGRAM: Program = Program {
             include_str!("../../../cl/common/lombscargle.h"),
         ),
     ],
+    opencl_options: "",
 };
 
 /// Tolerances on 'standard' power (the contract): float32 within 2e-6 absolute of f64; the f64
