@@ -7,10 +7,10 @@
 #define LENS_GRID_KERNEL(T, S)                                                                              \
     __kernel void lens_grid_##S(__global const T *restrict sie, const int n_sie,                           \
                                 __global const T *restrict dpie, const int n_dpie, const int nx,           \
-                                const int row0, const int rows, const T h, __global T *restrict gx_out,    \
+                                const int row0, const int rows, const T h, const int exact_offsets, __global T *restrict gx_out,    \
                                 __global T *restrict gy_out)                                               \
     {                                                                                                      \
-        lens_grid_item_##S(get_global_id(0), sie, n_sie, dpie, n_dpie, nx, row0, rows, h, gx_out, gy_out); \
+        lens_grid_item_##S(get_global_id(0), sie, n_sie, dpie, n_dpie, nx, row0, rows, h, exact_offsets, gx_out, gy_out); \
     }                                                                                                      \
     __kernel void lens_delens_##S(__global const T *restrict gx, __global const T *restrict gy,            \
                                   const int nx, const int rows, const int rows_ext, const T x_first,       \

@@ -5,10 +5,15 @@
 # power sampled through nvidia-smi/NVML while a mode runs many repeats) and the SASS of the grid kernels.
 # Build here first:   cargo build --release --features cuda --target-dir target/gpu
 #                     mkdir -p .carry && cp target/gpu/release/astroport .carry/
-# Then run it there with .carry carried; results land in $OUT (results.jsonl, report.md, logs).
+# Then run it there with .carry carried.
+# The device tool returns at most 8 files: everything is written to a scratch folder and $OUT gets one
+# archive, lens-gpu.tgz (results.jsonl and report.md of every mode, energy runs, power samples, SASS, χ²).
 set -uo pipefail
 GPU_WITH_POCL=1
 source "$(dirname "$0")/gpu_common.sh"
+archive="$out"
+out=$(mktemp -d)
+mv "$archive"/machine.txt "$archive"/devices.txt "$out"/
 modes="${MODES:-f32 f64 mixed mixed-patches mixed-paper mixed-budget}"
 status=0
 for p in $modes; do
@@ -34,10 +39,13 @@ if [ -z "${NO_ENERGY:-}" ]; then
 fi
 # SASS of the lens kernels, for the instruction-mix notes (-fun needs the mangled names).
 if command -v cuobjdump >/dev/null; then
-  cuobjdump -sass -fun _Z13lens_grid_f32PKfiS0_iiiifPfS1_ "$bin" > "$out/sass-lens_grid_f32.txt" 2>&1 || true
-  cuobjdump -sass -fun _Z13lens_grid_f64PKdiS0_iiiidPdS1_ "$bin" > "$out/sass-lens_grid_f64.txt" 2>&1 || true
+  cuobjdump -sass -fun _Z13lens_grid_f32PKfiS0_iiiifiPfS1_ "$bin" > "$out/sass-lens_grid_f32.txt" 2>&1 || true
+  cuobjdump -sass -fun _Z13lens_grid_f64PKdiS0_iiiidiPdS1_ "$bin" > "$out/sass-lens_grid_f64.txt" 2>&1 || true
   cuobjdump -res-usage "$bin" > "$out/res-usage.txt" 2>&1 || true
 fi
-# One archive of everything (the device tool returns a limited number of files).
-tar czf "$out/../lens-gpu.tgz" -C "$out" . && mv "$out/../lens-gpu.tgz" "$out/lens-gpu.tgz"
+# The image-plane χ² (24 mock systems) on CUDA and NVIDIA OpenCL.
+if [ -z "${NO_CHI2:-}" ]; then
+  OUT="$out/chi2" ASTROPORT_BIN="$bin" bash "$(dirname "$0")/gpu_chi2.sh" > /dev/null 2>&1 || status=1
+fi
+tar czf "$archive/lens-gpu.tgz" -C "$out" .
 exit $status

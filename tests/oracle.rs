@@ -148,11 +148,13 @@ fn circular_sis_has_constant_deflection() {
 /// The host's launch geometry and table layout agree with the kernels' shared header.
 #[test]
 fn host_constants_match_the_kernel_header() {
-    use astroport::workload::lens::{DPIE_STRIDE, PIXELS_PER_ITEM, SIE_STRIDE};
+    use astroport::workload::lens::{DPIE_STRIDE, PIXELS_PER_ITEM, ROWS_PER_ITEM, SIE_STRIDE};
     let header = include_str!("../cl/common/lens_model.h");
     for want in [
         format!("#define LENS_PIXELS_PER_ITEM_f32 {}", PIXELS_PER_ITEM[0]),
         format!("#define LENS_PIXELS_PER_ITEM_f64 {}", PIXELS_PER_ITEM[1]),
+        format!("#define LENS_ROWS_PER_ITEM_f32 {}", ROWS_PER_ITEM[0]),
+        format!("#define LENS_ROWS_PER_ITEM_f64 {}", ROWS_PER_ITEM[1]),
         format!("#define LENS_SIE_STRIDE {SIE_STRIDE}"),
         format!("#define LENS_DPIE_STRIDE {DPIE_STRIDE}"),
     ] {

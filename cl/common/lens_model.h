@@ -18,12 +18,16 @@
  */
 #define LENS_SIE_STRIDE 8
 #define LENS_DPIE_STRIDE 16
-/* Pixels along x computed by one work-item of the grid kernels, per precision: each halo's parameters are
- * loaded once for all of them and the y terms are shared. float64 keeps 8 (its accumulators and Newton
- * steps already need 80 registers). src/workload/lens/mod.rs mirrors these constants (tested). */
+/* Pixels along x and rows computed by one work-item of the grid kernels, per precision: each halo's
+ * parameters are loaded once for all of them, the x offsets are shared by the rows and the y terms by a
+ * row's pixels. float64 keeps 8 x 1 (its accumulators and Newton steps already need 74 registers).
+ * src/workload/lens/mod.rs mirrors these constants (tested). */
 #define LENS_PIXELS_PER_ITEM_f32 16
 #define LENS_PIXELS_PER_ITEM_f64 8
+#define LENS_ROWS_PER_ITEM_f32 1
+#define LENS_ROWS_PER_ITEM_f64 1
 #define LENS_PPI ASTRO_CAT(LENS_PIXELS_PER_ITEM, ASTRO_SUFFIX)
+#define LENS_RPI ASTRO_CAT(LENS_ROWS_PER_ITEM, ASTRO_SUFFIX)
 
 #define LENS_FN(name) ASTRO_CAT(name, ASTRO_SUFFIX)
 
@@ -40,6 +44,24 @@ ASTRO_FN void LENS_FN(lens_sie_add)(ASTRO_REAL dx, ASTRO_REAL n11, ASTRO_REAL n1
     const ASTRO_REAL mx = n11 * dx + a12;
     const ASTRO_REAL my = n12 * dx + a22;
     const ASTRO_REAL q = (n11 * dx + a12x2) * dx + c0;
+    const ASTRO_REAL r = ASTRO_RSQRT(ASTRO_FMAX(q, (ASTRO_REAL)1e-37));
+    *gx += mx * r;
+    *gy += my * r;
+}
+
+/* SIE in the offset polynomial of the grid kernels: at integer pixel offset t = i - i_k along x (exact),
+ * given the row terms c0x = n11 fx + n12 dy, c0y = n12 fx + n22 dy, b1 = 2 c0x and c0 = fx c0x + dy c0y,
+ * N d = (n11 t + c0x, n12 t + c0y) and d^T N d = (n11 t + b1) t + c0: one FMA fewer per pixel than
+ * lens_sie_add, which must first form dx = t + fx. Well conditioned only when |fx| <= 1/2 (exact offsets:
+ * the terms are then at most a few times d^T N d); the naive tables of the paper's scheme use
+ * lens_sie_add. */
+ASTRO_FN void LENS_FN(lens_sie_add_poly)(ASTRO_REAL t, ASTRO_REAL n11, ASTRO_REAL n12, ASTRO_REAL c0x,
+                                        ASTRO_REAL c0y, ASTRO_REAL b1, ASTRO_REAL c0, ASTRO_REAL *gx,
+                                        ASTRO_REAL *gy)
+{
+    const ASTRO_REAL mx = n11 * t + c0x;
+    const ASTRO_REAL my = n12 * t + c0y;
+    const ASTRO_REAL q = (n11 * t + b1) * t + c0;
     const ASTRO_REAL r = ASTRO_RSQRT(ASTRO_FMAX(q, (ASTRO_REAL)1e-37));
     *gx += mx * r;
     *gy += my * r;
@@ -110,44 +132,91 @@ ASTRO_FN void LENS_FN(lens_point)(int i, int j, ASTRO_GLOBAL const ASTRO_REAL *A
     *gy = ay;
 }
 
-/* The work of grid work-item `gid` over a band of rows [row0, row0 + rows): LENS_PPI pixels
- * along x. Outputs are indexed within the band. Each dialect's kernel only computes gid. */
+/* The work of grid work-item `gid` over a band of rows [row0, row0 + rows): LENS_PPI pixels along x in
+ * each of LENS_RPI rows (the halo's loads and the x offsets are shared by all of them, the row terms by a
+ * row's pixels). Outputs are indexed within the band. Each dialect's kernel only computes gid.
+ * exact_offsets is 1 for tables of exact offsets (every SIE remainder |fx| <= 1/2: lens_sie_add_poly)
+ * and 0 for the naive tables of the paper's scheme (lens_sie_add on dx = t + fx, rounded at the
+ * coordinate's size). */
 ASTRO_FN void LENS_FN(lens_grid_item)(size_t gid, ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT sie, int n_sie,
                                      ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT dpie, int n_dpie, int nx,
-                                     int row0, int rows, ASTRO_REAL h, ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gx_out,
+                                     int row0, int rows, ASTRO_REAL h, int exact_offsets,
+                                     ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gx_out,
                                      ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gy_out)
 {
     const int chunks = (nx + LENS_PPI - 1) / LENS_PPI;
-    if (gid >= (size_t)chunks * (size_t)rows) return;
+    const int row_groups = (rows + LENS_RPI - 1) / LENS_RPI;
+    if (gid >= (size_t)chunks * (size_t)row_groups) return;
     const int i0 = (int)(gid % (size_t)chunks) * LENS_PPI;
-    const int r = (int)(gid / (size_t)chunks);
-    const ASTRO_REAL fi0 = (ASTRO_REAL)i0, fj = (ASTRO_REAL)(row0 + r);
-    ASTRO_REAL gx[LENS_PPI], gy[LENS_PPI];
+    const int r0 = (int)(gid / (size_t)chunks) * LENS_RPI;
+    const ASTRO_REAL fi0 = (ASTRO_REAL)i0, fj0 = (ASTRO_REAL)(row0 + r0);
+    /* Accumulators, row-major: [row * LENS_PPI + pixel]. */
+    ASTRO_REAL gx[LENS_RPI * LENS_PPI], gy[LENS_RPI * LENS_PPI];
 #pragma unroll
-    for (int q = 0; q < LENS_PPI; ++q) gx[q] = gy[q] = 0;
-    for (int k = 0; k < n_sie; ++k) {
+    for (int q = 0; q < LENS_RPI * LENS_PPI; ++q) gx[q] = gy[q] = 0;
+    /* di + q is an exact integer pixel offset in both loops. */
+    for (int k = 0; exact_offsets && k < n_sie; ++k) {
         ASTRO_GLOBAL const ASTRO_REAL *p = sie + (size_t)k * LENS_SIE_STRIDE;
-        const ASTRO_REAL n11 = p[0], n12 = p[1], fx = p[3];
-        const ASTRO_REAL dy = (fj - p[6]) + p[4];
-        const ASTRO_REAL a12 = n12 * dy, a22 = p[2] * dy, di = fi0 - p[5];
-        const ASTRO_REAL a12x2 = a12 + a12, c0 = a22 * dy;
-        /* di + q is an exact integer, so each offset is rounded once, as in lens_point. */
+        const ASTRO_REAL n11 = p[0], n12 = p[1], n22 = p[2], fx = p[3], di = fi0 - p[5];
+        const ASTRO_REAL n11fx = n11 * fx, n12fx = n12 * fx;
+        ASTRO_REAL c0x[LENS_RPI], c0y[LENS_RPI], b1[LENS_RPI], c0[LENS_RPI];
 #pragma unroll
-        for (int q = 0; q < LENS_PPI; ++q)
-            LENS_FN(lens_sie_add)((di + (ASTRO_REAL)q) + fx, n11, n12, a12, a22, a12x2, c0, &gx[q], &gy[q]);
+        for (int s = 0; s < LENS_RPI; ++s) {
+            const ASTRO_REAL dy = ((fj0 + (ASTRO_REAL)s) - p[6]) + p[4];
+            c0x[s] = n11fx + n12 * dy;
+            c0y[s] = n12fx + n22 * dy;
+            b1[s] = c0x[s] + c0x[s];
+            c0[s] = fx * c0x[s] + dy * c0y[s];
+        }
+#pragma unroll
+        for (int q = 0; q < LENS_PPI; ++q) {
+            const ASTRO_REAL t = di + (ASTRO_REAL)q;
+#pragma unroll
+            for (int s = 0; s < LENS_RPI; ++s)
+                LENS_FN(lens_sie_add_poly)(t, n11, n12, c0x[s], c0y[s], b1[s], c0[s], &gx[s * LENS_PPI + q],
+                                           &gy[s * LENS_PPI + q]);
+        }
+    }
+    for (int k = 0; !exact_offsets && k < n_sie; ++k) {
+        ASTRO_GLOBAL const ASTRO_REAL *p = sie + (size_t)k * LENS_SIE_STRIDE;
+        const ASTRO_REAL n11 = p[0], n12 = p[1], n22 = p[2], fx = p[3], di = fi0 - p[5];
+        ASTRO_REAL a12[LENS_RPI], a22[LENS_RPI], a12x2[LENS_RPI], c0[LENS_RPI];
+#pragma unroll
+        for (int s = 0; s < LENS_RPI; ++s) {
+            const ASTRO_REAL dy = ((fj0 + (ASTRO_REAL)s) - p[6]) + p[4];
+            a12[s] = n12 * dy;
+            a22[s] = n22 * dy;
+            a12x2[s] = a12[s] + a12[s];
+            c0[s] = a22[s] * dy;
+        }
+#pragma unroll
+        for (int q = 0; q < LENS_PPI; ++q) {
+            const ASTRO_REAL dx = (di + (ASTRO_REAL)q) + fx;
+#pragma unroll
+            for (int s = 0; s < LENS_RPI; ++s)
+                LENS_FN(lens_sie_add)(dx, n11, n12, a12[s], a22[s], a12x2[s], c0[s], &gx[s * LENS_PPI + q],
+                                      &gy[s * LENS_PPI + q]);
+        }
     }
     for (int k = 0; k < n_dpie; ++k) {
         ASTRO_GLOBAL const ASTRO_REAL *p = dpie + (size_t)k * LENS_DPIE_STRIDE;
-        const ASTRO_REAL dy = (fj - p[12]) * h + p[10], di = fi0 - p[11];
-        for (int q = 0; q < LENS_PPI; ++q)
-            LENS_FN(lens_dpie_add)((di + (ASTRO_REAL)q) * h + p[9], dy, p, &gx[q], &gy[q]);
+        const ASTRO_REAL di = fi0 - p[11];
+        for (int s = 0; s < LENS_RPI; ++s) {
+            const ASTRO_REAL dy = ((fj0 + (ASTRO_REAL)s) - p[12]) * h + p[10];
+            for (int q = 0; q < LENS_PPI; ++q)
+                LENS_FN(lens_dpie_add)((di + (ASTRO_REAL)q) * h + p[9], dy, p, &gx[s * LENS_PPI + q],
+                                       &gy[s * LENS_PPI + q]);
+        }
     }
-    const size_t row_base = (size_t)r * (size_t)nx;
 #pragma unroll
-    for (int q = 0; q < LENS_PPI; ++q) {
-        if (i0 + q < nx) {
-            gx_out[row_base + i0 + q] = gx[q];
-            gy_out[row_base + i0 + q] = gy[q];
+    for (int s = 0; s < LENS_RPI; ++s) {
+        const size_t row_base = (size_t)(r0 + s) * (size_t)nx;
+#pragma unroll
+        for (int q = 0; q < LENS_PPI; ++q) {
+            if (r0 + s < rows && i0 + q < nx) {
+                gx_out[row_base + i0 + q] = gx[s * LENS_PPI + q];
+                gy_out[row_base + i0 + q] = gy[s * LENS_PPI + q];
+            }
         }
     }
 }

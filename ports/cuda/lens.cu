@@ -8,9 +8,9 @@ static __device__ __forceinline__ size_t global_id() { return (size_t)blockIdx.x
 
 #define LENS_GRID_KERNEL(T, S)                                                                                    \
     __global__ void lens_grid_##S(const T *__restrict__ sie, int n_sie, const T *__restrict__ dpie, int n_dpie,  \
-                                  int nx, int row0, int rows, T h, T *__restrict__ gx_out, T *__restrict__ gy_out) \
+                                  int nx, int row0, int rows, T h, int exact_offsets, T *__restrict__ gx_out, T *__restrict__ gy_out) \
     {                                                                                                            \
-        lens_grid_item_##S(global_id(), sie, n_sie, dpie, n_dpie, nx, row0, rows, h, gx_out, gy_out);            \
+        lens_grid_item_##S(global_id(), sie, n_sie, dpie, n_dpie, nx, row0, rows, h, exact_offsets, gx_out, gy_out);            \
     }                                                                                                            \
     __global__ void lens_delens_##S(const T *__restrict__ gx, const T *__restrict__ gy, int nx, int rows,         \
                                     int rows_ext, T x_first, T y_first, T h, const T *__restrict__ sources,       \

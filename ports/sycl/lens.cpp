@@ -10,10 +10,10 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 static inline size_t global_id() { return sycl::ext::oneapi::this_work_item::get_nd_item<1>().get_global_id(0); }
 
 #define LENS_GRID_KERNEL(T, S)                                                                                  \
-    LENS_KERNEL lens_grid_##S(const T *sie, int n_sie, const T *dpie, int n_dpie, int nx, int row0, int rows, T h, \
+    LENS_KERNEL lens_grid_##S(const T *sie, int n_sie, const T *dpie, int n_dpie, int nx, int row0, int rows, T h, int exact_offsets, \
                               T *gx_out, T *gy_out)                                                            \
     {                                                                                                          \
-        lens_grid_item_##S(global_id(), sie, n_sie, dpie, n_dpie, nx, row0, rows, h, gx_out, gy_out);          \
+        lens_grid_item_##S(global_id(), sie, n_sie, dpie, n_dpie, nx, row0, rows, h, exact_offsets, gx_out, gy_out);          \
     }                                                                                                          \
     LENS_KERNEL lens_delens_##S(const T *gx, const T *gy, int nx, int rows, int rows_ext, T x_first, T y_first, \
                                 T h, const T *sources, int n_sys, int *hits, unsigned int *counter,            \

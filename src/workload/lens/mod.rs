@@ -52,16 +52,15 @@ pub const DEFAULT_SEED: u64 = 100_340;
 /// Work-group size used on GPUs (a multiple of 32 and of 64).
 const GPU_GROUP: usize = 256;
 
-/// Pixels per grid work-item along x, float32 and float64; must equal LENS_PIXELS_PER_ITEM_f32/_f64 in
-/// cl/common/lens_model.h (tested).
+/// Pixels along x and rows per grid work-item, float32 and float64; must equal
+/// LENS_PIXELS_PER_ITEM_f32/_f64 and LENS_ROWS_PER_ITEM_f32/_f64 in cl/common/lens_model.h (tested).
 pub const PIXELS_PER_ITEM: [usize; 2] = [16, 8];
+pub const ROWS_PER_ITEM: [usize; 2] = [1, 1];
 
-/// Pixels per grid work-item in this precision's grid pass.
-pub fn pixels_per_item(precision: Precision) -> usize {
-    match precision.base() {
-        Precision::F64 => PIXELS_PER_ITEM[1],
-        _ => PIXELS_PER_ITEM[0],
-    }
+/// Work-items of a grid pass over `rows` rows of `n` pixels in this precision.
+pub fn grid_items(precision: Precision, n: usize, rows: usize) -> usize {
+    let k = usize::from(precision.base() == Precision::F64);
+    n.div_ceil(PIXELS_PER_ITEM[k]) * rows.div_ceil(ROWS_PER_ITEM[k])
 }
 /// Reals per halo in the kernel tables; must equal LENS_SIE_STRIDE / LENS_DPIE_STRIDE (tested).
 pub const SIE_STRIDE: usize = 8;
@@ -449,6 +448,9 @@ pub struct KernelTables<T> {
     pub dpie: Vec<T>,
     pub n_sie: usize,
     pub n_dpie: usize,
+    /// Offsets split exactly (nearest pixel + remainder ≤ ½ px), so the grid may use the offset
+    /// polynomial; false for the naive tables of the paper's scheme.
+    pub exact_offsets: bool,
 }
 
 /// Errors in a lens configuration, named by field and value.
@@ -633,6 +635,7 @@ impl LensProblem {
             dpie: vec![],
             n_sie: 0,
             n_dpie: 0,
+            exact_offsets: !naive,
         };
         let h = &self.halos;
         for k in 0..h.len() {
@@ -711,13 +714,25 @@ impl LensProblem {
                     let (n11, n12, n22, fx, fy, ik, jk) =
                         (p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
                     let dy = (fj - jk) + fy;
-                    let (a12, a22) = (n12 * dy, n22 * dy);
-                    let (a12x2, c0) = (a12 + a12, a22 * dy);
-                    for (i, (sx, sy)) in ax.iter_mut().zip(ay.iter_mut()).enumerate() {
-                        let dx = (T::from_i32(i as i32) - ik) + fx;
-                        let (gx, gy) = sie_add(dx, n11, n12, a12, a22, a12x2, c0);
-                        *sx = *sx + gx;
-                        *sy = *sy + gy;
+                    let pixels = ax.iter_mut().zip(ay.iter_mut()).enumerate();
+                    if t.exact_offsets {
+                        let (c0x, c0y) = (n11 * fx + n12 * dy, n12 * fx + n22 * dy);
+                        let (b1, c0) = (c0x + c0x, fx * c0x + dy * c0y);
+                        for (i, (sx, sy)) in pixels {
+                            let t = T::from_i32(i as i32) - ik;
+                            let (gx, gy) = sie_add_poly(t, n11, n12, c0x, c0y, b1, c0);
+                            *sx = *sx + gx;
+                            *sy = *sy + gy;
+                        }
+                    } else {
+                        let (a12, a22) = (n12 * dy, n22 * dy);
+                        let (a12x2, c0) = (a12 + a12, a22 * dy);
+                        for (i, (sx, sy)) in pixels {
+                            let dx = (T::from_i32(i as i32) - ik) + fx;
+                            let (gx, gy) = sie_add(dx, n11, n12, a12, a22, a12x2, c0);
+                            *sx = *sx + gx;
+                            *sy = *sy + gy;
+                        }
                     }
                 }
                 for p in t.dpie.chunks_exact(DPIE_STRIDE) {
@@ -938,6 +953,16 @@ impl LensProblem {
     }
 }
 
+/// One SIE halo in the offset polynomial at integer offset t, as lens_sie_add_poly (exact offsets only).
+#[inline(always)]
+fn sie_add_poly<T: Real>(t: T, n11: T, n12: T, c0x: T, c0y: T, b1: T, c0: T) -> (T, T) {
+    let mx = n11 * t + c0x;
+    let my = n12 * t + c0y;
+    let q = (n11 * t + b1) * t + c0;
+    let r = T::ONE / q.max(T::from_f64(1e-37)).sqrt();
+    (mx * r, my * r)
+}
+
 /// Whether a mixed scheme adds the paper's fixed float64 patches around halo centres.
 fn uses_patches(precision: Precision) -> bool {
     matches!(precision, Precision::MixedPatches | Precision::MixedPaper)
@@ -1056,21 +1081,21 @@ impl LensProblem {
         ]
     }
 
-    /// The grid launch of one band, in precision p (f32 or f64), writing buffers GX/GY.
+    /// The grid launch of one band in mode p (its base precision; the paper's scheme on naive tables),
+    /// writing buffers GX/GY.
     pub(crate) fn grid_launch(&self, p: Precision, row0: usize, rows: usize) -> Step {
-        let (sie, dpie, t_sie, t_dpie) = match p.base() {
+        let (sie, dpie, t_sie, t_dpie, exact_offsets) = match p.base() {
             Precision::F64 => (
                 buf::SIE64,
                 buf::DPIE64,
                 self.tables64.n_sie,
                 self.tables64.n_dpie,
+                self.tables64.exact_offsets,
             ),
-            _ => (
-                buf::SIE32,
-                buf::DPIE32,
-                self.tables32.n_sie,
-                self.tables32.n_dpie,
-            ),
+            _ => {
+                let t = self.f32_tables(p);
+                (buf::SIE32, buf::DPIE32, t.n_sie, t.n_dpie, t.exact_offsets)
+            }
         };
         Step::Launch(Launch {
             kernel: format!("lens_grid_{}", p.base().name()),
@@ -1083,10 +1108,11 @@ impl LensProblem {
                 StepArg::I32(row0 as i32),
                 StepArg::I32(rows as i32),
                 StepArg::real(p, self.pixel),
+                StepArg::I32(i32::from(exact_offsets)),
                 StepArg::Buffer(buf::GX),
                 StepArg::Buffer(buf::GY),
             ],
-            global: rows * self.n.div_ceil(pixels_per_item(p)),
+            global: grid_items(p, self.n, rows),
             local: Local::Prefer(GPU_GROUP),
         })
     }
@@ -1173,7 +1199,7 @@ impl LensProblem {
         ]);
         let (axis, cross, eig) = self.flag_limits(p);
         let mut steps = vec![
-            self.grid_launch(Precision::F32, row0, ext),
+            self.grid_launch(p, row0, ext),
             Step::Fill {
                 buffer: buf::COUNTER,
                 byte: 0,
