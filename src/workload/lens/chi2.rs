@@ -1039,8 +1039,8 @@ pub struct DeviceChi2 {
     pub steps: Vec<crate::backend::StepReport>,
 }
 
-/// Runs one image-plane χ² evaluation on an accelerator: the float32 grid and the delensing stay on the
-/// device (`LensProblem::chi2_jobs`); the few hits come back and are matched here.
+/// Runs one image-plane χ² evaluation on an accelerator: the error-budget mixed grid and the float64
+/// delensing stay on the device (`LensProblem::chi2_jobs`); the few hits come back and are matched here.
 pub fn chi2_device(
     problem: &LensProblem,
     dev: &dyn crate::backend::Accelerator,
@@ -1048,9 +1048,9 @@ pub fn chi2_device(
     warmup: u32,
     repeats: u32,
 ) -> Result<DeviceChi2, String> {
-    let sources: Vec<f32> = source_barycentres(problem, systems)
+    let sources: Vec<f64> = source_barycentres(problem, systems)
         .iter()
-        .flat_map(|s| s.map(|v| v as f32))
+        .flat_map(|s| *s)
         .collect();
     let info = dev.info();
     let (row0s, jobs): (Vec<usize>, Vec<_>) = problem

@@ -1159,10 +1159,41 @@ impl LensProblem {
         warmup: u32,
         repeats: u32,
     ) -> KernelJob<'a> {
+        let (buffers, steps) = self.mixed_pipeline(p, row0, rows, true);
+        KernelJob {
+            program: &PROGRAM,
+            defines: vec![],
+            buffers,
+            steps,
+            warmup,
+            repeats,
+        }
+    }
+
+    /// Buffers (indices of `buf`) and steps of one band's mixed-precision grid: the float32 grid over the
+    /// band plus its next row, the scheme's flags, patches, and the float64 recompute into GX64/GY64.
+    /// `outputs`: the counter and the float64 grid of the band's rows come back (a gradient job);
+    /// otherwise they are device scratch covering the extended rows too (the χ² delensing needs row
+    /// r + 1; that row's flags use a backward difference when it is the band's last).
+    fn mixed_pipeline<'a>(
+        &'a self,
+        p: Precision,
+        row0: usize,
+        rows: usize,
+        outputs: bool,
+    ) -> (Vec<BufferSpec<'a>>, Vec<Step>) {
         let t32 = self.f32_tables(p);
         let n = self.n;
         let ext = self.extended_rows(row0, rows);
-        let band = rows * n;
+        let flag_rows = if outputs { rows } else { ext };
+        let band = flag_rows * n;
+        let kept = |dtype, len| {
+            if outputs {
+                BufferSpec::Output { dtype, len }
+            } else {
+                BufferSpec::Scratch { dtype, len }
+            }
+        };
         let mut buffers = self.table_buffers(t32);
         let patches = self.patches();
         buffers.extend([
@@ -1182,18 +1213,9 @@ impl LensProblem {
                 dtype: DType::U32,
                 len: band,
             },
-            BufferSpec::Output {
-                dtype: DType::U32,
-                len: 1,
-            },
-            BufferSpec::Output {
-                dtype: DType::F64,
-                len: band,
-            },
-            BufferSpec::Output {
-                dtype: DType::F64,
-                len: band,
-            },
+            kept(DType::U32, 1),
+            kept(DType::F64, band),
+            kept(DType::F64, band),
             BufferSpec::Input(HostSlice::I32(&patches[0].1)),
             BufferSpec::Input(HostSlice::I32(&patches[1].1)),
         ]);
@@ -1210,7 +1232,7 @@ impl LensProblem {
                     StepArg::Buffer(buf::GX),
                     StepArg::Buffer(buf::GY),
                     StepArg::I32(n as i32),
-                    StepArg::I32(rows as i32),
+                    StepArg::I32(flag_rows as i32),
                     StepArg::I32(ext as i32),
                     StepArg::F32(self.pixel as f32),
                     StepArg::F32(axis),
@@ -1240,7 +1262,7 @@ impl LensProblem {
                         StepArg::I32(*size),
                         StepArg::I32(n as i32),
                         StepArg::I32(row0 as i32),
-                        StepArg::I32(rows as i32),
+                        StepArg::I32(flag_rows as i32),
                         StepArg::Buffer(buf::MASK),
                         StepArg::Buffer(buf::LIST),
                         StepArg::Buffer(buf::COUNTER),
@@ -1268,14 +1290,7 @@ impl LensProblem {
             global: RECOMPUTE_ITEMS.min(band),
             local: Local::Prefer(GPU_GROUP),
         }));
-        KernelJob {
-            program: &PROGRAM,
-            defines: vec![],
-            buffers,
-            steps,
-            warmup,
-            repeats,
-        }
+        (buffers, steps)
     }
 }
 
@@ -1284,12 +1299,14 @@ pub const MAX_HITS_PER_BAND: usize = 1 << 16;
 
 impl LensProblem {
     /// Device jobs of one image-plane χ² evaluation (research/lens.md §2.5), one per band of rows: the
-    /// float32 grid (exact offsets) stays on the device in scratch buffers, the delensing kernel tests every
-    /// cell's two triangles against every system's source, and only the hits come back. `sources` holds
-    /// (β̄x, β̄y, scale) per system.
+    /// error-budget mixed grid (float32, float64 where the magnification needs it) stays on the device,
+    /// the float64 delensing kernel tests every cell's two triangles against every system's source, and
+    /// only the hits come back. `sources` holds (β̄x, β̄y, scale) per system. (A float32 grid and
+    /// delensing put or drop images at folds of the critical lines, where a source-plane triangle is
+    /// smaller than the float32 error: at `hff`, one image 31″ away from any of the reference's.)
     pub fn chi2_jobs<'a>(
         &'a self,
-        sources: &'a [f32],
+        sources: &'a [f64],
         max_alloc: u64,
         mem: u64,
         warmup: u32,
@@ -1297,21 +1314,16 @@ impl LensProblem {
     ) -> Vec<(usize, KernelJob<'a>)> {
         // (first row, job) per band: the hits' row indices are band-relative.
         let n = self.n;
-        self.bands(4, 8, max_alloc, mem)
+        // Per pixel of a band: two float32 and two float64 grids, the mask and the list.
+        self.bands(8, 32, max_alloc, mem)
             .into_iter()
             .map(|(row0, rows)| {
                 let ext = self.extended_rows(row0, rows);
-                let mut buffers = self.table_buffers(&self.tables32);
+                let (mut buffers, mut steps) =
+                    self.mixed_pipeline(Precision::MixedBudget, row0, rows, false);
+                let first = buffers.len();
                 buffers.extend([
-                    BufferSpec::Scratch {
-                        dtype: DType::F32,
-                        len: ext * n,
-                    },
-                    BufferSpec::Scratch {
-                        dtype: DType::F32,
-                        len: ext * n,
-                    },
-                    BufferSpec::Input(HostSlice::F32(sources)),
+                    BufferSpec::Input(HostSlice::F64(sources)),
                     BufferSpec::Output {
                         dtype: DType::I32,
                         len: 4 * MAX_HITS_PER_BAND,
@@ -1321,30 +1333,33 @@ impl LensProblem {
                         len: 1,
                     },
                 ]);
-                let steps = vec![
-                    self.grid_launch(Precision::F32, row0, ext),
-                    Step::Fill { buffer: 8, byte: 0 },
+                let (srcs, hits, count) = (first, first + 1, first + 2);
+                steps.extend([
+                    Step::Fill {
+                        buffer: count,
+                        byte: 0,
+                    },
                     Step::Launch(Launch {
-                        kernel: "lens_delens_f32".into(),
+                        kernel: "lens_delens_f64".into(),
                         args: vec![
-                            StepArg::Buffer(buf::GX),
-                            StepArg::Buffer(buf::GY),
+                            StepArg::Buffer(buf::GX64),
+                            StepArg::Buffer(buf::GY64),
                             StepArg::I32(n as i32),
                             StepArg::I32(rows as i32),
                             StepArg::I32(ext as i32),
-                            StepArg::F32(self.coord(0) as f32),
-                            StepArg::F32(self.coord(row0) as f32),
-                            StepArg::F32(self.pixel as f32),
-                            StepArg::Buffer(6),
+                            StepArg::F64(self.coord(0)),
+                            StepArg::F64(self.coord(row0)),
+                            StepArg::F64(self.pixel),
+                            StepArg::Buffer(srcs),
                             StepArg::I32((sources.len() / 3) as i32),
-                            StepArg::Buffer(7),
-                            StepArg::Buffer(8),
+                            StepArg::Buffer(hits),
+                            StepArg::Buffer(count),
                             StepArg::U32(MAX_HITS_PER_BAND as u32),
                         ],
                         global: (n.max(2) - 1) * rows,
                         local: Local::Prefer(GPU_GROUP),
                     }),
-                ];
+                ]);
                 (
                     row0,
                     KernelJob {
