@@ -36,7 +36,7 @@ pub enum Command {
         workload: String,
         #[command(flatten)]
         common: Common,
-        /// Precision (cubature always runs in f64).
+        /// Precision: f32, f64, or a lens mixed scheme (mixed, mixed-patches, mixed-paper, mixed-budget; docs/lens.md). Cubature always runs in f64.
         #[arg(long, default_value = "f32")]
         precision: Precision,
         #[command(flatten)]
