@@ -129,10 +129,13 @@ pub fn terminal(rows: &[Row]) -> String {
     out
 }
 
+/// One line per row that is not ok: its first reason line and, for a multi-line reason such as a build log,
+/// the first three lines that name an error (the whole reason is in the JSON Lines row).
 fn reasons(rows: &[Row]) -> String {
     let mut out = String::new();
     for r in rows.iter().filter(|r| r.status != Status::Ok) {
-        let first = r.reason.lines().next().unwrap_or_default();
+        let mut lines = r.reason.lines();
+        let first = lines.next().unwrap_or_default();
         out.push_str(&format!(
             "  {} {} {}: {} — {}\n",
             r.backend,
@@ -141,6 +144,16 @@ fn reasons(rows: &[Row]) -> String {
             r.status.name(),
             first
         ));
+        let errors: Vec<&str> = lines
+            .filter(|l| l.to_ascii_lowercase().contains("error"))
+            .take(3)
+            .collect();
+        for e in &errors {
+            out.push_str(&format!("      {}\n", e.trim()));
+        }
+        if !errors.is_empty() {
+            out.push_str("      (the whole reason is in the row's `reason` field)\n");
+        }
     }
     out
 }
@@ -212,4 +225,50 @@ pub fn markdown(title: &str, rows: &[Row]) -> String {
         md.push('\n');
     }
     md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::Provenance;
+
+    fn failed_row(reason: &str) -> Row {
+        Row {
+            schema: "astroport.row/1",
+            workload: "lens".into(),
+            preset: "tiny".into(),
+            size: String::new(),
+            backend: "opencl:0:0".into(),
+            model: "opencl".into(),
+            device: "cpu".into(),
+            device_type: "cpu".into(),
+            precision: "f32".into(),
+            status: Status::Failed,
+            reason: reason.into(),
+            time_s: None,
+            build_s: None,
+            throughput: None,
+            limit: None,
+            accuracy: None,
+            resources: None,
+            launch: None,
+            steps: vec![],
+            provenance: Provenance::new(String::new(), String::new(), String::new()),
+        }
+    }
+
+    /// A build failure's screen line shows the compiler's error lines, not only the reason's first line.
+    #[test]
+    fn build_failure_reason_shows_error_lines() {
+        let row = failed_row(
+            "program build failed for lens on opencl:0:0 (cpu):\nCL_BUILD_PROGRAM_FAILURE\n\
+             1:643:46: error: expected identifier or '('\n  643 | const float half = 0;",
+        );
+        let text = reasons(&[row]);
+        assert!(text.contains("program build failed"), "{text}");
+        assert!(text.contains("error: expected identifier"), "{text}");
+        assert!(!text.contains("643 |"), "{text}");
+        let plain = reasons(&[failed_row("no device")]);
+        assert_eq!(plain.lines().count(), 1, "{plain}");
+    }
 }
