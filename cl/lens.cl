@@ -28,27 +28,33 @@ LENS_GRID_KERNEL(double, f64)
 __kernel void lens_flag(__global const float *restrict gx, __global const float *restrict gy, const int nx,
                         const int rows, const int rows_ext, const float h, const float axis_limit,
                         const float cross_limit, const float eig_limit, __global double *restrict gx_out,
-                        __global double *restrict gy_out,
-                        __global unsigned int *restrict mask, __global unsigned int *restrict list,
+                        __global double *restrict gy_out, __global unsigned int *restrict mask,
                         __global unsigned int *counter)
 {
-    lens_flag_item(get_global_id(0), gx, gy, nx, rows, rows_ext, h, axis_limit, cross_limit, eig_limit, gx_out, gy_out, mask,
-                   list, counter);
+    lens_flag_item(get_global_id(0), gx, gy, nx, rows, rows_ext, h, axis_limit, cross_limit, eig_limit, gx_out,
+                   gy_out, mask, counter);
 }
 
 __kernel void lens_patch(__global const int *restrict centres, const int n_centres, const int size, const int nx,
                          const int row0, const int rows, __global unsigned int *restrict mask,
-                         __global unsigned int *restrict list, __global unsigned int *counter)
+                         __global unsigned int *counter)
 {
-    lens_patch_item(get_global_id(0), centres, n_centres, size, nx, row0, rows, mask, list, counter);
+    lens_patch_item(get_global_id(0), centres, n_centres, size, nx, row0, rows, mask, counter);
 }
 
-__kernel void lens_recompute(__global const unsigned int *restrict list, __global const unsigned int *counter,
-                             __global const double *restrict sie, const int n_sie, __global const double *restrict dpie,
-                             const int n_dpie, const int nx, const int row0, const double h,
-                             __global double *restrict gx_out, __global double *restrict gy_out)
+__kernel void lens_chunk(__global const unsigned int *restrict mask, const int nx, const int rows,
+                         __global unsigned int *restrict items, __global unsigned int *counter)
 {
-    lens_recompute_item(get_global_id(0), get_global_size(0), list, counter, sie, n_sie, dpie, n_dpie, nx, row0, h,
-                        gx_out, gy_out);
+    lens_chunk_item(get_global_id(0), mask, nx, rows, items, counter);
+}
+
+__kernel void lens_recompute(__global const unsigned int *restrict items, __global const unsigned int *counter,
+                             __global const unsigned int *restrict mask, __global const double *restrict sie,
+                             const int n_sie, __global const double *restrict dpie, const int n_dpie, const int nx,
+                             const int row0, const int rows, const double h, __global double *restrict gx_out,
+                             __global double *restrict gy_out)
+{
+    lens_recompute_item(get_global_id(0), get_global_size(0), items, counter, mask, sie, n_sie, dpie, n_dpie, nx,
+                        row0, rows, h, gx_out, gy_out);
 }
 #endif

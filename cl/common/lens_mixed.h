@@ -4,11 +4,12 @@
  *
  * Steps of one band (the host builds the sequence; src/workload/lens/mod.rs):
  *   1. lens_grid_f32 over the band plus one extra row (the y differences need row r + 1);
- *   2. lens_flag_item: the delta_1..delta_4 source-plane criteria; writes the float32 values widened to
- *      float64, the flag mask, and appends flagged pixels to a list;
+ *   2. lens_flag_item: the scheme's criteria; writes the float32 values widened to float64 and the flag
+ *      mask, and counts the flagged pixels;
  *   3. lens_patch_item (optional, the paper's fixed patches): marks square patches around halo centres,
- *      appending pixels not yet in the list;
- *   4. lens_recompute_item: float64 for every listed pixel.
+ *      counting pixels not yet marked;
+ *   4. lens_chunk_item: lists the float64 grid items that hold a flagged pixel;
+ *   5. lens_recompute_item: float64 for those items, written where the mask is set.
  *
  * delta_i (pixel size h; forward differences, backward on the last column/row):
  *   delta_1 = alpha_1(i+1, j) - alpha_1(i, j)   delta_2 = alpha_2(i, j+1) - alpha_2(i, j)   (axes)
@@ -34,7 +35,7 @@ ASTRO_FN void lens_flag_item(size_t gid, ASTRO_GLOBAL const float *ASTRO_RESTRIC
                              float axis_limit, float cross_limit, float eig_limit,
                              ASTRO_GLOBAL double *ASTRO_RESTRICT gx_out,
                              ASTRO_GLOBAL double *ASTRO_RESTRICT gy_out, ASTRO_GLOBAL unsigned int *ASTRO_RESTRICT mask,
-                             ASTRO_GLOBAL unsigned int *ASTRO_RESTRICT list, ASTRO_GLOBAL unsigned int *counter)
+                             ASTRO_GLOBAL unsigned int *counter)
 {
     if (gid >= (size_t)nx * (size_t)rows) return;
     const int i = (int)(gid % (size_t)nx), r = (int)(gid / (size_t)nx);
@@ -61,15 +62,15 @@ ASTRO_FN void lens_flag_item(size_t gid, ASTRO_GLOBAL const float *ASTRO_RESTRIC
     if (nx > 1 && rows_ext > 1)
         flagged |= lens_smaller_eigenvalue(h - d1, (float)-0.5 * (d3 + d4), h - d2) < eig_limit;
     mask[p] = (unsigned int)flagged;
-    if (flagged) list[ASTRO_ATOMIC_INC(counter)] = (unsigned int)p;
+    if (flagged) ASTRO_ATOMIC_INC(counter);
 }
 
 /* One pixel of the fixed float64 patches: work-item gid covers pixel (gid % size^2) of the patch around
  * centre gid / size^2 (centres: pairs of integer pixel indices). Pixels outside the band are skipped;
- * a pixel already listed (by the flags or another patch) is not listed again. */
+ * a pixel already marked (by the flags or another patch) is not counted again. */
 ASTRO_FN void lens_patch_item(size_t gid, ASTRO_GLOBAL const int *ASTRO_RESTRICT centres, int n_centres, int size,
                               int nx, int row0, int rows, ASTRO_GLOBAL unsigned int *ASTRO_RESTRICT mask,
-                              ASTRO_GLOBAL unsigned int *ASTRO_RESTRICT list, ASTRO_GLOBAL unsigned int *counter)
+                              ASTRO_GLOBAL unsigned int *counter)
 {
     const size_t area = (size_t)size * (size_t)size;
     if (gid >= area * (size_t)n_centres) return;
@@ -78,24 +79,51 @@ ASTRO_FN void lens_patch_item(size_t gid, ASTRO_GLOBAL const int *ASTRO_RESTRICT
     const int r = centres[2 * c + 1] - size / 2 + a / size - row0;
     if (i < 0 || i >= nx || r < 0 || r >= rows) return;
     const size_t p = (size_t)r * nx + i;
-    if (ASTRO_ATOMIC_XCHG(&mask[p], 1u) == 0u) list[ASTRO_ATOMIC_INC(counter)] = (unsigned int)p;
+    if (ASTRO_ATOMIC_XCHG(&mask[p], 1u) == 0u) ASTRO_ATOMIC_INC(counter);
 }
 
-/* Float64 recompute of the listed pixels, grid-stride (the host does not know the count in advance). */
-ASTRO_FN void lens_recompute_item(size_t gid, size_t gsize, ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT list,
+/* The float64 grid items (lens_item_origin_f64) of the band that hold a flagged pixel, appended to `items`:
+ * the recompute then runs the grid's own item loop on them, each halo's loads shared by the item's pixels. */
+#define LENS_ITEM_PIXELS_f64 (LENS_PIXELS_PER_ITEM_f64 * LENS_ROWS_PER_ITEM_f64)
+ASTRO_FN void lens_chunk_item(size_t gid, ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT mask, int nx, int rows,
+                              ASTRO_GLOBAL unsigned int *ASTRO_RESTRICT items, ASTRO_GLOBAL unsigned int *counter)
+{
+    int i0, r0;
+    if (!lens_item_origin_f64(gid, nx, rows, &i0, &r0)) return;
+    unsigned int any = 0;
+    for (int s = 0; s < LENS_ROWS_PER_ITEM_f64 && r0 + s < rows; ++s)
+        for (int q = 0; q < LENS_PIXELS_PER_ITEM_f64 && i0 + q < nx; ++q)
+            any |= mask[(size_t)(r0 + s) * nx + i0 + q];
+    if (any) items[ASTRO_ATOMIC_INC(counter)] = (unsigned int)gid;
+}
+
+/* Float64 recompute of the listed items, grid-stride (the host does not know the count in advance): the
+ * whole item is computed, only its flagged pixels are written. */
+ASTRO_FN void lens_recompute_item(size_t gid, size_t gsize, ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT items,
                                   ASTRO_GLOBAL const unsigned int *counter,
+                                  ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT mask,
                                   ASTRO_GLOBAL const double *ASTRO_RESTRICT sie, int n_sie,
                                   ASTRO_GLOBAL const double *ASTRO_RESTRICT dpie, int n_dpie, int nx, int row0,
-                                  double h, ASTRO_GLOBAL double *ASTRO_RESTRICT gx_out,
+                                  int rows, double h, ASTRO_GLOBAL double *ASTRO_RESTRICT gx_out,
                                   ASTRO_GLOBAL double *ASTRO_RESTRICT gy_out)
 {
     const size_t count = counter[0];
     for (size_t t = gid; t < count; t += gsize) {
-        const size_t p = list[t];
-        const int i = (int)(p % (size_t)nx), j = row0 + (int)(p / (size_t)nx);
-        double ax, ay;
-        lens_point_f64(i, j, sie, n_sie, dpie, n_dpie, h, &ax, &ay);
-        gx_out[p] = ax;
-        gy_out[p] = ay;
+        int i0, r0;
+        lens_item_origin_f64(items[t], nx, rows, &i0, &r0);
+        double gx[LENS_ITEM_PIXELS_f64], gy[LENS_ITEM_PIXELS_f64];
+        lens_item_sums_f64(i0, row0 + r0, sie, n_sie, dpie, n_dpie, h, 1, gx, gy);
+        /* Unrolled with constant indices, so the item's sums stay in registers. */
+#pragma unroll
+        for (int s = 0; s < LENS_ROWS_PER_ITEM_f64; ++s) {
+#pragma unroll
+            for (int q = 0; q < LENS_PIXELS_PER_ITEM_f64; ++q) {
+                const size_t p = (size_t)(r0 + s) * nx + i0 + q;
+                if (r0 + s < rows && i0 + q < nx && mask[p]) {
+                    gx_out[p] = gx[s * LENS_PIXELS_PER_ITEM_f64 + q];
+                    gy_out[p] = gy[s * LENS_PIXELS_PER_ITEM_f64 + q];
+                }
+            }
+        }
     }
 }

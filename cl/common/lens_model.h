@@ -132,26 +132,28 @@ ASTRO_FN void LENS_FN(lens_point)(int i, int j, ASTRO_GLOBAL const ASTRO_REAL *A
     *gy = ay;
 }
 
-/* The work of grid work-item `gid` over a band of rows [row0, row0 + rows): LENS_PPI pixels along x in
- * each of LENS_RPI rows (the halo's loads and the x offsets are shared by all of them, the row terms by a
- * row's pixels). Outputs are indexed within the band. Each dialect's kernel only computes gid.
- * exact_offsets is 1 for tables of exact offsets (every SIE remainder |fx| <= 1/2: lens_sie_add_poly)
- * and 0 for the naive tables of the paper's scheme (lens_sie_add on dx = t + fx, rounded at the
- * coordinate's size). */
-ASTRO_FN void LENS_FN(lens_grid_item)(size_t gid, ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT sie, int n_sie,
-                                     ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT dpie, int n_dpie, int nx,
-                                     int row0, int rows, ASTRO_REAL h, int exact_offsets,
-                                     ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gx_out,
-                                     ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gy_out)
+/* Grid work-items: one computes LENS_PPI pixels along x in each of LENS_RPI rows (the halo's loads and the
+ * x offsets are shared by all of them, the row terms by a row's pixels). Item gid of a band of `rows` rows
+ * starts at column *i0 and band row *r0; returns 0 past the last item. */
+ASTRO_FN int LENS_FN(lens_item_origin)(size_t gid, int nx, int rows, int *i0, int *r0)
 {
     const int chunks = (nx + LENS_PPI - 1) / LENS_PPI;
     const int row_groups = (rows + LENS_RPI - 1) / LENS_RPI;
-    if (gid >= (size_t)chunks * (size_t)row_groups) return;
-    const int i0 = (int)(gid % (size_t)chunks) * LENS_PPI;
-    const int r0 = (int)(gid / (size_t)chunks) * LENS_RPI;
-    const ASTRO_REAL fi0 = (ASTRO_REAL)i0, fj0 = (ASTRO_REAL)(row0 + r0);
-    /* Accumulators, row-major: [row * LENS_PPI + pixel]. */
-    ASTRO_REAL gx[LENS_RPI * LENS_PPI], gy[LENS_RPI * LENS_PPI];
+    if (gid >= (size_t)chunks * (size_t)row_groups) return 0;
+    *i0 = (int)(gid % (size_t)chunks) * LENS_PPI;
+    *r0 = (int)(gid / (size_t)chunks) * LENS_RPI;
+    return 1;
+}
+
+/* The deflections of one item starting at column i0 and grid row j0, into gx/gy (row-major,
+ * [row * LENS_PPI + pixel]). exact_offsets is 1 for tables of exact offsets (every SIE remainder
+ * |fx| <= 1/2: lens_sie_add_poly) and 0 for the naive tables of the paper's scheme (lens_sie_add on
+ * dx = t + fx, rounded at the coordinate's size). */
+ASTRO_FN void LENS_FN(lens_item_sums)(int i0, int j0, ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT sie, int n_sie,
+                                     ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT dpie, int n_dpie, ASTRO_REAL h,
+                                     int exact_offsets, ASTRO_REAL *gx, ASTRO_REAL *gy)
+{
+    const ASTRO_REAL fi0 = (ASTRO_REAL)i0, fj0 = (ASTRO_REAL)j0;
 #pragma unroll
     for (int q = 0; q < LENS_RPI * LENS_PPI; ++q) gx[q] = gy[q] = 0;
     /* di + q is an exact integer pixel offset in both loops. */
@@ -208,6 +210,20 @@ ASTRO_FN void LENS_FN(lens_grid_item)(size_t gid, ASTRO_GLOBAL const ASTRO_REAL 
                                        &gy[s * LENS_PPI + q]);
         }
     }
+}
+
+/* The work of grid work-item `gid` over a band of rows [row0, row0 + rows): its item's deflections, stored
+ * within the band. Each dialect's kernel only computes gid. */
+ASTRO_FN void LENS_FN(lens_grid_item)(size_t gid, ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT sie, int n_sie,
+                                     ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT dpie, int n_dpie, int nx,
+                                     int row0, int rows, ASTRO_REAL h, int exact_offsets,
+                                     ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gx_out,
+                                     ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gy_out)
+{
+    int i0, r0;
+    if (!LENS_FN(lens_item_origin)(gid, nx, rows, &i0, &r0)) return;
+    ASTRO_REAL gx[LENS_RPI * LENS_PPI], gy[LENS_RPI * LENS_PPI];
+    LENS_FN(lens_item_sums)(i0, row0 + r0, sie, n_sie, dpie, n_dpie, h, exact_offsets, gx, gy);
 #pragma unroll
     for (int s = 0; s < LENS_RPI; ++s) {
         const size_t row_base = (size_t)(r0 + s) * (size_t)nx;

@@ -25,32 +25,38 @@ LENS_GRID_KERNEL(double, f64)
 
 __global__ void lens_flag(const float *__restrict__ gx, const float *__restrict__ gy, int nx, int rows, int rows_ext,
                           float h, float axis_limit, float cross_limit, float eig_limit, double *__restrict__ gx_out,
-                          double *__restrict__ gy_out, unsigned int *__restrict__ mask, unsigned int *__restrict__ list,
-                          unsigned int *counter)
+                          double *__restrict__ gy_out, unsigned int *__restrict__ mask, unsigned int *counter)
 {
-    lens_flag_item(global_id(), gx, gy, nx, rows, rows_ext, h, axis_limit, cross_limit, eig_limit, gx_out, gy_out, mask, list,
+    lens_flag_item(global_id(), gx, gy, nx, rows, rows_ext, h, axis_limit, cross_limit, eig_limit, gx_out, gy_out, mask,
                    counter);
 }
 
 __global__ void lens_patch(const int *__restrict__ centres, int n_centres, int size, int nx, int row0, int rows,
-                           unsigned int *__restrict__ mask, unsigned int *__restrict__ list, unsigned int *counter)
+                           unsigned int *__restrict__ mask, unsigned int *counter)
 {
-    lens_patch_item(global_id(), centres, n_centres, size, nx, row0, rows, mask, list, counter);
+    lens_patch_item(global_id(), centres, n_centres, size, nx, row0, rows, mask, counter);
 }
 
-__global__ void lens_recompute(const unsigned int *__restrict__ list, const unsigned int *counter,
-                               const double *__restrict__ sie, int n_sie, const double *__restrict__ dpie, int n_dpie,
-                               int nx, int row0, double h, double *__restrict__ gx_out, double *__restrict__ gy_out)
+__global__ void lens_chunk(const unsigned int *__restrict__ mask, int nx, int rows, unsigned int *__restrict__ items,
+                           unsigned int *counter)
 {
-    lens_recompute_item(global_id(), (size_t)gridDim.x * blockDim.x, list, counter, sie, n_sie, dpie, n_dpie, nx, row0,
-                        h, gx_out, gy_out);
+    lens_chunk_item(global_id(), mask, nx, rows, items, counter);
+}
+
+__global__ void lens_recompute(const unsigned int *__restrict__ items, const unsigned int *counter,
+                               const unsigned int *__restrict__ mask, const double *__restrict__ sie, int n_sie,
+                               const double *__restrict__ dpie, int n_dpie, int nx, int row0, int rows, double h,
+                               double *__restrict__ gx_out, double *__restrict__ gy_out)
+{
+    lens_recompute_item(global_id(), (size_t)gridDim.x * blockDim.x, items, counter, mask, sie, n_sie, dpie, n_dpie,
+                        nx, row0, rows, h, gx_out, gy_out);
 }
 
 namespace astroport_cuda {
 #define LENS_ENTRY(k) {#k, reinterpret_cast<const void *>(&k)}
 extern const KernelEntry lens_kernels[] = {
     LENS_ENTRY(lens_grid_f32),   LENS_ENTRY(lens_grid_f64), LENS_ENTRY(lens_delens_f32), LENS_ENTRY(lens_delens_f64),
-    LENS_ENTRY(lens_flag),       LENS_ENTRY(lens_patch),    LENS_ENTRY(lens_recompute),
+    LENS_ENTRY(lens_flag),       LENS_ENTRY(lens_patch),    LENS_ENTRY(lens_chunk),      LENS_ENTRY(lens_recompute),
 };
 #undef LENS_ENTRY
 extern const int lens_kernel_count = sizeof(lens_kernels) / sizeof(lens_kernels[0]);

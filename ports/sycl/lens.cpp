@@ -26,23 +26,29 @@ LENS_GRID_KERNEL(float, f32)
 LENS_GRID_KERNEL(double, f64)
 
 LENS_KERNEL lens_flag(const float *gx, const float *gy, int nx, int rows, int rows_ext, float h, float axis_limit,
-                      float cross_limit, float eig_limit, double *gx_out, double *gy_out, unsigned int *mask, unsigned int *list,
+                      float cross_limit, float eig_limit, double *gx_out, double *gy_out, unsigned int *mask,
                       unsigned int *counter)
 {
-    lens_flag_item(global_id(), gx, gy, nx, rows, rows_ext, h, axis_limit, cross_limit, eig_limit, gx_out, gy_out, mask, list,
+    lens_flag_item(global_id(), gx, gy, nx, rows, rows_ext, h, axis_limit, cross_limit, eig_limit, gx_out, gy_out, mask,
                    counter);
 }
 
 LENS_KERNEL lens_patch(const int *centres, int n_centres, int size, int nx, int row0, int rows, unsigned int *mask,
-                       unsigned int *list, unsigned int *counter)
+                       unsigned int *counter)
 {
-    lens_patch_item(global_id(), centres, n_centres, size, nx, row0, rows, mask, list, counter);
+    lens_patch_item(global_id(), centres, n_centres, size, nx, row0, rows, mask, counter);
 }
 
-LENS_KERNEL lens_recompute(const unsigned int *list, const unsigned int *counter, const double *sie, int n_sie,
-                           const double *dpie, int n_dpie, int nx, int row0, double h, double *gx_out,
-                           double *gy_out)
+LENS_KERNEL lens_chunk(const unsigned int *mask, int nx, int rows, unsigned int *items, unsigned int *counter)
+{
+    lens_chunk_item(global_id(), mask, nx, rows, items, counter);
+}
+
+LENS_KERNEL lens_recompute(const unsigned int *items, const unsigned int *counter, const unsigned int *mask,
+                           const double *sie, int n_sie, const double *dpie, int n_dpie, int nx, int row0, int rows,
+                           double h, double *gx_out, double *gy_out)
 {
     const size_t gsize = sycl::ext::oneapi::this_work_item::get_nd_item<1>().get_global_range(0);
-    lens_recompute_item(global_id(), gsize, list, counter, sie, n_sie, dpie, n_dpie, nx, row0, h, gx_out, gy_out);
+    lens_recompute_item(global_id(), gsize, items, counter, mask, sie, n_sie, dpie, n_dpie, nx, row0, rows, h, gx_out,
+                        gy_out);
 }

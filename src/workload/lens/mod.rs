@@ -67,7 +67,8 @@ pub const SIE_STRIDE: usize = 8;
 pub const DPIE_STRIDE: usize = 16;
 /// Below this ε the dPIE uses its circular closed form (Lenstool-HPC's threshold; K = (1−ε²)/2√ε diverges).
 pub const DPIE_CIRCULAR_EPS: f64 = 2e-4;
-/// Work-items of the grid-stride float64 recompute kernel (enough to fill a large GPU).
+/// Work-items of the grid-stride float64 recompute kernel, each computing float64 grid items (enough to
+/// fill a large GPU).
 const RECOMPUTE_ITEMS: usize = 1 << 18;
 /// The paper's fixed float64 patches (seed 000 appendix A): 400 × 400 px around cluster halos and
 /// 20 × 20 px around galaxies at 0.03″/px, i.e. 12″ and 0.6″ squares, kept in arcsec at other pixel
@@ -1062,12 +1063,14 @@ mod buf {
     pub const GY: usize = 5;
     // Mixed precision only:
     pub const MASK: usize = 6;
-    pub const LIST: usize = 7;
+    /// The float64 grid items holding a flagged pixel, and their count.
+    pub const ITEMS: usize = 7;
     pub const COUNTER: usize = 8;
     pub const GX64: usize = 9;
     pub const GY64: usize = 10;
     pub const CLUSTERS: usize = 11;
     pub const GALAXIES: usize = 12;
+    pub const ITEM_COUNTER: usize = 13;
 }
 
 impl LensProblem {
@@ -1187,6 +1190,8 @@ impl LensProblem {
         let ext = self.extended_rows(row0, rows);
         let flag_rows = if outputs { rows } else { ext };
         let band = flag_rows * n;
+        // The float64 grid items of the flagged rows: the recompute's unit of work.
+        let items = grid_items(Precision::F64, n, flag_rows);
         let kept = |dtype, len| {
             if outputs {
                 BufferSpec::Output { dtype, len }
@@ -1211,13 +1216,17 @@ impl LensProblem {
             },
             BufferSpec::Scratch {
                 dtype: DType::U32,
-                len: band,
+                len: items,
             },
             kept(DType::U32, 1),
             kept(DType::F64, band),
             kept(DType::F64, band),
             BufferSpec::Input(HostSlice::I32(&patches[0].1)),
             BufferSpec::Input(HostSlice::I32(&patches[1].1)),
+            BufferSpec::Scratch {
+                dtype: DType::U32,
+                len: 1,
+            },
         ]);
         let (axis, cross, eig) = self.flag_limits(p);
         let mut steps = vec![
@@ -1241,7 +1250,6 @@ impl LensProblem {
                     StepArg::Buffer(buf::GX64),
                     StepArg::Buffer(buf::GY64),
                     StepArg::Buffer(buf::MASK),
-                    StepArg::Buffer(buf::LIST),
                     StepArg::Buffer(buf::COUNTER),
                 ],
                 global: band,
@@ -1264,7 +1272,6 @@ impl LensProblem {
                         StepArg::I32(row0 as i32),
                         StepArg::I32(flag_rows as i32),
                         StepArg::Buffer(buf::MASK),
-                        StepArg::Buffer(buf::LIST),
                         StepArg::Buffer(buf::COUNTER),
                     ],
                     global: (*size as usize).pow(2) * count,
@@ -1272,24 +1279,44 @@ impl LensProblem {
                 }));
             }
         }
-        steps.push(Step::Launch(Launch {
-            kernel: "lens_recompute".into(),
-            args: vec![
-                StepArg::Buffer(buf::LIST),
-                StepArg::Buffer(buf::COUNTER),
-                StepArg::Buffer(buf::SIE64),
-                StepArg::I32(self.tables64.n_sie as i32),
-                StepArg::Buffer(buf::DPIE64),
-                StepArg::I32(self.tables64.n_dpie as i32),
-                StepArg::I32(n as i32),
-                StepArg::I32(row0 as i32),
-                StepArg::F64(self.pixel),
-                StepArg::Buffer(buf::GX64),
-                StepArg::Buffer(buf::GY64),
-            ],
-            global: RECOMPUTE_ITEMS.min(band),
-            local: Local::Prefer(GPU_GROUP),
-        }));
+        steps.extend([
+            Step::Fill {
+                buffer: buf::ITEM_COUNTER,
+                byte: 0,
+            },
+            Step::Launch(Launch {
+                kernel: "lens_chunk".into(),
+                args: vec![
+                    StepArg::Buffer(buf::MASK),
+                    StepArg::I32(n as i32),
+                    StepArg::I32(flag_rows as i32),
+                    StepArg::Buffer(buf::ITEMS),
+                    StepArg::Buffer(buf::ITEM_COUNTER),
+                ],
+                global: items,
+                local: Local::Prefer(GPU_GROUP),
+            }),
+            Step::Launch(Launch {
+                kernel: "lens_recompute".into(),
+                args: vec![
+                    StepArg::Buffer(buf::ITEMS),
+                    StepArg::Buffer(buf::ITEM_COUNTER),
+                    StepArg::Buffer(buf::MASK),
+                    StepArg::Buffer(buf::SIE64),
+                    StepArg::I32(self.tables64.n_sie as i32),
+                    StepArg::Buffer(buf::DPIE64),
+                    StepArg::I32(self.tables64.n_dpie as i32),
+                    StepArg::I32(n as i32),
+                    StepArg::I32(row0 as i32),
+                    StepArg::I32(flag_rows as i32),
+                    StepArg::F64(self.pixel),
+                    StepArg::Buffer(buf::GX64),
+                    StepArg::Buffer(buf::GY64),
+                ],
+                global: RECOMPUTE_ITEMS.min(items),
+                local: Local::Prefer(GPU_GROUP),
+            }),
+        ]);
         (buffers, steps)
     }
 }
