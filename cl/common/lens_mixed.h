@@ -84,7 +84,6 @@ ASTRO_FN void lens_patch_item(size_t gid, ASTRO_GLOBAL const int *ASTRO_RESTRICT
 
 /* The float64 grid items (lens_item_origin_f64) of the band that hold a flagged pixel, appended to `items`:
  * the recompute then runs the grid's own item loop on them, each halo's loads shared by the item's pixels. */
-#define LENS_ITEM_PIXELS_f64 (LENS_PIXELS_PER_ITEM_f64 * LENS_ROWS_PER_ITEM_f64)
 ASTRO_FN void lens_chunk_item(size_t gid, ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT mask, int nx, int rows,
                               ASTRO_GLOBAL unsigned int *ASTRO_RESTRICT items, ASTRO_GLOBAL unsigned int *counter)
 {
@@ -111,19 +110,6 @@ ASTRO_FN void lens_recompute_item(size_t gid, size_t gsize, ASTRO_GLOBAL const u
     for (size_t t = gid; t < count; t += gsize) {
         int i0, r0;
         lens_item_origin_f64(items[t], nx, rows, &i0, &r0);
-        double gx[LENS_ITEM_PIXELS_f64], gy[LENS_ITEM_PIXELS_f64];
-        lens_item_sums_f64(i0, row0 + r0, sie, n_sie, dpie, n_dpie, h, 1, gx, gy);
-        /* Unrolled with constant indices, so the item's sums stay in registers. */
-#pragma unroll
-        for (int s = 0; s < LENS_ROWS_PER_ITEM_f64; ++s) {
-#pragma unroll
-            for (int q = 0; q < LENS_PIXELS_PER_ITEM_f64; ++q) {
-                const size_t p = (size_t)(r0 + s) * nx + i0 + q;
-                if (r0 + s < rows && i0 + q < nx && mask[p]) {
-                    gx_out[p] = gx[s * LENS_PIXELS_PER_ITEM_f64 + q];
-                    gy_out[p] = gy[s * LENS_PIXELS_PER_ITEM_f64 + q];
-                }
-            }
-        }
+        lens_item_f64(i0, r0, row0, rows, nx, sie, n_sie, dpie, n_dpie, h, 1, mask, gx_out, gy_out);
     }
 }

@@ -145,15 +145,21 @@ ASTRO_FN int LENS_FN(lens_item_origin)(size_t gid, int nx, int rows, int *i0, in
     return 1;
 }
 
-/* The deflections of one item starting at column i0 and grid row j0, into gx/gy (row-major,
- * [row * LENS_PPI + pixel]). exact_offsets is 1 for tables of exact offsets (every SIE remainder
+/* One item of a band of `rows` rows starting at grid row row0: the deflections of the item at column i0 and
+ * band row r0, stored within the band (every pixel, or only where mask is set when mask is not null: the
+ * float64 recompute of flagged pixels). The accumulators stay local to this function, so every compiler
+ * keeps them in registers. exact_offsets is 1 for tables of exact offsets (every SIE remainder
  * |fx| <= 1/2: lens_sie_add_poly) and 0 for the naive tables of the paper's scheme (lens_sie_add on
  * dx = t + fx, rounded at the coordinate's size). */
-ASTRO_FN void LENS_FN(lens_item_sums)(int i0, int j0, ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT sie, int n_sie,
-                                     ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT dpie, int n_dpie, ASTRO_REAL h,
-                                     int exact_offsets, ASTRO_REAL *gx, ASTRO_REAL *gy)
+ASTRO_FN_INLINED void LENS_FN(lens_item)(int i0, int r0, int row0, int rows, int nx,
+                                ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT sie, int n_sie,
+                                ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT dpie, int n_dpie, ASTRO_REAL h,
+                                int exact_offsets, ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT mask,
+                                ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gx_out,
+                                ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gy_out)
 {
-    const ASTRO_REAL fi0 = (ASTRO_REAL)i0, fj0 = (ASTRO_REAL)j0;
+    const ASTRO_REAL fi0 = (ASTRO_REAL)i0, fj0 = (ASTRO_REAL)(row0 + r0);
+    ASTRO_REAL gx[LENS_RPI * LENS_PPI], gy[LENS_RPI * LENS_PPI];
 #pragma unroll
     for (int q = 0; q < LENS_RPI * LENS_PPI; ++q) gx[q] = gy[q] = 0;
     /* di + q is an exact integer pixel offset in both loops. */
@@ -210,10 +216,21 @@ ASTRO_FN void LENS_FN(lens_item_sums)(int i0, int j0, ASTRO_GLOBAL const ASTRO_R
                                        &gy[s * LENS_PPI + q]);
         }
     }
+#pragma unroll
+    for (int s = 0; s < LENS_RPI; ++s) {
+        const size_t row_base = (size_t)(r0 + s) * (size_t)nx;
+#pragma unroll
+        for (int q = 0; q < LENS_PPI; ++q) {
+            if (r0 + s < rows && i0 + q < nx && (!mask || mask[row_base + i0 + q])) {
+                gx_out[row_base + i0 + q] = gx[s * LENS_PPI + q];
+                gy_out[row_base + i0 + q] = gy[s * LENS_PPI + q];
+            }
+        }
+    }
 }
 
-/* The work of grid work-item `gid` over a band of rows [row0, row0 + rows): its item's deflections, stored
- * within the band. Each dialect's kernel only computes gid. */
+/* The work of grid work-item `gid` over a band of rows [row0, row0 + rows). Each dialect's kernel only
+ * computes gid. */
 ASTRO_FN void LENS_FN(lens_grid_item)(size_t gid, ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT sie, int n_sie,
                                      ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT dpie, int n_dpie, int nx,
                                      int row0, int rows, ASTRO_REAL h, int exact_offsets,
@@ -222,19 +239,8 @@ ASTRO_FN void LENS_FN(lens_grid_item)(size_t gid, ASTRO_GLOBAL const ASTRO_REAL 
 {
     int i0, r0;
     if (!LENS_FN(lens_item_origin)(gid, nx, rows, &i0, &r0)) return;
-    ASTRO_REAL gx[LENS_RPI * LENS_PPI], gy[LENS_RPI * LENS_PPI];
-    LENS_FN(lens_item_sums)(i0, row0 + r0, sie, n_sie, dpie, n_dpie, h, exact_offsets, gx, gy);
-#pragma unroll
-    for (int s = 0; s < LENS_RPI; ++s) {
-        const size_t row_base = (size_t)(r0 + s) * (size_t)nx;
-#pragma unroll
-        for (int q = 0; q < LENS_PPI; ++q) {
-            if (r0 + s < rows && i0 + q < nx) {
-                gx_out[row_base + i0 + q] = gx[s * LENS_PPI + q];
-                gy_out[row_base + i0 + q] = gy[s * LENS_PPI + q];
-            }
-        }
-    }
+    LENS_FN(lens_item)(i0, r0, row0, rows, nx, sie, n_sie, dpie, n_dpie, h, exact_offsets,
+                       (ASTRO_GLOBAL const unsigned int *)0, gx_out, gy_out);
 }
 
 /* Triangle delensing (research/lens.md 2.5) of grid cell (i, r) of a band whose gradient rows are
