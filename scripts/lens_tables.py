@@ -42,12 +42,11 @@ def main(folder):
     folder = Path(folder)
     all_rows = rows(folder / "results.jsonl")
     gpu = {(r["precision"], r["model"]): r for r in all_rows if r["device_type"] == "gpu"}
+    # (mode, CUDA row, NVIDIA OpenCL row) for every mode the run has on both.
+    pairs = [(m, gpu[(m, "cuda")], gpu[(m, "opencl")]) for m in MODES if (m, "cuda") in gpu and (m, "opencl") in gpu]
     print("| mode | CUDA | regs / occ. | NVIDIA OpenCL | regs / occ. | OpenCL/CUDA | recomputed | worst E·M/(h/4) | px over budget | max \\|Δα\\| |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for mode in MODES:
-        c, o = gpu.get((mode, "cuda")), gpu.get((mode, "opencl"))
-        if not c or not o:
-            continue
+    for mode, c, o in pairs:
         tc, to = c["time_s"]["median"], o["time_s"]["median"]
         frac = extra(c, "recomputed_fraction")
         print(
@@ -58,10 +57,7 @@ def main(folder):
     print()
     print("| mode | step | CUDA | NVIDIA OpenCL | OpenCL/CUDA | regs / occ. CUDA; OpenCL |")
     print("|---|---|---|---|---|---|")
-    for mode in MODES:
-        c, o = gpu.get((mode, "cuda")), gpu.get((mode, "opencl"))
-        if not c or not o:
-            continue
+    for mode, c, o in pairs:
         for sc, so in zip(c.get("steps", []), o.get("steps", [])):
             if sc["name"].startswith("fill"):
                 continue

@@ -244,7 +244,7 @@ pub fn run_bands(
     })
 }
 
-fn base_row(
+pub(crate) fn base_row(
     workload: &dyn Workload,
     backend: String,
     model: Model,

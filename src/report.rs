@@ -233,28 +233,22 @@ mod tests {
     use crate::results::Provenance;
 
     fn failed_row(reason: &str) -> Row {
-        Row {
-            schema: "astroport.row/1",
-            workload: "lens".into(),
-            preset: "tiny".into(),
-            size: String::new(),
-            backend: "opencl:0:0".into(),
-            model: "opencl".into(),
-            device: "cpu".into(),
-            device_type: "cpu".into(),
-            precision: "f32".into(),
-            status: Status::Failed,
-            reason: reason.into(),
-            time_s: None,
-            build_s: None,
-            throughput: None,
-            limit: None,
-            accuracy: None,
-            resources: None,
-            launch: None,
-            steps: vec![],
-            provenance: Provenance::new(String::new(), String::new(), String::new()),
-        }
+        let problem = crate::workload::lens::LensProblem::preset(
+            crate::workload::lens::Preset::Tiny,
+            &Default::default(),
+        )
+        .unwrap();
+        let mut row = crate::bench::base_row(
+            &problem,
+            "opencl:0:0".into(),
+            crate::backend::Model::Opencl,
+            "cpu".into(),
+            crate::backend::Precision::F32,
+            Provenance::new(String::new(), String::new(), String::new()),
+        );
+        row.status = Status::Failed;
+        row.reason = reason.into();
+        row
     }
 
     /// A build failure's screen line shows the compiler's error lines, not only the reason's first line.

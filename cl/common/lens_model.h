@@ -31,37 +31,32 @@
 
 #define LENS_FN(name) ASTRO_CAT(name, ASTRO_SUFFIX)
 
-/* SIE: adds one halo's deflection at pixel offset dx along x, given the terms of the offset dy along y:
- * a12 = n12 dy, a22 = n22 dy, a12x2 = 2 a12 and c0 = n22 dy^2. Then N d = (n11 dx + a12, n12 dx + a22) and
- * d^T N d = (n11 dx + a12x2) dx + c0: four FMAs. The quadratic form is evaluated in the offset itself, so it
- * stays well conditioned (no cancellation beyond that of N's eigenvalues).
+/* SIE along a row: the offset is d = d0 + (x, 0), and the row terms hold N d0 = (mx0, my0) and
+ * q0 = d0^T N d0 (lens_sie_row_terms). Then N d = (n11 x + mx0, n12 x + my0) and
+ * d^T N d = (n11 x + 2 mx0) x + q0: four FMAs.
+ * - Exact tables: d0 = (fx, dy) and x = i - i_k, an exact integer. The polynomial is well conditioned since
+ *   |fx| <= 1/2 (its terms are at most a few times d^T N d), and dx = x + fx is never formed.
+ * - Naive tables (the paper's scheme, fx as large as the coordinates): d0 = (0, dy) and x = (i - i_k) + fx,
+ *   rounded at the coordinate's size as the paper's float32 is.
  * q is clamped at 1e-37 instead of tested: at the exact centre (d = 0) mx = my = 0, so the halo adds 0 (the
  * gradient has no limit there; the f64 reference uses the same convention), and the clamp costs one
  * instruction where a compare-and-select costs two. The clamp also keeps rsqrt's argument normal. */
-ASTRO_FN void LENS_FN(lens_sie_add)(ASTRO_REAL dx, ASTRO_REAL n11, ASTRO_REAL n12, ASTRO_REAL a12, ASTRO_REAL a22,
-                                   ASTRO_REAL a12x2, ASTRO_REAL c0, ASTRO_REAL *gx, ASTRO_REAL *gy)
+ASTRO_FN void LENS_FN(lens_sie_row_terms)(ASTRO_REAL n11, ASTRO_REAL n12, ASTRO_REAL n22, ASTRO_REAL d0x,
+                                         ASTRO_REAL dy, ASTRO_REAL *mx0, ASTRO_REAL *my0, ASTRO_REAL *b1,
+                                         ASTRO_REAL *q0)
 {
-    const ASTRO_REAL mx = n11 * dx + a12;
-    const ASTRO_REAL my = n12 * dx + a22;
-    const ASTRO_REAL q = (n11 * dx + a12x2) * dx + c0;
-    const ASTRO_REAL r = ASTRO_RSQRT(ASTRO_FMAX(q, (ASTRO_REAL)1e-37));
-    *gx += mx * r;
-    *gy += my * r;
+    *mx0 = n11 * d0x + n12 * dy;
+    *my0 = n12 * d0x + n22 * dy;
+    *b1 = *mx0 + *mx0;
+    *q0 = d0x * *mx0 + dy * *my0;
 }
 
-/* SIE in the offset polynomial of the grid kernels: at integer pixel offset t = i - i_k along x (exact),
- * given the row terms c0x = n11 fx + n12 dy, c0y = n12 fx + n22 dy, b1 = 2 c0x and c0 = fx c0x + dy c0y,
- * N d = (n11 t + c0x, n12 t + c0y) and d^T N d = (n11 t + b1) t + c0: one FMA fewer per pixel than
- * lens_sie_add, which must first form dx = t + fx. Well conditioned only when |fx| <= 1/2 (exact offsets:
- * the terms are then at most a few times d^T N d); the naive tables of the paper's scheme use
- * lens_sie_add. */
-ASTRO_FN void LENS_FN(lens_sie_add_poly)(ASTRO_REAL t, ASTRO_REAL n11, ASTRO_REAL n12, ASTRO_REAL c0x,
-                                        ASTRO_REAL c0y, ASTRO_REAL b1, ASTRO_REAL c0, ASTRO_REAL *gx,
-                                        ASTRO_REAL *gy)
+ASTRO_FN void LENS_FN(lens_sie_add)(ASTRO_REAL x, ASTRO_REAL n11, ASTRO_REAL n12, ASTRO_REAL mx0, ASTRO_REAL my0,
+                                   ASTRO_REAL b1, ASTRO_REAL q0, ASTRO_REAL *gx, ASTRO_REAL *gy)
 {
-    const ASTRO_REAL mx = n11 * t + c0x;
-    const ASTRO_REAL my = n12 * t + c0y;
-    const ASTRO_REAL q = (n11 * t + b1) * t + c0;
+    const ASTRO_REAL mx = n11 * x + mx0;
+    const ASTRO_REAL my = n12 * x + my0;
+    const ASTRO_REAL q = (n11 * x + b1) * x + q0;
     const ASTRO_REAL r = ASTRO_RSQRT(ASTRO_FMAX(q, (ASTRO_REAL)1e-37));
     *gx += mx * r;
     *gy += my * r;
@@ -110,28 +105,6 @@ ASTRO_FN void LENS_FN(lens_dpie_add)(ASTRO_REAL dx, ASTRO_REAL dy, ASTRO_GLOBAL 
     *gy += s * gu + c * gv;
 }
 
-/* Deflection at pixel (i, j) from every halo, SIE first then dPIE, in table order (the host sorts each
- * table weakest first, so float32 adds the small terms before the large ones). */
-ASTRO_FN void LENS_FN(lens_point)(int i, int j, ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT sie, int n_sie,
-                                 ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT dpie, int n_dpie, ASTRO_REAL h,
-                                 ASTRO_REAL *gx, ASTRO_REAL *gy)
-{
-    const ASTRO_REAL fi = (ASTRO_REAL)i, fj = (ASTRO_REAL)j;
-    ASTRO_REAL ax = 0, ay = 0;
-    for (int k = 0; k < n_sie; ++k) {
-        ASTRO_GLOBAL const ASTRO_REAL *p = sie + (size_t)k * LENS_SIE_STRIDE;
-        const ASTRO_REAL dx = (fi - p[5]) + p[3], dy = (fj - p[6]) + p[4];
-        const ASTRO_REAL a12 = p[1] * dy, a22 = p[2] * dy;
-        LENS_FN(lens_sie_add)(dx, p[0], p[1], a12, a22, a12 + a12, a22 * dy, &ax, &ay);
-    }
-    for (int k = 0; k < n_dpie; ++k) {
-        ASTRO_GLOBAL const ASTRO_REAL *p = dpie + (size_t)k * LENS_DPIE_STRIDE;
-        LENS_FN(lens_dpie_add)((fi - p[11]) * h + p[9], (fj - p[12]) * h + p[10], p, &ax, &ay);
-    }
-    *gx = ax;
-    *gy = ay;
-}
-
 /* Grid work-items: one computes LENS_PPI pixels along x in each of LENS_RPI rows (the halo's loads and the
  * x offsets are shared by all of them, the row terms by a row's pixels). Item gid of a band of `rows` rows
  * starts at column *i0 and band row *r0; returns 0 past the last item. */
@@ -149,8 +122,7 @@ ASTRO_FN int LENS_FN(lens_item_origin)(size_t gid, int nx, int rows, int *i0, in
  * band row r0, stored within the band (every pixel, or only where mask is set when mask is not null: the
  * float64 recompute of flagged pixels). The accumulators stay local to this function, so every compiler
  * keeps them in registers. exact_offsets is 1 for tables of exact offsets (every SIE remainder
- * |fx| <= 1/2: lens_sie_add_poly) and 0 for the naive tables of the paper's scheme (lens_sie_add on
- * dx = t + fx, rounded at the coordinate's size). */
+ * |fx| <= 1/2) and 0 for the naive tables of the paper's scheme (lens_sie_add says where fx goes). */
 ASTRO_FN_INLINED void LENS_FN(lens_item)(int i0, int r0, int row0, int rows, int nx,
                                 ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT sie, int n_sie,
                                 ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT dpie, int n_dpie, ASTRO_REAL h,
@@ -162,49 +134,36 @@ ASTRO_FN_INLINED void LENS_FN(lens_item)(int i0, int r0, int row0, int rows, int
     ASTRO_REAL gx[LENS_RPI * LENS_PPI], gy[LENS_RPI * LENS_PPI];
 #pragma unroll
     for (int q = 0; q < LENS_RPI * LENS_PPI; ++q) gx[q] = gy[q] = 0;
-    /* di + q is an exact integer pixel offset in both loops. */
+    /* di + q is an exact integer pixel offset in both loops; they differ only in where fx goes. */
     for (int k = 0; exact_offsets && k < n_sie; ++k) {
         ASTRO_GLOBAL const ASTRO_REAL *p = sie + (size_t)k * LENS_SIE_STRIDE;
-        const ASTRO_REAL n11 = p[0], n12 = p[1], n22 = p[2], fx = p[3], di = fi0 - p[5];
-        const ASTRO_REAL n11fx = n11 * fx, n12fx = n12 * fx;
-        ASTRO_REAL c0x[LENS_RPI], c0y[LENS_RPI], b1[LENS_RPI], c0[LENS_RPI];
+        const ASTRO_REAL n11 = p[0], n12 = p[1], fx = p[3], di = fi0 - p[5];
+        ASTRO_REAL mx0[LENS_RPI], my0[LENS_RPI], b1[LENS_RPI], q0[LENS_RPI];
 #pragma unroll
-        for (int s = 0; s < LENS_RPI; ++s) {
-            const ASTRO_REAL dy = ((fj0 + (ASTRO_REAL)s) - p[6]) + p[4];
-            c0x[s] = n11fx + n12 * dy;
-            c0y[s] = n12fx + n22 * dy;
-            b1[s] = c0x[s] + c0x[s];
-            c0[s] = fx * c0x[s] + dy * c0y[s];
-        }
+        for (int s = 0; s < LENS_RPI; ++s)
+            LENS_FN(lens_sie_row_terms)(n11, n12, p[2], fx, ((fj0 + (ASTRO_REAL)s) - p[6]) + p[4], &mx0[s],
+                                        &my0[s], &b1[s], &q0[s]);
 #pragma unroll
-        for (int q = 0; q < LENS_PPI; ++q) {
-            const ASTRO_REAL t = di + (ASTRO_REAL)q;
+        for (int q = 0; q < LENS_PPI; ++q)
 #pragma unroll
             for (int s = 0; s < LENS_RPI; ++s)
-                LENS_FN(lens_sie_add_poly)(t, n11, n12, c0x[s], c0y[s], b1[s], c0[s], &gx[s * LENS_PPI + q],
-                                           &gy[s * LENS_PPI + q]);
-        }
+                LENS_FN(lens_sie_add)(di + (ASTRO_REAL)q, n11, n12, mx0[s], my0[s], b1[s], q0[s],
+                                      &gx[s * LENS_PPI + q], &gy[s * LENS_PPI + q]);
     }
     for (int k = 0; !exact_offsets && k < n_sie; ++k) {
         ASTRO_GLOBAL const ASTRO_REAL *p = sie + (size_t)k * LENS_SIE_STRIDE;
-        const ASTRO_REAL n11 = p[0], n12 = p[1], n22 = p[2], fx = p[3], di = fi0 - p[5];
-        ASTRO_REAL a12[LENS_RPI], a22[LENS_RPI], a12x2[LENS_RPI], c0[LENS_RPI];
+        const ASTRO_REAL n11 = p[0], n12 = p[1], fx = p[3], di = fi0 - p[5];
+        ASTRO_REAL mx0[LENS_RPI], my0[LENS_RPI], b1[LENS_RPI], q0[LENS_RPI];
 #pragma unroll
-        for (int s = 0; s < LENS_RPI; ++s) {
-            const ASTRO_REAL dy = ((fj0 + (ASTRO_REAL)s) - p[6]) + p[4];
-            a12[s] = n12 * dy;
-            a22[s] = n22 * dy;
-            a12x2[s] = a12[s] + a12[s];
-            c0[s] = a22[s] * dy;
-        }
+        for (int s = 0; s < LENS_RPI; ++s)
+            LENS_FN(lens_sie_row_terms)(n11, n12, p[2], (ASTRO_REAL)0, ((fj0 + (ASTRO_REAL)s) - p[6]) + p[4],
+                                        &mx0[s], &my0[s], &b1[s], &q0[s]);
 #pragma unroll
-        for (int q = 0; q < LENS_PPI; ++q) {
-            const ASTRO_REAL dx = (di + (ASTRO_REAL)q) + fx;
+        for (int q = 0; q < LENS_PPI; ++q)
 #pragma unroll
             for (int s = 0; s < LENS_RPI; ++s)
-                LENS_FN(lens_sie_add)(dx, n11, n12, a12[s], a22[s], a12x2[s], c0[s], &gx[s * LENS_PPI + q],
-                                      &gy[s * LENS_PPI + q]);
-        }
+                LENS_FN(lens_sie_add)((di + (ASTRO_REAL)q) + fx, n11, n12, mx0[s], my0[s], b1[s], q0[s],
+                                      &gx[s * LENS_PPI + q], &gy[s * LENS_PPI + q]);
     }
     for (int k = 0; k < n_dpie; ++k) {
         ASTRO_GLOBAL const ASTRO_REAL *p = dpie + (size_t)k * LENS_DPIE_STRIDE;

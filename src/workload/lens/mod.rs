@@ -716,21 +716,18 @@ impl LensProblem {
                         (p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
                     let dy = (fj - jk) + fy;
                     let pixels = ax.iter_mut().zip(ay.iter_mut()).enumerate();
+                    // Where fx goes: into the row terms (exact tables) or into x (naive tables).
                     if t.exact_offsets {
-                        let (c0x, c0y) = (n11 * fx + n12 * dy, n12 * fx + n22 * dy);
-                        let (b1, c0) = (c0x + c0x, fx * c0x + dy * c0y);
+                        let row = SieRow::new(n11, n12, n22, fx, dy);
                         for (i, (sx, sy)) in pixels {
-                            let t = T::from_i32(i as i32) - ik;
-                            let (gx, gy) = sie_add_poly(t, n11, n12, c0x, c0y, b1, c0);
+                            let (gx, gy) = row.add(T::from_i32(i as i32) - ik);
                             *sx = *sx + gx;
                             *sy = *sy + gy;
                         }
                     } else {
-                        let (a12, a22) = (n12 * dy, n22 * dy);
-                        let (a12x2, c0) = (a12 + a12, a22 * dy);
+                        let row = SieRow::new(n11, n12, n22, T::ZERO, dy);
                         for (i, (sx, sy)) in pixels {
-                            let dx = (T::from_i32(i as i32) - ik) + fx;
-                            let (gx, gy) = sie_add(dx, n11, n12, a12, a22, a12x2, c0);
+                            let (gx, gy) = row.add((T::from_i32(i as i32) - ik) + fx);
                             *sx = *sx + gx;
                             *sy = *sy + gy;
                         }
@@ -760,8 +757,7 @@ impl LensProblem {
         let (mut ax, mut ay) = (0.0, 0.0);
         for p in t.sie.chunks_exact(SIE_STRIDE) {
             let (dx, dy) = ((fi - p[5]) + p[3], (fj - p[6]) + p[4]);
-            let (a12, a22) = (p[1] * dy, p[2] * dy);
-            let (gx, gy) = sie_add(dx, p[0], p[1], a12, a22, a12 + a12, a22 * dy);
+            let (gx, gy) = SieRow::new(p[0], p[1], p[2], 0.0, dy).add(dx);
             ax += gx;
             ay += gy;
         }
@@ -954,14 +950,21 @@ impl LensProblem {
     }
 }
 
-/// One SIE halo in the offset polynomial at integer offset t, as lens_sie_add_poly (exact offsets only).
-#[inline(always)]
-fn sie_add_poly<T: Real>(t: T, n11: T, n12: T, c0x: T, c0y: T, b1: T, c0: T) -> (T, T) {
-    let mx = n11 * t + c0x;
-    let my = n12 * t + c0y;
-    let q = (n11 * t + b1) * t + c0;
-    let r = T::ONE / q.max(T::from_f64(1e-37)).sqrt();
-    (mx * r, my * r)
+/// A job of the lens program (no defines: both precisions live in one program).
+fn lens_job(
+    buffers: Vec<BufferSpec<'_>>,
+    steps: Vec<Step>,
+    warmup: u32,
+    repeats: u32,
+) -> KernelJob<'_> {
+    KernelJob {
+        program: &PROGRAM,
+        defines: vec![],
+        buffers,
+        steps,
+        warmup,
+        repeats,
+    }
 }
 
 /// Whether a mixed scheme adds the paper's fixed float64 patches around halo centres.
@@ -976,16 +979,41 @@ fn smaller_eigenvalue(a: f32, b: f32, c: f32) -> f32 {
     (mean - radius).abs().min((mean + radius).abs())
 }
 
-/// One SIE halo at pixel offset dx, given the row terms of the offset dy (a12 = n12·dy, a22 = n22·dy,
-/// a12x2 = 2·a12, c0 = n22·dy²): the same operations, in the same order, as lens_sie_add in
-/// cl/common/lens_model.h.
-#[inline(always)]
-fn sie_add<T: Real>(dx: T, n11: T, n12: T, a12: T, a22: T, a12x2: T, c0: T) -> (T, T) {
-    let mx = n11 * dx + a12;
-    let my = n12 * dx + a22;
-    let q = (n11 * dx + a12x2) * dx + c0;
-    let r = T::ONE / q.max(T::from_f64(1e-37)).sqrt();
-    (mx * r, my * r)
+/// One SIE halo along a row, as lens_sie_row_terms and lens_sie_add in cl/common/lens_model.h: the offset
+/// is d = d0 + (x, 0) with d0 = (d0x, dy); the row terms are N·d0 and d0ᵀN·d0.
+struct SieRow<T> {
+    n11: T,
+    n12: T,
+    mx0: T,
+    my0: T,
+    b1: T,
+    q0: T,
+}
+
+impl<T: Real> SieRow<T> {
+    #[inline(always)]
+    fn new(n11: T, n12: T, n22: T, d0x: T, dy: T) -> Self {
+        let mx0 = n11 * d0x + n12 * dy;
+        let my0 = n12 * d0x + n22 * dy;
+        SieRow {
+            n11,
+            n12,
+            mx0,
+            my0,
+            b1: mx0 + mx0,
+            q0: d0x * mx0 + dy * my0,
+        }
+    }
+
+    /// The deflection at x along the row.
+    #[inline(always)]
+    fn add(&self, x: T) -> (T, T) {
+        let mx = self.n11 * x + self.mx0;
+        let my = self.n12 * x + self.my0;
+        let q = (self.n11 * x + self.b1) * x + self.q0;
+        let r = T::ONE / q.max(T::from_f64(1e-37)).sqrt();
+        (mx * r, my * r)
+    }
 }
 
 /// One dPIE halo from its table row (see cl/common/lens_model.h for the fields).
@@ -1163,14 +1191,7 @@ impl LensProblem {
         repeats: u32,
     ) -> KernelJob<'a> {
         let (buffers, steps) = self.mixed_pipeline(p, row0, rows, true);
-        KernelJob {
-            program: &PROGRAM,
-            defines: vec![],
-            buffers,
-            steps,
-            warmup,
-            repeats,
-        }
+        lens_job(buffers, steps, warmup, repeats)
     }
 
     /// Buffers (indices of `buf`) and steps of one band's mixed-precision grid: the float32 grid over the
@@ -1387,17 +1408,7 @@ impl LensProblem {
                         local: Local::Prefer(GPU_GROUP),
                     }),
                 ]);
-                (
-                    row0,
-                    KernelJob {
-                        program: &PROGRAM,
-                        defines: vec![],
-                        buffers,
-                        steps,
-                        warmup,
-                        repeats,
-                    },
-                )
+                (row0, lens_job(buffers, steps, warmup, repeats))
             })
             .collect()
     }
@@ -1485,14 +1496,12 @@ impl Workload for LensProblem {
                             len: rows * self.n,
                         },
                     ]);
-                    KernelJob {
-                        program: &PROGRAM,
-                        defines: vec![],
+                    lens_job(
                         buffers,
-                        steps: vec![self.grid_launch(precision, row0, rows)],
+                        vec![self.grid_launch(precision, row0, rows)],
                         warmup,
                         repeats,
-                    }
+                    )
                 })
                 .collect()
         };
