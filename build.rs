@@ -1,11 +1,11 @@
-//! Build script. Availability level 2 of DESIGN.md §2: each optional model is compiled only when its
+//! Build script, the build-time availability check: each optional model is compiled only when its
 //! cargo feature is on AND its tools are found; otherwise a `cargo:warning` says why and the binary
 //! reports the model as `not_built` with that reason.
 //!
 //! - `cuda`: nvcc from $NVCC, else `.tools/cuda` (scripts/setup.sh), else PATH. Kernels in ports/cuda are
 //!   compiled for sm_90 (Hopper) plus PTX for newer GPUs and linked with the static CUDA runtime.
 //! - `sycl`: the DPC++ runtime from $ASTROPORT_SYCL_ROOT, else `.tools/sycl`. Host glue is plain C++17
-//!   built by g++; kernels are compiled at run time (TOOLCHAIN.md).
+//!   built by g++; kernels are compiled at run time (docs/toolchain.md).
 //!
 //! Provenance (git commit, dirty flag, rustc, features) is embedded for the result rows.
 
@@ -161,7 +161,7 @@ const NVCC_FLAGS: &[&str] = &[
 
 fn build_cuda(root: &Path, nvcc: &Path) {
     let bin = nvcc.parent().unwrap();
-    // cc's CUDA mode runs `nvcc` from PATH (setting .compiler() made it pass gcc flags: TOOLCHAIN.md).
+    // cc's CUDA mode runs `nvcc` from PATH (setting .compiler() made it pass gcc flags to nvcc).
     let path = format!("{}:{}", bin.display(), env::var("PATH").unwrap_or_default());
     env::set_var("PATH", &path);
     let version = output(nvcc.to_str().unwrap(), &["--version"])

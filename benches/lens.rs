@@ -1,14 +1,13 @@
 //! Criterion micro-benchmark of the `cpu` model's lens gradient (tiny preset). The portability report
 //! itself comes from `astroport bench`; this guards the CPU path against regressions.
 
-use astroport::backend::Precision;
-use astroport::workload::lens::{LensOptions, LensProblem, Preset};
-use astroport::workload::Workload;
+use astroport::exec::SinglePass;
+use astroport::workload::lens::{LensMode, LensOptions, LensProblem, Preset};
 use criterion::{criterion_group, criterion_main, Criterion};
 
 fn lens_cpu(c: &mut Criterion) {
     let problem = LensProblem::preset(Preset::Tiny, &LensOptions::default()).expect("tiny preset");
-    for p in Precision::ALL {
+    for p in [LensMode::F32, LensMode::F64] {
         c.bench_function(&format!("lens tiny cpu {p}"), |b| {
             b.iter(|| problem.run_cpu(p))
         });

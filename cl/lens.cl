@@ -42,10 +42,10 @@ __kernel void lens_patch(__global const int *restrict centres, const int n_centr
     lens_patch_item(get_global_id(0), centres, n_centres, size, nx, row0, rows, mask, counter);
 }
 
-__kernel void lens_chunk(__global const unsigned int *restrict mask, const int nx, const int rows,
+__kernel void lens_compact_mask(__global const unsigned int *restrict mask, const int nx, const int rows,
                          __global unsigned int *restrict items, __global unsigned int *counter)
 {
-    lens_chunk_item(get_global_id(0), mask, nx, rows, items, counter);
+    lens_compact_mask_item(get_global_id(0), mask, nx, rows, items, counter);
 }
 
 __kernel void lens_recompute(__global const unsigned int *restrict items, __global const unsigned int *counter,

@@ -1,5 +1,5 @@
 // SYCL host plumbing, plain C++17 (no cxx types): testable with g++ alone against DPC++'s runtime
-// (sycl_ext_oneapi_kernel_compiler builds the kernels at run time; see /work/shared/TOOLCHAIN.md).
+// (sycl_ext_oneapi_kernel_compiler builds the kernels at run time; see docs/toolchain.md).
 // cpp/sycl_bridge.cpp adapts it to the cxx bridge declared in cpp/sycl_bridge.h.
 #pragma once
 #include <cstddef>

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Markdown tables of the porting study from astroport's cubature rows (JSON Lines, schema astroport.cubature/1).
+"""Markdown tables of the porting study from astroport's cubature rows (JSON Lines: astroport.row/2 rows of the
+cubature workload, or the older astroport.cubature/1 rows).
 
 Usage: scripts/cubature_tables.py ROWS.jsonl [more.jsonl ...] > tables.md
        scripts/cubature_tables.py --upstream RUN1.jsonl [RUN2.jsonl ...] > vs-upstream.md
@@ -21,11 +22,52 @@ def fmt_s(s):
     return f"{s * 1e6:.1f} µs"
 
 
+def cubature_rows(path):
+    """The cubature rows of a file, each in the astroport.cubature/1 shape this script reads."""
+    for line in open(path):
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        if r.get("schema") == "astroport.cubature/1":
+            yield r
+        elif r.get("workload") == "cubature":
+            yield from_row2(r)
+
+
+def from_row2(r):
+    """An astroport.row/2 cubature row in the older shape: `size` is "METHOD F DIMD epsrel EPS"."""
+    method, f, dim, _, eps = r["size"].split()
+    d = r.get("details")
+    outcome = None
+    if d:
+        outcome = dict(d, status=d["stop"], total_s=r["time_s"]["median"])
+    kernels = [
+        {
+            "kernel": s["name"],
+            "device_s": s["median_s"],
+            "regs_per_thread": (s.get("resources") or {}).get("regs_per_thread"),
+            "occupancy": (s.get("resources") or {}).get("occupancy"),
+        }
+        for s in r.get("steps", [])
+    ]
+    return {
+        "method": method,
+        "integrand": f,
+        "dim": int(dim.rstrip("D")),
+        "epsrel": float(eps),
+        "backend": r["backend"],
+        "run": "ok" if d else f"{r['status']}: {r['reason']}",
+        "outcome": outcome,
+        "true_rel_err": d.get("true_rel_error") if d else None,
+        "covered": d.get("covered") if d else None,
+        "kernels": kernels,
+    }
+
+
 def main(paths):
     rows = {}
     for p in paths:
-        for line in open(p):
-            r = json.loads(line)
+        for r in cubature_rows(p):
             rows[(r["method"], r["integrand"], r["dim"], r["epsrel"], r["backend"])] = r
     order = ["sum", "f1", "f2", "f3", "f4", "f5", "f6"]
     keys = sorted({k[:4] for k in rows}, key=lambda k: (k[0], k[2], order.index(k[1]), -k[3]))
@@ -75,7 +117,7 @@ def main(paths):
         print(f"\n{method}: {ok} of {len(c)} runs that claim convergence have |true error| ≤ reported error.")
 
 
-# The seed's own CUDA PAGANI on an H200 (research/cubature-gpu-anchor.md): wall seconds (the median of the three
+# The seed's own CUDA PAGANI (github.com/marcpaterno/gpuintegration) run on an H200: wall seconds (the median of the three
 # repeats where they were run), and whether it converged (status 0).
 UPSTREAM = {
     ("f1", 5): [(1e-3, 0.000636, True), (1e-4, 0.001303, True), (1e-5, 0.001398, True), (1e-6, 0.002115, True)],
@@ -98,8 +140,7 @@ def upstream(paths):
     runs = []
     for p in paths:
         rows = {}
-        for line in open(p):
-            r = json.loads(line)
+        for r in cubature_rows(p):
             if r["method"] == "pagani" and r["backend"].startswith("cuda") and r.get("outcome"):
                 rows[(r["integrand"], r["dim"], r["epsrel"])] = r
         runs.append(rows)

@@ -8,5 +8,5 @@ bin="${ASTROPORT_BIN:-.carry/astroport}"
 icd=$(mktemp -d)
 echo "libnvidia-opencl.so.1" > "$icd/nvidia.icd"
 export OCL_ICD_VENDORS="$icd"
-"$bin" chi2 --preset hff --backend cuda --backend opencl --repeats "${REPEATS:-7}" --out "$out" \
+"$bin" run lens-chi2 --preset hff --backend cuda --backend opencl --repeats "${REPEATS:-7}" --out "$out" \
   --write-images "$out/mock-systems-hff.csv" 2>&1 | tee "$out/chi2.log"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Cubature on the lent GPU machine (no Rust there): PAGANI and m-Cubes on CUDA and NVIDIA OpenCL for the
-# seed's grid of integrands, dimensions and tolerances, plus the Σx control. Rows land in $OUT/cubature.jsonl,
+# seed's grid of integrands, dimensions and tolerances, plus the Σx control. Rows land in $OUT/results.jsonl,
 # logs in $OUT/*.log. STAGE picks a part (each fits one 10-minute device call):
 #   probe   one quick PAGANI and m-Cubes run per backend
 #   pagani  PAGANI f1..f6 and sum, 5D and 8D, epsrel 1e-3..1e-6, on CUDA then NVIDIA OpenCL
@@ -18,9 +18,10 @@ cap=${MAX_SECONDS:-25}
 run() {  # name, then astroport arguments
   local name=$1; shift
   local t0=$SECONDS
-  "$bin" run cubature "$@" ${CUBATURE_ARGS:-} --max-seconds "$cap" --out "$out" > "$out/$name.log" 2>&1 || status=1
-  echo "$name: $((SECONDS - t0)) s wall"; grep -E "^│ (pagani|mcubes)" "$out/$name.log" | cut -c1-260
-  grep coverage "$out/$name.log"
+  "$bin" run cubature "$@" ${CUBATURE_ARGS:-} --max-seconds "$cap" --repeats "${REPEATS:-1}" --warmup "${WARMUP:-0}" \
+    --out "$out" > "$out/$name.log" 2>&1 || status=1
+  echo "$name: $((SECONDS - t0)) s wall"; grep -E "^│ cubature" "$out/$name.log" | cut -c1-260
+  grep "claim convergence" "$out/$name.log"
 }
 case "${STAGE:-probe}" in
   probe)

@@ -15,7 +15,7 @@ for part in $parts; do
     opencl) env OUT="$base/$part" STAGE=sweep SWEEP_BACKEND=nvidia-opencl MAX_SECONDS=12 bash scripts/gpu_cubature.sh ;;
     mcubes) env OUT="$base/$part" STAGE=mcubes MAX_SECONDS=8 bash scripts/gpu_cubature.sh ;;
   esac | grep -v "^│" || status=1
-  cp "$base/$part/cubature.jsonl" "$base/$part.jsonl"
+  cp "$base/$part/results.jsonl" "$base/$part.jsonl"
 done
 first=${parts%% *}
 cp "$base/$first/machine.txt" "$base/$first/devices.txt" "$base/"

@@ -24,8 +24,27 @@ def rows(path):
 
 
 def extra(row, key):
+    """A workload figure: `details` in astroport.row/2, `accuracy.extra` in row/1."""
+    if row.get("details"):
+        return row["details"].get(key)
     acc = row.get("accuracy") or {}
     return dict(acc.get("extra", [])).get(key)
+
+
+def chi2_runs(folder):
+    """The χ² rows of a run: lens-chi2 rows (astroport.row/2) in the older astroport.chi2/1 shape."""
+    if (folder / "chi2.jsonl").exists():
+        return rows(folder / "chi2.jsonl")
+    if not (folder / "results.jsonl").exists():
+        return []
+    out = []
+    for r in rows(folder / "results.jsonl"):
+        d = r.get("details")
+        if r.get("workload") != "lens-chi2" or not d:
+            continue
+        out.append(dict(d, backend=r["backend"], device=r["device"], time_s=r["time_s"]["median"],
+                        steps=r.get("steps", []), same_images=r["status"] == "ok"))
+    return out
 
 
 def ms(seconds):
@@ -91,12 +110,12 @@ def main(folder):
             f"| {mode} | {len(watts)} | {p:.0f} W | {statistics.median(clocks):.0f} MHz | {ms(t)} | "
             f"{p * t:.1f} J |"
         )
-    chi2 = folder / "chi2" / "chi2.jsonl"
-    if chi2.exists():
+    chi2_rows = chi2_runs(folder / "chi2")
+    if chi2_rows:
         print()
         print("| χ² backend | device time | grid | flags | recompute | delensing | χ² (ref.) | missing / extra | same images |")
         print("|---|---|---|---|---|---|---|---|---|")
-        for r in rows(chi2):
+        for r in chi2_rows:
             steps = {s["name"]: s["median_s"] for s in r.get("steps", [])}
             print(
                 f"| {r['backend']} ({r['device'][:24]}) | {ms(r['time_s'])} | "

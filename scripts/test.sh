@@ -7,5 +7,5 @@ cd "$root"
 source scripts/env.sh
 export ASTROPORT_REQUIRE="${ASTROPORT_REQUIRE:-opencl-pocl,opencl-intel,sycl}"
 # One test thread: once in several runs, tests/backends.rs died with SIGSEGV while several test threads used
-# Intel's CPU OpenCL/SYCL runtime at once (not reproduced in 3 reruns; see docs/handover.md).
+# Intel's CPU OpenCL/SYCL runtime at once (not reproduced in 3 reruns; see docs/architecture.md).
 cargo test --release --features "$ASTROPORT_FEATURES" "$@" -- --test-threads=1

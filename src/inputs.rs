@@ -74,8 +74,11 @@ pub fn io_error(path: &Path, source: std::io::Error) -> InputError {
     }
 }
 
-/// Writes `bytes` to a new temporary file in the target's directory, syncs it and renames it over
-/// the target (atomic on one file system). On any failure the temporary file is removed.
+/// Writes `bytes` to a new temporary file in the target's directory, syncs it, renames it over the target
+/// (atomic on one file system) and syncs the directory, so a reader sees the old file or the whole new one,
+/// never a part. The temporary name is unique per process and call: concurrent writers of the same target
+/// never share one (the last rename wins). On any failure the temporary file is removed. The one atomic
+/// writer of the project: every output file goes through it or through [`append_lines`].
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), InputError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let name = path.file_name().ok_or_else(|| {
@@ -103,12 +106,34 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), InputError> {
         f.write_all(bytes)?;
         f.sync_all()?;
         drop(f);
-        fs::rename(&tmp, path)
+        fs::rename(&tmp, path)?;
+        // The rename itself is durable once the directory is synced (best effort: not every file system
+        // lets a directory be opened for this).
+        if let Ok(d) = fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
     })();
     result.map_err(|e| {
         let _ = fs::remove_file(&tmp);
         io_error(path, e)
     })
+}
+
+/// Appends `text` (whole lines) to `path`, creating it, under an exclusive lock on the file, in one write,
+/// then syncs it: lines of concurrent writers never interleave, and a crash leaves whole lines only.
+pub fn append_lines(path: &Path, text: &str) -> Result<(), InputError> {
+    let result = (|| {
+        let mut f = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        f.lock()?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        f.unlock()
+    })();
+    result.map_err(|e| io_error(path, e))
 }
 
 /// A CSV writer into memory. It quotes any field holding '#', so a name cannot turn its row into a comment.

@@ -5,9 +5,11 @@
 pub mod backend;
 pub mod bench;
 pub mod cli;
+pub mod exec;
 pub mod inputs;
 pub mod limits;
 pub mod oracle;
+pub mod registry;
 pub mod report;
 pub mod results;
 pub mod workload;

@@ -70,7 +70,7 @@ pub fn pipe_floor(
     instr: f64,
 ) -> Option<(f64, String)> {
     let p = peak(info)?;
-    let lanes = match precision.base() {
+    let lanes = match precision {
         Precision::F64 => p.fp64_lanes_per_cu,
         _ => p.fp32_lanes_per_cu,
     };
@@ -80,7 +80,7 @@ pub fn pipe_floor(
         format!(
             "{} {} pipe: {} SMs x {} lanes x {:.2} GHz / {instr} instr per unit",
             p.name,
-            precision.base().name().to_uppercase(),
+            precision.name().to_uppercase(),
             info.compute_units,
             lanes,
             p.clock_hz / 1e9

@@ -1,5 +1,6 @@
 //! Reports rendered from rows: the terminal table and Markdown. The ratio to the native model is computed
-//! here: CUDA on the same NVIDIA GPU, the Rust `cpu` model on CPUs.
+//! here: CUDA on the same NVIDIA GPU, the Rust `cpu` model on CPUs. Reports read rows only, never a
+//! workload: what a workload wants shown is in its rows (`details`).
 
 use crate::results::{Row, Status};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
@@ -11,6 +12,7 @@ pub fn native_ratio(row: &Row, rows: &[Row]) -> Option<(f64, &'static str)> {
         r.status == Status::Ok
             && r.workload == row.workload
             && r.preset == row.preset
+            && r.size == row.size
             && r.precision == row.precision
     };
     let (native, label) = if row.device_type == "gpu" {
@@ -34,6 +36,19 @@ pub fn fmt_time(s: f64) -> String {
         format!("{:.3} ms", s * 1e3)
     } else {
         format!("{:.1} µs", s * 1e6)
+    }
+}
+
+/// The first cell: the workload, and the problem too when the rows hold several of that workload (a
+/// cubature suite).
+fn problem_cell(row: &Row, rows: &[Row]) -> String {
+    let several = rows
+        .iter()
+        .any(|r| r.workload == row.workload && r.size != row.size);
+    if several {
+        format!("{}: {}", row.workload, row.size)
+    } else {
+        row.workload.clone()
     }
 }
 
@@ -81,7 +96,7 @@ fn cells(row: &Row, rows: &[Row]) -> Vec<String> {
         None => (dash(), dash()),
     };
     vec![
-        row.workload.clone(),
+        problem_cell(row, rows),
         row.backend.clone(),
         row.device.clone(),
         row.precision.clone(),
@@ -115,7 +130,7 @@ const HEADERS: [&str; 14] = [
     "max rel",
 ];
 
-/// The terminal table, followed by the reasons of rows that are not `ok`.
+/// The terminal table, followed by the reasons of rows that are not `ok` and the claims of convergence.
 pub fn terminal(rows: &[Row]) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
@@ -126,7 +141,41 @@ pub fn terminal(rows: &[Row]) -> String {
     let mut out = t.to_string();
     out.push('\n');
     out.push_str(&reasons(rows));
+    for line in claims(rows) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     out
+}
+
+/// Per workload and method, how many claims of convergence cover the truth: rows whose `details` carry
+/// `covered` (true or false when the run claimed convergence), `method` and what the claim is (`claim`).
+pub fn claims(rows: &[Row]) -> Vec<String> {
+    let mut groups: Vec<(String, String, usize, usize)> = Vec::new();
+    for r in rows {
+        let Some(d) = &r.details else { continue };
+        let Some(covered) = d.get("covered").and_then(|c| c.as_bool()) else {
+            continue;
+        };
+        let method = d.get("method").and_then(|m| m.as_str()).unwrap_or_default();
+        let claim = d.get("claim").and_then(|m| m.as_str()).unwrap_or("error");
+        let key = format!("{} {method}", r.workload).trim().to_string();
+        match groups.iter_mut().find(|g| g.0 == key) {
+            Some(g) => {
+                g.2 += 1;
+                g.3 += usize::from(covered);
+            }
+            None => groups.push((key, claim.to_string(), 1, usize::from(covered))),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(key, claim, claimed, covered)| {
+            format!(
+                "{key}: {covered} of {claimed} runs that claim convergence have |true error| <= reported error ({claim})"
+            )
+        })
+        .collect()
 }
 
 /// One line per row that is not ok: its first reason line and, for a multi-line reason such as a build log,
@@ -161,12 +210,17 @@ fn reasons(rows: &[Row]) -> String {
 /// A Markdown report of the rows, with the resource sources and accuracy tolerances spelled out.
 pub fn markdown(title: &str, rows: &[Row]) -> String {
     let mut md = format!("# {title}\n\n");
+    let mut problems: Vec<String> = Vec::new();
+    for r in rows {
+        let p = format!("{} `{}` ({})", r.workload, r.preset, r.size);
+        if !problems.contains(&p) {
+            problems.push(p);
+        }
+    }
     if let Some(r) = rows.first() {
         md.push_str(&format!(
-            "Problem: {} `{}` preset, {}. astroport {} (commit {}{}), features: {}.\n\n",
-            r.workload,
-            r.preset,
-            r.size,
+            "Problems: {}.\n\nastroport {} (commit {}{}), features: {}.\n\n",
+            problems.join("; "),
             r.provenance.astroport_version,
             r.provenance.git_commit,
             if r.provenance.git_dirty {
@@ -186,10 +240,19 @@ pub fn markdown(title: &str, rows: &[Row]) -> String {
         ));
     }
     md.push_str("\nRatio: this row's median time over the native model's on the same device (CUDA on NVIDIA GPUs, the Rust `cpu` model on CPUs); above 1 is slower.\n\n");
+    let claims = claims(rows);
+    if !claims.is_empty() {
+        md.push_str("## Claims of convergence\n\n");
+        for c in claims {
+            md.push_str(&format!("- {c}\n"));
+        }
+        md.push('\n');
+    }
     md.push_str("## Details\n\n");
     for r in rows {
         md.push_str(&format!(
-            "- `{}` {} ({}): **{}**",
+            "- {} `{}` {} ({}): **{}**",
+            problem_cell(r, rows),
             r.backend,
             r.precision,
             r.device,
@@ -222,6 +285,19 @@ pub fn markdown(title: &str, rows: &[Row]) -> String {
         if !r.provenance.driver.is_empty() {
             md.push_str(&format!("; driver {}", r.provenance.driver));
         }
+        if let Some(serde_json::Value::Object(d)) = &r.details {
+            let figures: Vec<String> = d
+                .iter()
+                .map(|(k, v)| match v {
+                    serde_json::Value::Number(n) => match n.as_f64() {
+                        Some(x) if x.fract() != 0.0 => format!("{k} {x:.4e}"),
+                        _ => format!("{k} {n}"),
+                    },
+                    other => format!("{k} {other}"),
+                })
+                .collect();
+            md.push_str(&format!("; details: {}", figures.join(", ")));
+        }
         md.push('\n');
     }
     md
@@ -233,22 +309,29 @@ mod tests {
     use crate::results::Provenance;
 
     fn failed_row(reason: &str) -> Row {
-        let problem = crate::workload::lens::LensProblem::preset(
-            crate::workload::lens::Preset::Tiny,
-            &Default::default(),
-        )
-        .unwrap();
-        let mut row = crate::bench::base_row(
-            &problem,
-            "opencl:0:0".into(),
-            crate::backend::Model::Opencl,
-            "cpu".into(),
-            crate::backend::Precision::F32,
-            Provenance::new(String::new(), String::new(), String::new()),
-        );
-        row.status = Status::Failed;
-        row.reason = reason.into();
-        row
+        Row {
+            schema: crate::results::SCHEMA.into(),
+            workload: "lens".into(),
+            preset: "tiny".into(),
+            size: "128² px".into(),
+            backend: "opencl:0:0".into(),
+            model: "opencl".into(),
+            device: "cpu".into(),
+            device_type: "cpu".into(),
+            precision: "f32".into(),
+            status: Status::Failed,
+            reason: reason.into(),
+            time_s: None,
+            build_s: None,
+            throughput: None,
+            limit: None,
+            accuracy: None,
+            resources: None,
+            launch: None,
+            steps: Vec::new(),
+            details: None,
+            provenance: Provenance::new(String::new(), String::new(), String::new()),
+        }
     }
 
     /// A build failure's screen line shows the compiler's error lines, not only the reason's first line.

@@ -1,21 +1,30 @@
-//! Result rows: one JSON object per (workload, preset, backend, precision), versioned, appended to
-//! `results.jsonl`. Reports (terminal, Markdown) are rendered from rows; ratios between models are
-//! computed at report time.
+//! Result rows: one JSON object per (workload problem, backend, mode), versioned, appended to
+//! `results.jsonl`. Every workload writes the same row; its own figures go in `details`. Reports (terminal,
+//! Markdown) are rendered from rows, and ratios between models are computed at report time.
 
 use crate::backend::{Resources, StepReport};
+use crate::exec::{LaunchSummary, TimeStats};
 use crate::workload::Accuracy;
-use serde::Serialize;
-use std::io::Write;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Bump when a field changes meaning or is removed; adding fields keeps the version.
-pub const SCHEMA: &str = "astroport.row/1";
+/// Row 2 (from row 1): every workload writes it (cubature had `astroport.cubature/1`); `details` holds the
+/// workload's own figures (row 1's `accuracy.extra`); status `unconverged`; `time_s.timer` may be
+/// "wall clock".
+pub const SCHEMA: &str = "astroport.row/2";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// What happened to a run. Only `failed` is a failure (exit code 1): `unconverged` is an iterative method
+/// that stopped short of its target and said so; the last three are backends that could not run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
+    /// Ran and passed verification.
     Ok,
+    /// Failed verification or execution.
     Failed,
+    /// Ran, verified, but did not reach the requested tolerance (the reason says why); no claim is made.
+    Unconverged,
     NotBuilt,
     NoRuntime,
     NoDevice,
@@ -26,6 +35,7 @@ impl Status {
         match self {
             Status::Ok => "ok",
             Status::Failed => "failed",
+            Status::Unconverged => "unconverged",
             Status::NotBuilt => "not_built",
             Status::NoRuntime => "no_runtime",
             Status::NoDevice => "no_device",
@@ -33,64 +43,26 @@ impl Status {
     }
 }
 
-/// Kernel time statistics over the timed repeats (warm-up excluded), seconds. For a tiled problem each
-/// statistic is the sum over bands.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct TimeStats {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-    pub repeats: u32,
-    pub warmup: u32,
-    /// "device events" for accelerators, "host clock" for the cpu model.
-    pub timer: &'static str,
-}
-
-impl TimeStats {
-    pub fn from_samples(samples: &[f64], warmup: u32, timer: &'static str) -> Option<Self> {
-        if samples.is_empty() {
-            return None;
-        }
-        let min = samples.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        Some(TimeStats {
-            median: crate::backend::median(samples),
-            min,
-            max,
-            repeats: samples.len() as u32,
-            warmup,
-            timer,
-        })
-    }
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Throughput {
     pub value: f64,
     pub unit: String,
 }
 
 /// The device limit ("floor") the run is compared with.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Limit {
     pub floor_s: f64,
     pub fraction: f64,
     pub basis: String,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Launch {
-    pub global: u64,
-    pub local: u64,
-    pub bands: u32,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Provenance {
-    pub git_commit: &'static str,
+    pub git_commit: String,
     pub git_dirty: bool,
-    pub astroport_version: &'static str,
-    pub features: &'static str,
+    pub astroport_version: String,
+    pub features: String,
     pub toolchain: String,
     pub driver: String,
     pub build_options: String,
@@ -101,10 +73,10 @@ pub struct Provenance {
 impl Provenance {
     pub fn new(toolchain: String, driver: String, build_options: String) -> Self {
         Provenance {
-            git_commit: env!("ASTROPORT_GIT_COMMIT"),
+            git_commit: env!("ASTROPORT_GIT_COMMIT").into(),
             git_dirty: env!("ASTROPORT_GIT_DIRTY") == "true",
-            astroport_version: env!("CARGO_PKG_VERSION"),
-            features: env!("ASTROPORT_FEATURES"),
+            astroport_version: env!("CARGO_PKG_VERSION").into(),
+            features: env!("ASTROPORT_FEATURES").into(),
             toolchain,
             driver,
             build_options,
@@ -120,17 +92,19 @@ impl Provenance {
     }
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Row {
-    pub schema: &'static str,
+    pub schema: String,
     pub workload: String,
     pub preset: String,
+    /// The problem in one line (grid and halos, points and frequencies, integrand and tolerance).
     pub size: String,
     pub backend: String,
     pub model: String,
     pub device: String,
     /// "gpu", "cpu" or "-" (absent): decides the native model a row is compared with.
     pub device_type: String,
+    /// The mode: f32, f64, or a workload's own scheme (the lens's mixed-precision schemes).
     pub precision: String,
     pub status: Status,
     pub reason: String,
@@ -140,39 +114,33 @@ pub struct Row {
     pub limit: Option<Limit>,
     pub accuracy: Option<Accuracy>,
     pub resources: Option<Resources>,
-    pub launch: Option<Launch>,
-    /// Per-step medians and resources of a multi-step job (summed over bands), in step order.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub launch: Option<LaunchSummary>,
+    /// Per-step (or per-kernel) medians and resources, summed over bands, in step order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepReport>,
+    /// The workload's own figures (for example the lens's error budget, an integrator's estimate and
+    /// reported error); their fields are documented with each workload's `Details` type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
     pub provenance: Provenance,
 }
 
-/// Appends records to `dir/file` (JSON Lines), one complete line per record (a crash leaves whole lines
-/// only).
+/// Appends records to `dir/file` as JSON Lines through [`crate::inputs::append_lines`]: one locked write of
+/// whole lines, so concurrent runs sharing a folder never interleave and a crash leaves whole lines only.
 pub fn append_jsonl<T: Serialize>(
     dir: &Path,
     file: &str,
     rows: &[T],
-) -> std::io::Result<std::path::PathBuf> {
-    std::fs::create_dir_all(dir)?;
+) -> Result<std::path::PathBuf, crate::inputs::InputError> {
     let path = dir.join(file);
+    std::fs::create_dir_all(dir).map_err(|e| crate::inputs::io_error(dir, e))?;
     let mut text = String::new();
     for r in rows {
-        text.push_str(&serde_json::to_string(r).map_err(std::io::Error::other)?);
+        let line = serde_json::to_string(r)
+            .map_err(|e| crate::inputs::io_error(&path, std::io::Error::other(e)))?;
+        text.push_str(&line);
         text.push('\n');
     }
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
+    crate::inputs::append_lines(&path, &text)?;
     Ok(path)
-}
-
-/// Writes a file atomically (temporary file, then rename), so no half-written report looks complete.
-pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
 }

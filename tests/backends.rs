@@ -5,12 +5,14 @@
 //! missing runtime fails CI instead of being skipped silently.
 
 use astroport::backend::{
-    discover, DType, HostVec, KernelArg, KernelJob, Local, Model, Precision, Program, Target,
+    discover, Choice, DType, HostVec, KernelArg, KernelJob, Local, Model, Program, Target,
 };
-use astroport::bench::{self, Choice, RunOptions};
+use astroport::bench;
+use astroport::exec::{DeviceBudget, RunOptions, SinglePass};
 use astroport::results::Status;
-use astroport::workload::lens::{LensOptions, LensProblem, Preset, TOL_F32_ABS, TOL_F64_REL};
-use astroport::workload::Workload;
+use astroport::workload::lens::{
+    LensMode, LensOptions, LensProblem, Preset, TOL_F32_ABS, TOL_F64_REL,
+};
 
 fn required() -> Vec<String> {
     std::env::var("ASTROPORT_REQUIRE")
@@ -59,12 +61,12 @@ fn all_backends_agree_with_reference_tiny() {
     let d = discover();
     let choices: Vec<Choice> = d.targets.iter().map(Choice::Run).collect();
     let opts = RunOptions {
-        precisions: Precision::ALL.to_vec(),
-        selectors: vec![],
         warmup: 1,
         repeats: 2,
+        device_mem_cap: None,
     };
-    let rows = bench::run(&problem, &choices, &opts, |_| {});
+    let modes = [LensMode::F32, LensMode::F64];
+    let rows = bench::run(&problem, &modes, &choices, &opts, &mut |_| {});
     assert_eq!(rows.len(), 2 * d.targets.len());
     for r in &rows {
         assert_eq!(
@@ -120,13 +122,8 @@ fn device_backends_agree_at_ci() {
         .filter(|t| t.model() != Model::Cpu)
         .map(Choice::Run)
         .collect();
-    let opts = RunOptions {
-        precisions: Precision::ALL.to_vec(),
-        selectors: vec![],
-        warmup: 0,
-        repeats: 1,
-    };
-    let rows = bench::run(&problem, &choices, &opts, |_| {});
+    let modes = [LensMode::F32, LensMode::F64];
+    let rows = bench::run(&problem, &modes, &choices, &RunOptions::once(), &mut |_| {});
     for r in &rows {
         assert_eq!(
             r.status,
@@ -155,13 +152,7 @@ fn device_backends_agree_at_ci() {
 /// compiler may treat band edges differently: a few ulp of the ~30″ total, ulp(32) = 3.8e-6″).
 #[test]
 fn tiled_run_equals_single_band() {
-    let tiled_opts = LensOptions {
-        n: Some(200),
-        device_mem_limit: Some(200 * 4 * 2 * 7),
-        ..Default::default()
-    };
-    let tiled = LensProblem::preset(Preset::Tiny, &tiled_opts).unwrap();
-    let whole = LensProblem::preset(
+    let problem = LensProblem::preset(
         Preset::Tiny,
         &LensOptions {
             n: Some(200),
@@ -174,17 +165,15 @@ fn tiled_run_equals_single_band() {
         let Target::Device(dev) = t else {
             unreachable!()
         };
-        let run = |p: &LensProblem| {
-            let plan = p.plan(
-                Precision::F32,
-                dev.info().max_alloc_bytes,
-                dev.info().global_mem_bytes,
-                0,
-                1,
-            );
-            let bands = plan.jobs.len();
-            let outs = plan
-                .jobs
+        // The whole device, and a budget of 7 rows' worth of the two float32 outputs (200 px × 4 B × 2).
+        let run = |mem: u64| {
+            let budget = DeviceBudget {
+                max_alloc: dev.info().max_alloc_bytes,
+                mem,
+            };
+            let jobs = problem.plan(LensMode::F32, budget, &RunOptions::once());
+            let bands = jobs.len();
+            let outs = jobs
                 .iter()
                 .map(|j| {
                     dev.run(j)
@@ -192,10 +181,10 @@ fn tiled_run_equals_single_band() {
                         .outputs
                 })
                 .collect();
-            (bands, p.assemble(outs))
+            (bands, problem.assemble(outs))
         };
-        let (bands_a, a) = run(&tiled);
-        let (bands_b, b) = run(&whole);
+        let (bands_a, a) = run(200 * 4 * 2 * 7);
+        let (bands_b, b) = run(dev.info().global_mem_bytes);
         assert!(
             bands_a > 10 && bands_b == 1,
             "{}: bands {bands_a} / {bands_b}",

@@ -80,7 +80,7 @@ fn unavailable_backend_gets_a_row_with_a_reason() {
     ] {
         assert!(cpu.get(key).is_some(), "row lacks {key}");
     }
-    assert_eq!(cpu["schema"], "astroport.row/1");
+    assert_eq!(cpu["schema"], "astroport.row/2");
     assert!(cpu["time_s"]["median"].as_f64().unwrap() > 0.0);
     assert!(cpu["provenance"]["git_commit"].as_str().is_some());
     assert!(
@@ -104,7 +104,7 @@ fn bad_arguments_give_clear_errors() {
         ),
         (
             &["run", "lens", "--backend", "cpu", "--preset", "huge"],
-            "unknown preset 'huge'",
+            "invalid value 'huge' for '--preset",
         ),
         (
             &["run", "lens", "--backend", "cpu", "--size", "0"],
@@ -120,6 +120,10 @@ fn bad_arguments_give_clear_errors() {
         ),
         (&["run", "lens"], "--backend"),
         (&["run", "quasar", "--backend", "cpu"], "quasar"),
+        (
+            &["periodogram", "--input", "x.csv", "--top-k", "9"],
+            "--top-k",
+        ),
     ];
     for (args, want) in cases {
         let (code, out, err) = astroport(args, dir.path());
@@ -244,28 +248,42 @@ fn cubature_runs_and_refuses_bad_arguments() {
             "cpu",
             "--backend",
             "cuda:7",
+            "--repeats",
+            "1",
             "--out",
             out.to_str().unwrap(),
         ],
         dir.path(),
     );
     assert_eq!(code, 0, "{stdout}\n{err}");
-    assert!(stdout.contains("pagani coverage: 1 of 1"), "{stdout}");
-    let rows = std::fs::read_to_string(out.join("cubature.jsonl")).unwrap();
+    assert!(
+        stdout.contains("cubature pagani: 1 of 1 runs that claim convergence"),
+        "{stdout}"
+    );
+    // One row file for every workload, one schema.
+    let rows = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
     let rows: Vec<serde_json::Value> = rows
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     // cpu and the absent cuda:7 for each method.
     assert_eq!(rows.len(), 4);
+    assert!(rows.iter().all(|r| r["schema"] == "astroport.row/2"));
     let absent = rows.iter().find(|r| r["backend"] == "cuda:7").unwrap();
-    assert_ne!(absent["run"], "ok");
+    assert_ne!(absent["status"], "ok");
+    assert!(!absent["reason"].as_str().unwrap().is_empty());
     let ok = rows
         .iter()
-        .find(|r| r["backend"] == "cpu" && r["method"] == "pagani")
+        .find(|r| r["backend"] == "cpu" && r["details"]["method"] == "pagani")
         .unwrap();
-    assert_eq!(ok["outcome"]["status"], "converged");
-    assert!(ok["true_rel_err"].as_f64().unwrap() < 1e-3);
+    assert_eq!(ok["status"], "ok");
+    assert_eq!(ok["details"]["stop"], "converged");
+    assert_eq!(ok["preset"], "custom");
+    assert!(ok["details"]["true_rel_error"].as_f64().unwrap() < 1e-3);
+    assert!(ok["time_s"]["median"].as_f64().unwrap() > 0.0);
+    assert!(std::fs::read_to_string(out.join("report.md"))
+        .unwrap()
+        .contains("pagani f5 5D"));
 
     for (args, needle) in [
         (vec!["--dim", "1"], "--dim: 1 is outside 2..=15"),
@@ -281,4 +299,98 @@ fn cubature_runs_and_refuses_bad_arguments() {
         assert_eq!(code, 2, "{all:?}: {err}");
         assert!(err.contains(needle), "{all:?}: {err}");
     }
+}
+
+/// Each workload takes its own flags only: a flag of another workload, a preset it does not have, a mode
+/// it does not offer, or a preset together with a custom suite is refused with exit 2, naming the flag.
+#[test]
+fn inapplicable_flags_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "lombscargle", "--top-k", "9"], "--top-k"),
+        (&["run", "lombscargle", "--halos", "h.csv"], "--halos"),
+        (&["run", "lombscargle", "--precision", "mixed"], "mixed"),
+        (&["run", "cubature", "--preset", "foo"], "foo"),
+        (
+            &["run", "cubature", "--galaxy-sigma", "1,2"],
+            "--galaxy-sigma",
+        ),
+        (&["run", "cubature", "--precision", "f32"], "--precision"),
+        (
+            &["run", "cubature", "--preset", "tiny", "--dim", "3"],
+            "--preset",
+        ),
+        (&["run", "lens", "--integrand", "f4"], "--integrand"),
+        (&["run", "lens", "--model", "fixed"], "--model"),
+        (&["run", "lens-chi2", "--precision", "f32"], "--precision"),
+        (&["run", "lens", "--preset", "corot"], "corot"),
+        (&["maps", "--prefix", "m", "--fap", "none"], "--fap"),
+        (&["bench", "--halos", "h.csv"], "--halos"),
+    ];
+    for (args, want) in cases {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--backend", "cpu"]);
+        let (code, out, err) = astroport(&all, dir.path());
+        assert_eq!(code, 2, "{all:?} should exit 2; stdout {out} stderr {err}");
+        assert!(err.contains(want), "{all:?}: stderr lacks '{want}':\n{err}");
+    }
+}
+
+/// Runs sharing one `--out` folder never fail and never mix their lines: every process exits 0, every line
+/// of results.jsonl is one whole row, report.md is whole, and no temporary file is left behind.
+#[test]
+fn concurrent_runs_share_an_output_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = 20;
+    let children: Vec<std::process::Child> = (0..runs)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_astroport"))
+                .args([
+                    "run",
+                    "lens",
+                    "--preset",
+                    "tiny",
+                    "--backend",
+                    "cpu",
+                    "--repeats",
+                    "1",
+                    "--warmup",
+                    "0",
+                    "--out",
+                    "shared",
+                ])
+                .current_dir(dir.path())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("binary starts")
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let shared = dir.path().join("shared");
+    let text = std::fs::read_to_string(shared.join("results.jsonl")).unwrap();
+    assert_eq!(text.lines().count(), runs, "{text}");
+    for line in text.lines() {
+        let row: serde_json::Value = serde_json::from_str(line).expect("a whole row per line");
+        assert_eq!(row["status"], "ok");
+    }
+    let report = std::fs::read_to_string(shared.join("report.md")).unwrap();
+    assert!(
+        report.starts_with("# ") && report.contains("## Details"),
+        "{report}"
+    );
+    let leftovers: Vec<String> = std::fs::read_dir(&shared)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
 }

@@ -1,5 +1,5 @@
 //! PAGANI and m-Cubes: the f64 reference against the closed-form true values and against the seed's own
-//! CUDA code (research/cubature-gpu-anchor.md), honest statuses, reproducibility, and every available
+//! CUDA code (gpuintegration, run on an H200), honest stops, reproducibility, and every available
 //! backend against the reference.
 
 use astroport::backend::{discover, Target};
@@ -8,8 +8,7 @@ use astroport::workload::cubature::pagani::{
     self, CpuEvaluator, CpuRegions, PaganiOptions, RegionEvaluator,
 };
 use astroport::workload::cubature::rule::Rule;
-use astroport::workload::cubature::suite::{self, Spec};
-use astroport::workload::cubature::{Integrand, Method, Outcome, Status};
+use astroport::workload::cubature::{CubatureProblem, Integrand, Method, Outcome, Stop};
 
 fn pagani_cpu(f: Integrand, d: usize, options: &PaganiOptions) -> Outcome {
     let rule = Rule::new(d).unwrap();
@@ -20,6 +19,10 @@ fn pagani_cpu(f: Integrand, d: usize, options: &PaganiOptions) -> Outcome {
     };
     let mut regions = CpuRegions::new(&vec![0.0; d], &vec![1.0; d], &mut ev);
     pagani::integrate(f, &rule, options, &mut regions).unwrap()
+}
+
+fn spec_outcome(problem: &CubatureProblem, target: &Target) -> Outcome {
+    problem.integrate(target).unwrap().outcome
 }
 
 fn eps(epsrel: f64) -> PaganiOptions {
@@ -39,7 +42,7 @@ fn pagani_reference_converges_within_its_error_on_the_cheap_integrands() {
     ] {
         let o = pagani_cpu(f, 5, &eps(epsrel));
         let truth = f.true_value(5);
-        assert_eq!(o.status, Status::Converged, "{f}: {o:?}");
+        assert_eq!(o.stop, Stop::Converged, "{f}: {o:?}");
         assert!(o.error <= epsrel * o.estimate.abs(), "{f}: {o:?}");
         assert!(
             (o.estimate - truth).abs() <= o.error,
@@ -53,7 +56,7 @@ fn pagani_reference_converges_within_its_error_on_the_cheap_integrands() {
 
 #[test]
 fn pagani_reference_reproduces_the_seed_codes_answers() {
-    // research/cubature-gpu-anchor.md: upstream CUDA PAGANI on an H200 (estimate, regions, iterations).
+    // Upstream CUDA PAGANI (gpuintegration, the seed's code) run on an H200: estimate, regions, iterations.
     for (f, epsrel, estimate, regions, iterations) in [
         (Integrand::F1, 1e-3, 2.0242544077e-02, 32u64, 1usize),
         (Integrand::F5, 1e-3, 3.0931631618e-04, 2048, 7),
@@ -86,7 +89,7 @@ fn pagani_says_when_it_stops_short() {
             ..PaganiOptions::default()
         },
     );
-    assert_eq!(o.status, Status::MemoryLimit, "{o:?}");
+    assert_eq!(o.stop, Stop::MemoryLimit, "{o:?}");
     assert!(o.estimate.is_finite() && o.error > 0.0 && !o.covered());
     let o = pagani_cpu(
         Integrand::F2,
@@ -97,7 +100,7 @@ fn pagani_says_when_it_stops_short() {
             ..PaganiOptions::default()
         },
     );
-    assert_eq!((o.status, o.iterations), (Status::IterationLimit, 3));
+    assert_eq!((o.stop, o.iterations), (Stop::IterationLimit, 3));
 }
 
 /// An evaluator whose kernel wrote nothing: the outputs keep their NaN poison.
@@ -137,7 +140,7 @@ fn mcubes_is_reproducible_and_within_a_few_sigma() {
     let b = mcubes_cpu(Integrand::F5, 6, &opts);
     assert_eq!(a.estimate.to_bits(), b.estimate.to_bits());
     assert_eq!(a.error.to_bits(), b.error.to_bits());
-    assert_eq!(a.status, Status::Converged);
+    assert_eq!(a.stop, Stop::Converged);
     let truth = Integrand::F5.true_value(6);
     assert!((a.estimate - truth).abs() <= 4.0 * a.error, "{a:?}");
     let c = mcubes_cpu(Integrand::F5, 6, &McubesOptions { seed: 7, ..opts });
@@ -146,7 +149,7 @@ fn mcubes_is_reproducible_and_within_a_few_sigma() {
 
 #[test]
 fn mcubes_does_not_claim_what_it_cannot_reach() {
-    // f1 in 8D is hopeless for Monte Carlo at 1e-4 within 1e6 calls per iteration (research §6).
+    // f1 in 8D is hopeless for Monte Carlo at 1e-4 within 1e6 calls per iteration (|I| ≈ 3e-5, |f| up to 1).
     let o = mcubes_cpu(
         Integrand::F1,
         8,
@@ -157,7 +160,7 @@ fn mcubes_does_not_claim_what_it_cannot_reach() {
             ..McubesOptions::default()
         },
     );
-    assert_ne!(o.status, Status::Converged, "{o:?}");
+    assert_ne!(o.stop, Stop::Converged, "{o:?}");
 }
 
 /// Every device backend runs the same region tree and the same samples as the reference.
@@ -186,7 +189,8 @@ fn every_backend_matches_the_reference() {
         (Method::Mcubes, Integrand::F6, 5, 1e-3, None),
     ];
     for (method, integrand, dim, epsrel, memory_limit) in specs {
-        let spec = Spec {
+        let spec = CubatureProblem {
+            preset: "test".into(),
             method,
             integrand,
             dim,
@@ -199,15 +203,15 @@ fn every_backend_matches_the_reference() {
                 ..McubesOptions::default()
             },
         };
-        let (reference, _) = suite::run(cpu, &spec).unwrap();
-        assert_eq!(reference.status, Status::Converged);
+        let reference = spec.integrate(cpu).unwrap().outcome;
+        assert_eq!(reference.stop, Stop::Converged);
         if memory_limit.is_some() {
             // The limit bites: fewer regions than the run without it.
-            let free = Spec {
+            let free = CubatureProblem {
                 pagani: eps(epsrel),
                 ..spec.clone()
             };
-            let (unlimited, _) = suite::run(cpu, &free).unwrap();
+            let unlimited = spec_outcome(&free, cpu);
             assert!(reference.regions < unlimited.regions, "{integrand} {dim}D");
         }
         for t in discovery
@@ -219,10 +223,13 @@ fn every_backend_matches_the_reference() {
                 eprintln!("{}: skipped (no float64)", t.id());
                 continue;
             }
-            let (o, stats) = suite::run(t, &spec).unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+            let run = spec
+                .integrate(t)
+                .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+            let (o, stats) = (run.outcome, run.kernels);
             let what = format!("{} {method:?} {integrand} {dim}D", t.id());
             assert!(stats.jobs > 0, "{what}: no device job ran");
-            assert_eq!(o.status, reference.status, "{what}");
+            assert_eq!(o.stop, reference.stop, "{what}");
             assert_eq!(o.iterations, reference.iterations, "{what}");
             assert_eq!(o.regions, reference.regions, "{what}");
             assert_eq!(o.evaluations, reference.evaluations, "{what}");

@@ -2,27 +2,28 @@
 //! (with the paper's error budget), the image-plane χ² (same images as the f64 reference), and input
 //! validation of halo catalogues.
 
-use astroport::backend::{discover, Precision, Target};
-use astroport::bench::{self, Choice, RunOptions};
-use astroport::results::Status;
-use astroport::workload::lens::{chi2, Halos, LensOptions, LensProblem, Preset};
+use astroport::backend::{discover, Choice};
+use astroport::bench;
+use astroport::exec::RunOptions;
+use astroport::results::{Row, Status};
+use astroport::workload::lens::mock::{mock_systems, MockOptions};
+use astroport::workload::lens::{chi2, Halos, LensMode, LensOptions, LensProblem, Preset};
 use astroport::workload::Workload;
 
-fn run_all(problem: &LensProblem, precisions: Vec<Precision>) -> Vec<astroport::results::Row> {
+fn run_all(problem: &LensProblem, modes: Vec<LensMode>) -> Vec<Row> {
     let d = discover();
     let choices: Vec<Choice> = d.targets.iter().map(Choice::Run).collect();
-    let opts = RunOptions {
-        precisions,
-        selectors: vec![],
-        warmup: 0,
-        repeats: 1,
-    };
-    let rows = bench::run(problem, &choices, &opts, |_| {});
+    let rows = bench::run(problem, &modes, &choices, &RunOptions::once(), &mut |_| {});
     assert!(rows.len() >= 2, "at least cpu and one device backend");
     rows
 }
 
-fn assert_all_ok(rows: &[astroport::results::Row]) {
+/// A number of a row's `details`.
+fn detail(r: &Row, key: &str) -> Option<f64> {
+    r.details.as_ref()?.get(key)?.as_f64()
+}
+
+fn assert_all_ok(rows: &[Row]) {
     for r in rows {
         assert_eq!(
             r.status,
@@ -44,7 +45,7 @@ fn mixed_catalogue_with_dpie_agrees_everywhere() {
     halos.push_dpie(-30.0, 20.0, 1.0, 1e-5, 0.0, 0.1, 20.0); // circular limit
     let p = LensProblem::new("tiny+dpie", base.n, base.pixel, base.cosmology, halos).unwrap();
     assert!(p.describe().contains("2 dPIE"));
-    let rows = run_all(&p, Precision::ALL.to_vec());
+    let rows = run_all(&p, vec![LensMode::F32, LensMode::F64]);
     assert_all_ok(&rows);
     for r in &rows {
         let a = r.accuracy.as_ref().unwrap();
@@ -64,15 +65,14 @@ fn mixed_catalogue_with_dpie_agrees_everywhere() {
 #[test]
 fn mixed_precision_on_every_backend() {
     let p = LensProblem::preset(Preset::Tiny, &LensOptions::default()).unwrap();
-    let rows = run_all(&p, Precision::MIXED.to_vec());
+    let rows = run_all(&p, LensMode::MIXED.to_vec());
     assert_all_ok(&rows);
     for mode in ["mixed", "mixed-patches", "mixed-paper"] {
         let fractions: Vec<f64> = rows
             .iter()
             .filter(|r| r.precision == mode)
             .map(|r| {
-                let a = r.accuracy.as_ref().unwrap();
-                let get = |k: &str| a.extra.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
+                let get = |k: &str| detail(r, k);
                 assert_eq!(get("pixels_over_budget"), Some(0.0), "{} {mode}", r.backend);
                 get("recomputed_fraction").expect("fraction reported")
             })
@@ -98,12 +98,9 @@ fn budget_scheme_recomputes_only_what_the_budget_needs() {
     let p = LensProblem::preset(Preset::Ci, &LensOptions::default()).unwrap();
     let m = p.budget_magnification();
     assert!(m > 100.0 && m.is_finite(), "flag magnification {m}");
-    let rows = run_all(&p, vec![Precision::F32, Precision::MixedBudget]);
+    let rows = run_all(&p, vec![LensMode::F32, LensMode::BUDGET]);
     assert_all_ok(&rows);
-    let get = |r: &astroport::results::Row, k: &str| {
-        let a = r.accuracy.as_ref().unwrap();
-        a.extra.iter().find(|(n, _)| n == k).map(|(_, v)| *v)
-    };
+    let get = detail;
     let mut fractions = vec![];
     for r in &rows {
         let over = get(r, "pixels_over_budget").expect("budget checked");
@@ -134,7 +131,7 @@ fn budget_scheme_recomputes_only_what_the_budget_needs() {
 #[test]
 fn chi2_same_images_on_every_backend() {
     let p = LensProblem::preset(Preset::Ci, &LensOptions::default()).unwrap();
-    let systems = chi2::mock_systems(&p, &chi2::MockOptions::default());
+    let systems = mock_systems(&p, &MockOptions::default());
     assert!(systems.len() >= 20);
     let reference = p.reference();
     let (c_ref, pred_ref) = chi2::chi2_of_grid(
@@ -161,16 +158,17 @@ fn chi2_same_images_on_every_backend() {
     let d = discover();
     let mut devices = 0;
     for t in &d.targets {
-        let Target::Device(dev) = t else { continue };
-        let r = chi2::chi2_device(&p, dev.as_ref(), &systems, 0, 1).unwrap();
+        let r = chi2::evaluate(&p, &systems, t, &RunOptions::once())
+            .unwrap_or_else(|e| panic!("{}: {e}", t.id()))
+            .output;
         let shift = chi2::worst_shift(&pred_ref, &r.predicted);
         assert!(
             shift <= 1.5 * p.pixel,
             "{}: images shifted by {shift}″",
-            dev.id()
+            t.id()
         );
-        assert_eq!(r.chi2.n_missing, 0, "{}", dev.id());
-        devices += 1;
+        assert_eq!(r.chi2.n_missing, 0, "{}", t.id());
+        devices += usize::from(t.id() != "cpu");
     }
     assert!(devices >= 1, "no device backend to check");
 }

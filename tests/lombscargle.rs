@@ -1,14 +1,25 @@
 //! Lomb-Scargle: the f64 reference against astropy's exact float64 periodograms
-//! (../shared/vectors/lombscargle/ls_reference_vectors.json), the float32 CPU path against the reference,
+//! (tests/data/lombscargle/ls_reference_vectors.json), the float32 CPU path against the reference,
 //! top-k against a brute-force scan, and the generated CoRoT-like series against its injected period.
 
 use astroport::backend::Precision;
+use astroport::exec::{Field, SinglePass};
 use astroport::workload::lombscargle::{
     generate, top_k, FrequencyGrid, LightCurve, LombScargleProblem, Output, SignalModel, TOL_F32,
     TOL_F64,
 };
-use astroport::workload::Workload;
+use astroport::workload::{Accuracy, Workload};
 use serde_json::Value;
+
+/// The accuracy of a result under the problem's own verification.
+fn check(
+    problem: &LombScargleProblem,
+    result: &Field,
+    reference: &Field,
+    p: Precision,
+) -> Accuracy {
+    problem.verify(result, reference, p).accuracy
+}
 
 fn oracle() -> Value {
     astroport::oracle::vectors("lombscargle/ls_reference_vectors.json")
@@ -61,7 +72,12 @@ fn f64_reference_matches_astropy_to_1e_9() {
         assert!(worst <= TOL_F64, "{key}: max |Δp| {worst:e} > {TOL_F64:e}");
         // The reference field used for verification is the same computation.
         let reference = problem.reference();
-        let acc = problem.compare(&Field(got.clone()).into(), &reference, Precision::F64);
+        let acc = check(
+            &problem,
+            &Field::new(vec![got.clone()]),
+            &reference,
+            Precision::F64,
+        );
         assert!(acc.pass, "{key}: {acc:?}");
         // The peak is where astropy says.
         let k = o["peak"]["index"].as_u64().unwrap() as usize;
@@ -71,29 +87,21 @@ fn f64_reference_matches_astropy_to_1e_9() {
     }
 }
 
-/// Tiny helper to build a Field from one component.
-struct Field(Vec<f64>);
-impl From<Field> for astroport::workload::Field {
-    fn from(f: Field) -> Self {
-        astroport::workload::Field::new(vec![f.0])
-    }
-}
-
 #[test]
 fn f32_cpu_is_within_tolerance_and_a_wrong_answer_fails() {
     for model in [SignalModel::FloatingMean, SignalModel::FixedMean] {
         let (problem, _) = oracle_problem(model, Output::Full);
         let reference = problem.reference();
         let result = problem.run_cpu(Precision::F32);
-        let acc = problem.compare(&result, &reference, Precision::F32);
+        let acc = check(&problem, &result, &reference, Precision::F32);
         assert!(acc.pass && acc.max_abs <= TOL_F32, "{model:?}: {acc:?}");
         // A check that cannot fail is no check: perturb one bin and a poisoned (NaN) output.
         let mut bad = result.clone();
         bad.components[0][100] += 1e-4;
-        assert!(!problem.compare(&bad, &reference, Precision::F32).pass);
+        assert!(!check(&problem, &bad, &reference, Precision::F32).pass);
         let mut poisoned = result.clone();
         poisoned.components[0][7] = f64::NAN;
-        assert!(!problem.compare(&poisoned, &reference, Precision::F32).pass);
+        assert!(!check(&problem, &poisoned, &reference, Precision::F32).pass);
     }
 }
 
@@ -116,7 +124,7 @@ fn top_k_output_matches_full_periodogram_on_cpu() {
         assert_eq!(got.components[0][r], *i as f64);
         assert_eq!(got.components[1][r], *p);
     }
-    let acc = topk.compare(&got, &topk.reference(), Precision::F64);
+    let acc = check(&topk, &got, &topk.reference(), Precision::F64);
     assert!(acc.pass, "{acc:?}");
 }
 
@@ -229,8 +237,9 @@ fn bad_inputs_are_refused_with_the_curve_named() {
 /// given grid), full and top-k. The bench driver verifies each row against the f64 reference.
 #[test]
 fn every_backend_agrees_on_single_and_batched_problems() {
-    use astroport::backend::discover;
-    use astroport::bench::{self, Choice, RunOptions};
+    use astroport::backend::{discover, Choice};
+    use astroport::bench;
+    use astroport::exec::RunOptions;
     use astroport::results::Status;
     let (curves, _) = generate::survey(5, 7);
     let mut grids: Vec<FrequencyGrid> = curves
@@ -265,14 +274,14 @@ fn every_backend_agrees_on_single_and_batched_problems() {
     }
     let d = discover();
     let choices: Vec<Choice> = d.targets.iter().map(Choice::Run).collect();
-    let opts = RunOptions {
-        precisions: Precision::ALL.to_vec(),
-        selectors: vec![],
-        warmup: 0,
-        repeats: 1,
-    };
     for problem in &problems {
-        let rows = bench::run(problem, &choices, &opts, |_| {});
+        let rows = bench::run(
+            problem,
+            &Precision::ALL,
+            &choices,
+            &RunOptions::once(),
+            &mut |_| {},
+        );
         assert_eq!(rows.len(), 2 * d.targets.len());
         for r in &rows {
             assert_eq!(

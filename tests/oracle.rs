@@ -1,5 +1,5 @@
 //! The f64 reference against independent oracles: mpmath 50-digit SIE gradients and the distance ratio
-//! from ../shared/vectors/lens/sie_vectors.json, plus analytic limits.
+//! from tests/data/lens/sie_vectors.json, plus analytic limits.
 
 use astroport::workload::lens::{b0_arcsec, gradient_at, Cosmology, Halos, LensProblem};
 use astroport::workload::Workload;

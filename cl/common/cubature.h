@@ -1,7 +1,8 @@
 /* Adaptive cubature, per-element work shared by the three kernel dialects (cl/cubature.cl,
  * ports/cuda/cubature.cu, ports/sycl/cubature.cpp): the integrands, the Philox4x32-10 counter-based
  * generator, one PAGANI region evaluation (one work-group of CUB_GROUP items per region) and one m-Cubes
- * work-item (a chunk of sub-cubes). Everything is float64. research/cubature.md §1-3.
+ * work-item (a chunk of sub-cubes). Everything is float64. After Sakiotis et al. 2021 (PAGANI) and 2022
+ * (m-Cubes).
  *
  * The dimension d and the integrand id reach these functions as arguments that are compile-time constants
  * at every call site (OpenCL/SYCL: -D CUB_DIM/CUB_INTEGRAND; CUDA: template parameters), so the loops over
@@ -20,7 +21,7 @@
 #define CUB_RULES 5
 #define CUB_BINS 500 /* m-Cubes importance-grid bins per axis */
 
-/* ---- integrands (research §1; params: c_i then t_i, filled by the host for f3 and f6) ---- */
+/* ---- integrands (Genz 1984 families; params: c_i then t_i, filled by the host for f3 and f6) ---- */
 
 ASTRO_FN double cub_sum(const double *x, int d)
 {
@@ -95,7 +96,7 @@ ASTRO_FN double cub_integrand(int id, const double *x, int d, ASTRO_GLOBAL const
     }
 }
 
-/* ---- PAGANI Evaluate: one region per work-group (research §2.2-2.3, §2.6) ----
+/* ---- PAGANI Evaluate: one region per work-group (as in gpuintegration's CUDA kernel) ----
  * bounds:  per region lo[d] then width[d]
  * points:  axis-major rule coordinates in [-1/2, 1/2], points[j * n_points + p], so the lanes of a work-group
  *          read consecutive words; sets 0-2 (4d + 1 points) first
@@ -133,7 +134,7 @@ ASTRO_FN void cub_evaluate_item(int id, int d, int n_points, ASTRO_U64 region, i
         ASTRO_BARRIER();
     }
     if (lane != 0) return;
-    /* Null-rule error (research §2.2). */
+    /* Null-rule error (DCUHRE's, as in Cuba's Cuhre). */
     ASTRO_GLOBAL const double *sigma = rule + CUB_SETS * CUB_RULES;
     ASTRO_GLOBAL const double *nu = sigma + CUB_SETS * 3;
     double e[3] = {0.0, 0.0, 0.0};
@@ -176,7 +177,7 @@ ASTRO_FN void cub_evaluate_item(int id, int d, int n_points, ASTRO_U64 region, i
     axis[region] = best_diff > 0.0 ? best : widest;
 }
 
-/* ---- PAGANI's region list on the device (research §2.4-2.5) ----
+/* ---- PAGANI's region list on the device (Sakiotis et al. 2021) ----
  * Regions are processed in chunks of CUB_CHUNK: one work-group of CUB_LANES items per chunk, item `lane`
  * owning the CUB_PER_LANE consecutive regions from chunk·CUB_CHUNK + lane·CUB_PER_LANE. A chunk's sums are
  * each item's regions added in order, then the fixed tree of cub_tree(); the host adds the chunks in order.
@@ -252,7 +253,7 @@ ASTRO_FN void cub_chunk_partials(int lane, unsigned int chunk, const double *acc
 }
 
 /* After Evaluate: two-level error refinement against the parents (children are [left halves | right
- * halves], research §2.4), then the relative classification (a region stays active while its error exceeds
+ * halves], as in PAGANI), then the relative classification (a region stays active while its error exceeds
  * epsrel·|estimate|). A region whose estimate or error is not finite, or whose axis is negative (Evaluate's
  * poison), counts as bad. */
 ASTRO_FN void cub_refine_classify_item(int lane, unsigned int chunk, ASTRO_U64 n, int has_parents, double epsrel,
@@ -432,7 +433,7 @@ ASTRO_FN void cub_philox(unsigned int c[4], unsigned int k0, unsigned int k1)
 #  define CUB_BIN_ADD astro_atomic_add_f64
 #endif
 
-/* ---- m-Cubes: one work-item samples `chunk` consecutive sub-cubes (research §3) ----
+/* ---- m-Cubes: one work-item samples `chunk` consecutive sub-cubes (Sakiotis et al. 2022) ----
  * grid:   per axis CUB_BINS + 1 edges in [0, 1]
  * box:    lo[d] then width[d] of the integration box
  * Returns the item's Σ over its cubes of the cube estimate (in *sum) and of the cube variance numerator

@@ -1,4 +1,4 @@
-/* Mixed precision (seed 000 3.2-3.3, research/lens.md 2.6): after a float32 grid pass, flag the pixels
+/* Mixed precision (Rexroth et al. 2020, sections 3.2-3.3): after a float32 grid pass, flag the pixels
  * where float32 may not be accurate enough and recompute them in float64. Shared by the three dialects;
  * include astro_dialect.h and lens_model.h for float (suffix f32) and double (suffix f64) first.
  *
@@ -8,7 +8,7 @@
  *      mask, and counts the flagged pixels;
  *   3. lens_patch_item (optional, the paper's fixed patches): marks square patches around halo centres,
  *      counting pixels not yet marked;
- *   4. lens_chunk_item: lists the float64 grid items that hold a flagged pixel;
+ *   4. lens_compact_mask_item: compacts the mask into the list of float64 grid items that hold a flagged pixel;
  *   5. lens_recompute_item: float64 for those items, written where the mask is set.
  *
  * delta_i (pixel size h; forward differences, backward on the last column/row):
@@ -84,7 +84,7 @@ ASTRO_FN void lens_patch_item(size_t gid, ASTRO_GLOBAL const int *ASTRO_RESTRICT
 
 /* The float64 grid items (lens_item_origin_f64) of the band that hold a flagged pixel, appended to `items`:
  * the recompute then runs the grid's own item loop on them, each halo's loads shared by the item's pixels. */
-ASTRO_FN void lens_chunk_item(size_t gid, ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT mask, int nx, int rows,
+ASTRO_FN void lens_compact_mask_item(size_t gid, ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT mask, int nx, int rows,
                               ASTRO_GLOBAL unsigned int *ASTRO_RESTRICT items, ASTRO_GLOBAL unsigned int *counter)
 {
     int i0, r0;

@@ -3,18 +3,19 @@
  * ASTRO_SUFFIX (f32|f64) defined: every function is named <name>_<suffix>, so one program holds both
  * precisions (the mixed-precision and chi-square pipelines need both). No include guard on purpose.
  *
- * Offsets are exact (research/lens.md 3): a halo centre is an integer pixel index i_k plus a float64
+ * Offsets are exact (docs/lens.md): a halo centre is an integer pixel index i_k plus a float64
  * remainder delta_k = x(i_k) - x0 computed on the host, so d = (i - i_k) * h + delta_k has no cancellation
  * near the centre, even in float32. Integer pixel indices are carried as ASTRO_REAL (exact below 2^24), so
  * the inner loops need no int-to-float conversion.
  *
  * Halo tables (built by src/workload/lens/mod.rs, which mirrors the strides and tests them):
  *  SIE (LENSTOOL type 5), LENS_SIE_STRIDE reals per halo: n11 n12 n22 fx fy i_k j_k 0, where
- *    N = b^2 R^T diag(1-e, 1+e) R, so that g = N d / sqrt(d^T N d) (research/lens.md 2.1). That g does not
+ *    N = b^2 R^T diag(1-e, 1+e) R, so that g = N d / sqrt(d^T N d). That g does not
  *    change when d is scaled, so SIE offsets are in pixels: d = (i - i_k + fx, j - j_k + fy), fx = delta_x / h.
  *  dPIE (LENSTOOL type 81), LENS_DPIE_STRIDE reals per halo: cos sin eps K sqrt(eps) cx1 r_core r_cut scale
  *    delta_x delta_y i_k j_k circular 0 0, with K = (1 - eps^2) / (2 sqrt(eps)), cx1 = (1 - eps)/(1 + eps),
- *    scale = b r_cut / (r_cut - r_core) (research/lens.md 2.4), circular = 1 when eps < 2e-4 (arcsec offsets).
+ *    scale = b r_cut / (r_cut - r_core) (Eliasdottir et al. 2007, App. A), circular = 1 when eps < 2e-4
+ *    (arcsec offsets).
  */
 #define LENS_SIE_STRIDE 8
 #define LENS_DPIE_STRIDE 16
@@ -62,9 +63,9 @@ ASTRO_FN void LENS_FN(lens_sie_add)(ASTRO_REAL x, ASTRO_REAL n11, ASTRO_REAL n12
     *gy += my * r;
 }
 
-/* dPIE: the complex potential term I(r) of research/lens.md 2.4 for one radius, in the halo frame (u, v),
- * given rho2 = u^2/(1+eps)^2 + v^2/(1-eps)^2 (shared by both radii). Returns arg w and ln|w| with
- * w = znum / zden, principal branch; the caller multiplies by K. */
+/* dPIE: the complex potential term I(r) (Kassiola & Kovner 1993; Eliasdottir et al. 2007, App. A) for one
+ * radius, in the halo frame (u, v), given rho2 = u^2/(1+eps)^2 + v^2/(1-eps)^2 (shared by both radii).
+ * Returns arg w and ln|w| with w = znum / zden, principal branch; the caller multiplies by K. */
 ASTRO_FN void LENS_FN(lens_dpie_term)(ASTRO_REAL u, ASTRO_REAL v, ASTRO_REAL rho2, ASTRO_GLOBAL const ASTRO_REAL *p,
                                      ASTRO_REAL r, ASTRO_REAL *re, ASTRO_REAL *im)
 {
@@ -202,11 +203,12 @@ ASTRO_FN void LENS_FN(lens_grid_item)(size_t gid, ASTRO_GLOBAL const ASTRO_REAL 
                        (ASTRO_GLOBAL const unsigned int *)0, gx_out, gy_out);
 }
 
-/* Triangle delensing (research/lens.md 2.5) of grid cell (i, r) of a band whose gradient rows are
- * [0, rows_ext): the cell spans pixels i..i+1 and rows r..r+1. For every system s the cell's two triangles
- * are mapped to the source plane with beta = theta - scale_s * alpha, and a triangle containing the system's
- * source barycentre appends a hit (s, i, r, triangle) at hits[4 * counter++] (up to max_hits). The
- * containment test multiplies by the orientation, so parity flips inside critical curves are handled. */
+/* Triangle delensing as in Lenstool-HPC (Schaefer et al. 2020) of grid cell (i, r) of a band whose
+ * gradient rows are [0, rows_ext): the cell spans pixels i..i+1 and rows r..r+1. For every system s the
+ * cell's two triangles are mapped to the source plane with beta = theta - scale_s * alpha, and a triangle
+ * containing the system's source barycentre appends a hit (s, i, r, triangle) at hits[4 * counter++] (up to
+ * max_hits). The containment test multiplies by the orientation, so parity flips inside critical curves are
+ * handled. */
 ASTRO_FN void LENS_FN(lens_delens_item)(size_t gid, ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT gx,
                                        ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT gy, int nx, int rows,
                                        int rows_ext, ASTRO_REAL x_first, ASTRO_REAL y_first, ASTRO_REAL h,

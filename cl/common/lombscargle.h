@@ -1,11 +1,11 @@
-/* Lomb-Scargle periodograms (seed 001, culsp; research/lombscargle.md): the per-work-item work shared by
+/* Lomb-Scargle periodograms (culsp, Townsend 2010, ApJS 191, 247): the per-work-item work shared by
  * cl/lombscargle.cl, ports/cuda/lombscargle.cu and ports/sycl/lombscargle.cpp. Include astro_dialect.h first.
  *
  * Layout (culsp): one work-group of LS_GROUP work-items computes LS_GROUP consecutive frequencies of one light
  * curve; the curve's points are staged through local memory LS_GROUP at a time. Many curves, each with its own
  * times, length and grid, share one launch: work-group g belongs to the last curve whose block_start <= g.
  *
- * Exact phase (research 2: rounding f*t in float32 is culsp's dominant error). The host gives times and
+ * Exact phase (rounding f*t in float32 is culsp's dominant error). The host gives times and
  * frequencies in unsigned 64-bit fixed point, t = T 2^-a and f = F 2^-b with a + b = 96, so bits 64..95 of the
  * 128-bit product T*F are frac(f t) in units of 2^-32 cycles, exactly, whatever the size of f t. On a uniform
  * grid the staging step computes, per point, the phase at the group's first frequency and the phase step per

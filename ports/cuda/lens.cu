@@ -37,10 +37,10 @@ __global__ void lens_patch(const int *__restrict__ centres, int n_centres, int s
     lens_patch_item(global_id(), centres, n_centres, size, nx, row0, rows, mask, counter);
 }
 
-__global__ void lens_chunk(const unsigned int *__restrict__ mask, int nx, int rows, unsigned int *__restrict__ items,
+__global__ void lens_compact_mask(const unsigned int *__restrict__ mask, int nx, int rows, unsigned int *__restrict__ items,
                            unsigned int *counter)
 {
-    lens_chunk_item(global_id(), mask, nx, rows, items, counter);
+    lens_compact_mask_item(global_id(), mask, nx, rows, items, counter);
 }
 
 __global__ void lens_recompute(const unsigned int *__restrict__ items, const unsigned int *counter,
@@ -56,7 +56,7 @@ namespace astroport_cuda {
 #define LENS_ENTRY(k) {#k, reinterpret_cast<const void *>(&k)}
 extern const KernelEntry lens_kernels[] = {
     LENS_ENTRY(lens_grid_f32),   LENS_ENTRY(lens_grid_f64), LENS_ENTRY(lens_delens_f32), LENS_ENTRY(lens_delens_f64),
-    LENS_ENTRY(lens_flag),       LENS_ENTRY(lens_patch),    LENS_ENTRY(lens_chunk),      LENS_ENTRY(lens_recompute),
+    LENS_ENTRY(lens_flag),       LENS_ENTRY(lens_patch),    LENS_ENTRY(lens_compact_mask),      LENS_ENTRY(lens_recompute),
 };
 #undef LENS_ENTRY
 extern const int lens_kernel_count = sizeof(lens_kernels) / sizeof(lens_kernels[0]);

@@ -39,9 +39,9 @@ LENS_KERNEL lens_patch(const int *centres, int n_centres, int size, int nx, int 
     lens_patch_item(global_id(), centres, n_centres, size, nx, row0, rows, mask, counter);
 }
 
-LENS_KERNEL lens_chunk(const unsigned int *mask, int nx, int rows, unsigned int *items, unsigned int *counter)
+LENS_KERNEL lens_compact_mask(const unsigned int *mask, int nx, int rows, unsigned int *items, unsigned int *counter)
 {
-    lens_chunk_item(global_id(), mask, nx, rows, items, counter);
+    lens_compact_mask_item(global_id(), mask, nx, rows, items, counter);
 }
 
 LENS_KERNEL lens_recompute(const unsigned int *items, const unsigned int *counter, const unsigned int *mask,

@@ -5,7 +5,6 @@ use super::DeviceInfo;
 
 pub struct CpuTarget {
     pub info: DeviceInfo,
-    pub threads: usize,
 }
 
 impl CpuTarget {
@@ -24,7 +23,6 @@ impl CpuTarget {
                 max_alloc_bytes: u64::MAX,
                 fp64: true,
             },
-            threads,
         }
     }
 

@@ -49,56 +49,22 @@ impl fmt::Display for Model {
     }
 }
 
-/// Numeric mode of a run: plain float32 or float64, or one of the lens workload's mixed-precision schemes
-/// (float32 everywhere, float64 where a criterion flags the pixel; seed 000 §3).
+/// The floating-point type of a device computation. Workloads with schemes of their own (the lens's mixed
+/// precision) define them as their own modes on top of these two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "lowercase")]
 pub enum Precision {
     F32,
     F64,
-    /// Exact-offset float32 pass, float64 where the δ1..δ4 criteria flag (no fixed patches).
-    Mixed,
-    /// As `Mixed` plus the paper's fixed float64 patches around halo centres.
-    MixedPatches,
-    /// The paper's scheme as published: naive float32 offsets (x − x0 in float32), δ criteria and patches.
-    MixedPaper,
-    /// Exact-offset float32 pass, float64 where the error budget needs it: where the axis or the largest
-    /// directional magnification, estimated from the float32 grid, exceeds what the float32 error allows.
-    MixedBudget,
 }
 
 impl Precision {
-    /// The two plain precisions every workload offers.
     pub const ALL: [Precision; 2] = [Precision::F32, Precision::F64];
-    pub const MIXED: [Precision; 4] = [
-        Precision::Mixed,
-        Precision::MixedPatches,
-        Precision::MixedPaper,
-        Precision::MixedBudget,
-    ];
     pub fn name(self) -> &'static str {
         match self {
             Precision::F32 => "f32",
             Precision::F64 => "f64",
-            Precision::Mixed => "mixed",
-            Precision::MixedPatches => "mixed-patches",
-            Precision::MixedPaper => "mixed-paper",
-            Precision::MixedBudget => "mixed-budget",
         }
-    }
-    /// The arithmetic pipe that bounds the run: mixed modes do nearly all their work in float32.
-    pub fn base(self) -> Precision {
-        match self {
-            Precision::F64 => Precision::F64,
-            _ => Precision::F32,
-        }
-    }
-    pub fn is_mixed(self) -> bool {
-        Precision::MIXED.contains(&self)
-    }
-    /// Whether a run in this mode needs float64 on the device (f64 and every mixed scheme).
-    pub fn needs_fp64(self) -> bool {
-        self != Precision::F32
     }
 }
 
@@ -111,19 +77,14 @@ impl fmt::Display for Precision {
 impl std::str::FromStr for Precision {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        [Precision::F32, Precision::F64]
+        Precision::ALL
             .into_iter()
-            .chain(Precision::MIXED)
             .find(|p| p.name() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown precision '{s}' (expected f32, f64, mixed, mixed-patches, mixed-paper or mixed-budget)"
-                )
-            })
+            .ok_or_else(|| format!("unknown precision '{s}' (expected f32 or f64)"))
     }
 }
 
-/// Why a backend cannot run, from the three availability levels of DESIGN.md §2.
+/// Why a backend cannot run, from the availability checks at build time (feature, compiler) and run time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Unavailable {
@@ -355,9 +316,9 @@ pub enum StepArg {
 impl StepArg {
     /// A floating scalar in the given precision.
     pub fn real(p: Precision, v: f64) -> Self {
-        match p.base() {
+        match p {
             Precision::F64 => StepArg::F64(v),
-            _ => StepArg::F32(v as f32),
+            Precision::F32 => StepArg::F32(v as f32),
         }
     }
 }
@@ -763,6 +724,89 @@ pub fn discover() -> Discovery {
     add(discover_cuda());
     add(discover_sycl());
     Discovery { targets, absent }
+}
+
+/// One target chosen by a selection, or why it cannot run.
+pub enum Choice<'a> {
+    Run(&'a Target),
+    Absent(Absent),
+}
+
+impl Discovery {
+    /// Resolves `--backend` selectors against what was discovered; no selector means every target found plus
+    /// every absent model. A selector that matches nothing becomes an absent choice with the reason (the
+    /// model's own reason when the whole model is absent).
+    pub fn select(&self, selectors: &[Selector]) -> Vec<Choice<'_>> {
+        if selectors.is_empty() {
+            let mut out: Vec<Choice> = self.targets.iter().map(Choice::Run).collect();
+            out.extend(self.absent.iter().cloned().map(Choice::Absent));
+            return out;
+        }
+        let mut out = Vec::new();
+        for sel in selectors {
+            let matched: Vec<&Target> = self
+                .targets
+                .iter()
+                .filter(|t| sel.matches(&t.id()))
+                .collect();
+            if !matched.is_empty() {
+                out.extend(matched.into_iter().map(Choice::Run));
+                continue;
+            }
+            let absent = match self.absent.iter().find(|a| a.model == sel.model) {
+                Some(a) => Absent {
+                    id: sel.to_string(),
+                    ..a.clone()
+                },
+                None => Absent {
+                    model: sel.model,
+                    id: sel.to_string(),
+                    why: Unavailable::NoDevice,
+                    reason: format!("no device '{sel}' (see `astroport devices`)"),
+                },
+            };
+            out.push(Choice::Absent(absent));
+        }
+        out
+    }
+
+    /// The one target of a single-backend command: the first selected one that exists (each absent one
+    /// before it is printed with its reason), or with no selector the first GPU found, else `cpu`.
+    pub fn single(&self, selectors: &[Selector]) -> Result<&Target, String> {
+        if selectors.is_empty() {
+            return self
+                .targets
+                .iter()
+                .find(|t| t.info().is_gpu)
+                .or_else(|| self.targets.iter().find(|t| t.model() == Model::Cpu))
+                .ok_or_else(|| "no backend available (see `astroport devices`)".to_string());
+        }
+        for choice in self.select(selectors) {
+            match choice {
+                Choice::Run(t) => return Ok(t),
+                Choice::Absent(a) => eprintln!("{}: {}: {}", a.id, a.why.status(), a.reason),
+            }
+        }
+        Err("none of the selected backends is available (see `astroport devices`)".into())
+    }
+}
+
+/// Opens one backend by id (`cpu`, `opencl`, `opencl:0:1`, `cuda:0`, `sycl`): the first device that matches,
+/// or why none can run. The entry point for library users: `astroport::backend::open("cpu")?`.
+pub fn open(id: &str) -> Result<Target, String> {
+    let selector: Selector = id.parse()?;
+    let mut discovery = discover();
+    match discovery
+        .targets
+        .iter()
+        .position(|t| selector.matches(&t.id()))
+    {
+        Some(k) => Ok(discovery.targets.swap_remove(k)),
+        None => match discovery.select(&[selector]).into_iter().next() {
+            Some(Choice::Absent(a)) => Err(format!("{}: {}: {}", a.id, a.why.status(), a.reason)),
+            _ => Err(format!("no backend '{id}' (see `astroport devices`)")),
+        },
+    }
 }
 
 fn discover_cuda() -> Result<Vec<Box<dyn Accelerator>>, Absent> {

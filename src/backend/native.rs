@@ -178,7 +178,7 @@ impl NativeAccelerator {
 
 /// A job in the bridge's types: the job, its buffers, steps and launch arguments, and one blob with
 /// every input.
-pub struct Flat {
+pub struct BridgeJob {
     pub job: ffi::NativeJob,
     pub buffers: Vec<ffi::NativeBuffer>,
     pub steps: Vec<ffi::NativeStep>,
@@ -187,7 +187,7 @@ pub struct Flat {
 }
 
 /// Flattens a job into the bridge's types.
-pub fn flatten(job: &KernelJob, source: &str) -> Flat {
+pub fn flatten(job: &KernelJob, source: &str) -> BridgeJob {
     let mut blob = Vec::new();
     let buffers = job
         .buffers
@@ -288,7 +288,7 @@ pub fn flatten(job: &KernelJob, source: &str) -> Flat {
         warmup: job.warmup,
         repeats: job.repeats,
     };
-    Flat {
+    BridgeJob {
         job: native,
         buffers,
         steps,

@@ -21,8 +21,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// Math-flag policy, the same on every model: IEEE arithmetic, no fast-relaxed math (TOOLCHAIN.md notes
-/// that `-cl-fast-relaxed-math` changes register counts; we keep results comparable instead).
+/// Math-flag policy, the same on every model (docs/toolchain.md): IEEE arithmetic, no fast-relaxed math
+/// (`-cl-fast-relaxed-math` changes register counts; we keep results comparable instead).
 pub const BASE_BUILD_OPTIONS: &str = "-cl-std=CL1.2";
 
 pub struct OpenClDevice {

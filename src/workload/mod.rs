@@ -1,33 +1,17 @@
-//! Workloads. Each one is a module that implements [`Workload`]; the driver (`crate::bench`) never changes
-//! when one is added.
+//! Workloads. Each is a folder that implements [`Workload`] (what the driver runs and verifies) and
+//! [`WorkloadArgs`] (its own command-line flags); `crate::registry` lists them, and nothing else does.
+//! docs/architecture.md has the checklist for adding one.
 
 pub mod cubature;
 pub mod lens;
 pub mod lombscargle;
 
-use crate::backend::{HostVec, KernelJob, Precision};
-use serde::Serialize;
+use crate::backend::{Discovery, Selector, Target};
+use crate::exec::{Measured, Mode, RunError, RunOptions};
+use serde::{Deserialize, Serialize};
 
-/// A workload's result, widened to f64 and flattened per component (for example gx and gy).
-#[derive(Debug, Clone)]
-pub struct Field {
-    pub components: Vec<Vec<f64>>,
-    /// Named figures a run reports beside its values (for example the fraction of pixels recomputed in
-    /// float64 by a mixed-precision run); copied into the row's accuracy.
-    pub stats: Vec<(String, f64)>,
-}
-
-impl Field {
-    pub fn new(components: Vec<Vec<f64>>) -> Self {
-        Field {
-            components,
-            stats: Vec::new(),
-        }
-    }
-}
-
-/// Accuracy against the f64 reference, with the tolerance that decides pass/fail.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// Accuracy against the reference, with the tolerance that decides pass/fail.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Accuracy {
     pub max_abs: f64,
     pub max_rel: f64,
@@ -36,66 +20,177 @@ pub struct Accuracy {
     pub non_finite: u64,
     pub tolerance_abs: f64,
     pub tolerance_rel: f64,
-    pub unit: &'static str,
+    pub unit: String,
     pub pass: bool,
-    /// Workload-specific figures (name, value), for example the error budget of a mixed-precision run.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub extra: Vec<(String, f64)>,
 }
 
-/// How much work one run does, for throughput and the fraction of the device limit.
-#[derive(Debug, Clone, Serialize)]
-pub struct WorkCount {
-    /// Natural work units (for the lens: halo-pixel interactions).
+/// How much work one run did, for its throughput: natural units (halo-pixel interactions, time-frequency
+/// pairs, integrand evaluations).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Work {
     pub units: f64,
     pub unit_name: &'static str,
-    /// Floating-point operations per run (counted, not measured).
-    pub flops: f64,
-    /// Fewest bytes that must move through device memory per run.
-    pub bytes: f64,
 }
 
-/// Device work for one run: one or more jobs (bands of a tiled problem) whose outputs are assembled.
-pub struct DevicePlan<'a> {
-    pub jobs: Vec<KernelJob<'a>>,
+/// The judgement of one run against the reference.
+#[derive(Debug, Clone)]
+pub struct Verdict<D> {
+    pub accuracy: Accuracy,
+    /// An iterative method that stopped before its target, honestly (no claim made): why. The row's status is
+    /// then `unconverged` rather than `ok`.
+    pub unconverged: Option<String>,
+    /// When verification fails, the workload's own explanation (otherwise the row says which tolerance
+    /// was exceeded).
+    pub failure: Option<String>,
+    /// Workload-specific figures: the row's `details` object.
+    pub details: D,
 }
 
+/// One workload problem as the driver sees it: run it on a target in one of its modes, and verify the result
+/// against a reference computed once. Iterative workloads (cubature) implement [`Workload::execute`] with
+/// their own host loop; single-pass ones hand it to [`crate::exec::single_pass`].
 pub trait Workload: Sync {
+    type Mode: Mode;
+    /// What one run computes.
+    type Output;
+    /// What runs are verified against: the float64 `cpu` reference, or a known true value.
+    type Reference: Sync;
+    /// The workload's own figures in a row (`details`).
+    type Details: Serialize;
+
     fn name(&self) -> &'static str;
     fn preset(&self) -> &str;
-    /// The numeric modes this workload offers (`bench` runs all of them).
-    fn precisions(&self) -> Vec<Precision> {
-        Precision::ALL.to_vec()
-    }
-    /// One line describing the problem size, for tables.
+    /// One line describing the problem, for tables.
     fn describe(&self) -> String;
-    fn work(&self) -> WorkCount;
-    /// Arithmetic-pipe instructions per work unit in this precision (for the device-limit floor).
-    fn pipe_instructions(&self, _precision: Precision) -> Option<f64> {
+    /// Every mode this workload offers (`bench` runs all of them).
+    fn modes(&self) -> Vec<Self::Mode>;
+    /// The work one run did, for throughput.
+    fn work(&self, output: &Self::Output) -> Option<Work>;
+    /// Arithmetic-pipe instructions per work unit in this mode, for the device-limit floor.
+    fn pipe_instructions(&self, _mode: Self::Mode) -> Option<f64> {
         None
     }
-    /// The f64 reference on the `cpu` model.
-    fn reference(&self) -> Field;
-    /// The `cpu` model's own implementation in the given precision.
-    fn run_cpu(&self, precision: Precision) -> Field;
-    /// Kernel jobs for an accelerator with `max_alloc` bytes per buffer and `mem` bytes in all,
-    /// tiled so every job fits.
-    fn plan(
+    fn reference(&self) -> Self::Reference;
+    /// Runs in one mode on one target, timed as `opts` says; the output is the last run's.
+    fn execute(
         &self,
-        precision: Precision,
-        max_alloc: u64,
-        mem: u64,
-        warmup: u32,
-        repeats: u32,
-    ) -> DevicePlan<'_>;
-    /// Assembles the outputs of the plan's jobs (in job order) into one field.
-    fn assemble(&self, outputs: Vec<Vec<HostVec>>) -> Field;
-    /// Compares with the reference under this precision's stated tolerance.
-    fn compare(&self, result: &Field, reference: &Field, precision: Precision) -> Accuracy;
+        target: &Target,
+        mode: Self::Mode,
+        opts: &RunOptions,
+    ) -> Result<Measured<Self::Output>, RunError>;
+    /// Compares a run's output with the reference under this mode's stated tolerance.
+    fn verify(
+        &self,
+        output: &Self::Output,
+        reference: &Self::Reference,
+        mode: Self::Mode,
+    ) -> Verdict<Self::Details>;
 }
 
-/// Vector-norm error statistics for fields whose components form a vector per element.
-pub fn vector_errors(result: &Field, reference: &Field) -> (f64, f64, f64, u64) {
+/// A workload's own flags for `astroport run NAME`, and how they become problems. `crate::registry` turns one
+/// implementation into one registry line.
+pub trait WorkloadArgs: clap::Args + clap::FromArgMatches {
+    /// The subcommand name and the rows' `workload`.
+    const NAME: &'static str;
+    /// One line for `astroport run --help`.
+    const ABOUT: &'static str;
+    /// The presets `--preset` takes; `bench --preset P` runs every workload that has P.
+    const PRESETS: &'static [&'static str];
+    type Workload: Workload;
+    /// The problems these flags describe (cubature: one per method, integrand, dimension and tolerance).
+    fn build(&self) -> Result<Vec<Self::Workload>, String>;
+    /// The modes these flags ask `run` for (`bench` runs every mode instead).
+    fn modes(&self) -> Vec<<Self::Workload as Workload>::Mode>;
+    /// The workload's own top-level commands (the lens's `maps`, Lomb-Scargle's `periodogram`).
+    const TOOLS: &'static [Tool] = &[];
+}
+
+/// A command of a workload's own that computes on one backend and writes files (not rows): `astroport NAME`.
+pub trait ToolArgs: clap::Args + clap::FromArgMatches {
+    const NAME: &'static str;
+    const ABOUT: &'static str;
+    /// Runs the command; returns the exit code (errors are bad input: exit 2).
+    fn run(self) -> Result<i32, String>;
+}
+
+/// A [`ToolArgs`] with its types erased, as the registry lists it.
+#[derive(Clone, Copy)]
+pub struct Tool {
+    pub name: &'static str,
+    pub about: &'static str,
+    command: fn() -> clap::Command,
+    run: fn(&clap::ArgMatches) -> Result<i32, String>,
+}
+
+impl Tool {
+    pub const fn of<A: ToolArgs>() -> Tool {
+        Tool {
+            name: A::NAME,
+            about: A::ABOUT,
+            command: tool_command::<A>,
+            run: tool_run::<A>,
+        }
+    }
+    /// The command with its flags.
+    pub fn command(&self) -> clap::Command {
+        (self.command)()
+    }
+    /// Runs it on the command's parsed flags.
+    pub fn run(&self, matches: &clap::ArgMatches) -> Result<i32, String> {
+        (self.run)(matches)
+    }
+}
+
+fn tool_command<A: ToolArgs>() -> clap::Command {
+    A::augment_args(clap::Command::new(A::NAME)).about(A::ABOUT)
+}
+
+fn tool_run<A: ToolArgs>(matches: &clap::ArgMatches) -> Result<i32, String> {
+    A::from_arg_matches(matches)
+        .map_err(|e| e.to_string())?
+        .run()
+}
+
+/// The flags of a tool that computes on one backend (`maps`, `periodogram`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct OneBackendArgs {
+    /// Backend id (see `astroport devices`); repeat to give fallbacks. Default: the first GPU found, else
+    /// cpu.
+    #[arg(long = "backend")]
+    pub backends: Vec<String>,
+    /// Untimed runs before the timed ones.
+    #[arg(long, default_value_t = 0)]
+    pub warmup: u32,
+    /// Timed runs (the median is printed).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeats: u32,
+}
+
+impl OneBackendArgs {
+    /// The target to run on, from what `discovery` found.
+    pub fn target<'a>(&self, discovery: &'a Discovery) -> Result<&'a Target, String> {
+        let selectors = self
+            .backends
+            .iter()
+            .map(|b| b.parse::<Selector>())
+            .collect::<Result<Vec<_>, _>>()?;
+        discovery.single(&selectors)
+    }
+    pub fn options(&self) -> RunOptions {
+        RunOptions {
+            warmup: self.warmup,
+            repeats: self.repeats,
+            device_mem_cap: None,
+        }
+    }
+}
+
+/// Vector-norm error statistics for fields whose components form a vector per element:
+/// (max abs, max rel, rms abs, non-finite elements).
+pub fn vector_errors(
+    result: &crate::exec::Field,
+    reference: &crate::exec::Field,
+) -> (f64, f64, f64, u64) {
     let n = reference.components[0].len();
     let (mut max_abs, mut max_rel, mut sum2, mut non_finite) = (0.0f64, 0.0f64, 0.0f64, 0u64);
     for i in 0..n {
@@ -123,15 +218,4 @@ pub fn vector_errors(result: &Field, reference: &Field) -> (f64, f64, f64, u64) 
         (sum2 / n.max(1) as f64).sqrt(),
         non_finite,
     )
-}
-
-/// The device-limit floor of a run, if the device's peak is known: (seconds, basis).
-pub fn floor_for(
-    workload: &dyn Workload,
-    info: &crate::backend::DeviceInfo,
-    precision: Precision,
-) -> Option<(f64, String)> {
-    let w = workload.work();
-    let instr = workload.pipe_instructions(precision)?;
-    crate::limits::pipe_floor(info, precision, w.units, instr)
 }

@@ -1,6 +1,6 @@
 //! The benchmark integrands f1..f6 of PAGANI and m-Cubes (fixed-parameter Genz families) and the seed's
 //! Σx_i control, in Rust (the f64 reference) with ids matching `cub_integrand()` in
-//! cl/common/cubature.h, and their true values from the closed forms of research/cubature.md §1.
+//! cl/common/cubature.h, and their true values in closed form.
 
 use std::fmt;
 
@@ -138,7 +138,7 @@ impl Integrand {
         }
     }
 
-    /// The exact integral over [0, 1]^d from the closed forms of research §1.
+    /// The exact integral over [0, 1]^d, in closed form.
     pub fn true_value(self, d: usize) -> f64 {
         let p = self.params(d);
         match self {
@@ -204,7 +204,7 @@ impl std::str::FromStr for Integrand {
 mod tests {
     use super::*;
 
-    /// research/cubature.md §1 (mpmath, 40 digits), d = 5..8.
+    /// The true values computed with mpmath at 40 digits, d = 5..8.
     const MPMATH: [[f64; 6]; 4] = [
         [
             0.020242422119901896863,

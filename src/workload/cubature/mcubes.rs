@@ -1,7 +1,7 @@
-//! m-Cubes (research/cubature.md §3): VEGAS importance sampling with 500 bins per axis, stratified into
-//! g^d sub-cubes with npg samples each, bin contributions accumulated during the adapting iterations, the
-//! grid refined with damping α = 1.5, then frozen. Sampling runs on any backend through [`Sampler`]; the
-//! grid update and the estimate run here.
+//! m-Cubes (Sakiotis et al. 2022, ISC 2022): VEGAS importance sampling (Lepage 1978) with 500 bins per
+//! axis, stratified into g^d sub-cubes with npg samples each, bin contributions accumulated during the
+//! adapting iterations, the grid refined with damping α = 1.5, then frozen. Sampling runs on any backend
+//! through [`Sampler`]; the grid update and the estimate run here.
 //!
 //! Reproducible: every uniform comes from Philox4x32-10 keyed by the seed, with the counter (sub-cube,
 //! iteration, sample, axis block), so two runs, and two backends, draw the same points.
@@ -11,7 +11,7 @@
 //! weights favour iterations that under-sample a peak); σ is the larger of the within-iteration and
 //! between-iteration estimates; convergence also needs χ²/dof consistent with 1.
 
-use super::{Integrand, Outcome, Status};
+use super::{Integrand, Outcome, Stop};
 use rayon::prelude::*;
 use std::time::Instant;
 
@@ -291,9 +291,9 @@ impl Sampler for CpuSampler {
     }
 }
 
-/// Refines one axis's edges from its bin contributions (research §3): smooth with the 3-point average
-/// (2-point at the ends), damp r_b = ((1 − d_b/Σd) / ln(Σd/d_b))^α, then place the new edges so each new
-/// bin holds an equal share of Σr, interpolating linearly inside the old bins.
+/// Refines one axis's edges from its bin contributions as VEGAS does (Lepage 1978): smooth with the
+/// 3-point average (2-point at the ends), damp r_b = ((1 − d_b/Σd) / ln(Σd/d_b))^α, then place the new
+/// edges so each new bin holds an equal share of Σr, interpolating linearly inside the old bins.
 pub fn refine_axis(edges: &mut [f64], contrib: &[f64]) {
     let n = contrib.len();
     let mut smooth = vec![0.0; n];
@@ -476,7 +476,7 @@ pub fn integrate(
                 {
                     if consistent(chi2_dof, frozen.values.len()) {
                         outcome.iterations += it + k + 1;
-                        outcome.status = Status::Converged;
+                        outcome.stop = Stop::Converged;
                         break 'attempts;
                     }
                     inconsistent = true;
@@ -488,17 +488,17 @@ pub fn integrate(
                 .is_some_and(|t| start.elapsed().as_secs_f64() > t)
             {
                 outcome.iterations += it;
-                outcome.status = Status::TimeLimit;
+                outcome.stop = Stop::TimeLimit;
                 break 'attempts;
             }
         }
         outcome.iterations += options.titer;
         let next = ncall.saturating_mul(10);
         if next > options.max_ncall {
-            outcome.status = if inconsistent {
-                Status::Inconsistent
+            outcome.stop = if inconsistent {
+                Stop::Inconsistent
             } else {
-                Status::IterationLimit
+                Stop::IterationLimit
             };
             break;
         }

@@ -1,16 +1,24 @@
 //! Adaptive cubature: PAGANI (deterministic, every region in parallel) and m-Cubes (VEGAS with
-//! stratification), research/cubature.md and seed 004. Both are iterative: the host drives the
-//! iterations and each backend runs the kernels (PAGANI's Evaluate, m-Cubes' sampling) one iteration at a
-//! time through the common job interface. docs/cubature.md has the design, options and recipes.
+//! stratification), as ported from CUDA to SYCL by Sakiotis, Arumugam, Paterno, Ranjan, Terzić and Zubair,
+//! "Porting numerical integration codes from CUDA to oneAPI: a case study" (2023). Both are iterative: the
+//! host drives the iterations and each backend runs the kernels (PAGANI's Evaluate, m-Cubes' sampling) one
+//! iteration at a time through the common job interface. docs/cubature.md has the design, options and
+//! recipes.
+//!
+//! For users: [`Pagani`] and [`MCubes`] with `integrate`. For the driver: [`CubatureProblem`].
 
+pub mod args;
 pub mod device;
 pub mod integrands;
 pub mod mcubes;
 pub mod pagani;
+pub mod problem;
 pub mod rule;
-pub mod suite;
 
 pub use integrands::Integrand;
+pub use mcubes::McubesOptions;
+pub use pagani::PaganiOptions;
+pub use problem::{CubatureProblem, Integration, MCubes, Pagani};
 
 use crate::backend::Program;
 use serde::Serialize;
@@ -57,11 +65,11 @@ impl std::str::FromStr for Method {
     }
 }
 
-/// How a run ended. Only `Converged` means the integrator's own error met the target; every other
-/// status still carries the last estimate and error, and says why it stopped.
+/// Why a run stopped. Only `Converged` means the integrator's own error met the target; every other stop
+/// still carries the last estimate and error, and says why it stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Status {
+pub enum Stop {
     Converged,
     /// PAGANI: the iteration cap (700) was reached. m-Cubes: the iteration and call budgets ran out.
     IterationLimit,
@@ -77,16 +85,16 @@ pub enum Status {
     Running,
 }
 
-impl Status {
+impl Stop {
     pub fn name(self) -> &'static str {
         match self {
-            Status::Converged => "converged",
-            Status::IterationLimit => "iteration_limit",
-            Status::MemoryLimit => "memory_limit",
-            Status::NoActiveRegions => "no_active_regions",
-            Status::Inconsistent => "inconsistent",
-            Status::TimeLimit => "time_limit",
-            Status::Running => "running",
+            Stop::Converged => "converged",
+            Stop::IterationLimit => "iteration_limit",
+            Stop::MemoryLimit => "memory_limit",
+            Stop::NoActiveRegions => "no_active_regions",
+            Stop::Inconsistent => "inconsistent",
+            Stop::TimeLimit => "time_limit",
+            Stop::Running => "running",
         }
     }
 }
@@ -99,7 +107,7 @@ pub struct Outcome {
     pub estimate: f64,
     /// The integrator's own absolute error estimate (m-Cubes: one standard deviation).
     pub error: f64,
-    pub status: Status,
+    pub stop: Stop,
     /// Integrand evaluations.
     pub evaluations: u64,
     pub iterations: usize,
@@ -124,7 +132,7 @@ impl Outcome {
             dim,
             estimate: f64::NAN,
             error: f64::NAN,
-            status: Status::Running,
+            stop: Stop::Running,
             evaluations: 0,
             iterations: 0,
             regions: 0,
@@ -146,6 +154,6 @@ impl Outcome {
     /// Whether the run claims convergence and its true error is within its reported error ("coverage").
     pub fn covered(&self) -> bool {
         let truth = self.integrand.true_value(self.dim);
-        self.status == Status::Converged && (self.estimate - truth).abs() <= self.error
+        self.stop == Stop::Converged && (self.estimate - truth).abs() <= self.error
     }
 }

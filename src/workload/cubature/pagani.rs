@@ -1,6 +1,6 @@
-//! PAGANI (research/cubature.md §2.4–2.5): evaluate every active region, refine errors with the
-//! parent/child rule, classify by relative error under the error-budget guard, classify by an error
-//! threshold when memory runs short, filter and bisect.
+//! PAGANI (Sakiotis et al. 2021, SC'21; code: github.com/marcpaterno/gpuintegration): evaluate every
+//! active region, refine errors with the parent/child rule, classify by relative error under the
+//! error-budget guard, classify by an error threshold when memory runs short, filter and bisect.
 //!
 //! [`integrate`] is the host's decision loop, written once. The region list and every per-region step live in
 //! a [`RegionStore`]: on a device ([`super::device::DeviceRegions`]) the regions stay in device memory and the
@@ -9,7 +9,7 @@
 //! tree), so every model finishes the same regions and builds the same region tree.
 
 use super::rule::{self, Rule, RULES};
-use super::{Integrand, Outcome, Status};
+use super::{Integrand, Outcome, Stop};
 use rayon::prelude::*;
 use std::time::Instant;
 
@@ -54,8 +54,9 @@ pub trait RegionEvaluator {
     ) -> Result<f64, String>;
 }
 
-/// Bytes one region costs in PAGANI's memory model, 80·(d + 1) (research §2.5: bounds, estimates,
-/// errors, flags, scan and the split's copies); ours needs less on the host, so the model is conservative.
+/// Bytes one region costs in PAGANI's memory model, 80·(d + 1) (as in gpuintegration: bounds,
+/// estimates, errors, flags, scan and the split's copies); ours needs less on the host, so the model is
+/// conservative.
 pub fn region_bytes(d: usize) -> u64 {
     80 * (d as u64 + 1)
 }
@@ -137,7 +138,7 @@ impl RegionEvaluator for CpuEvaluator<'_> {
     }
 }
 
-/// The initial uniform grid: 4 splits per axis below 5D, 2 up to 10D, 1 above (research §2.5 step 0).
+/// The initial uniform grid: 4 splits per axis below 5D, 2 up to 10D, 1 above (as in PAGANI).
 pub fn initial_regions(lo: &[f64], hi: &[f64]) -> Vec<f64> {
     let d = lo.len();
     let splits: usize = match d {
@@ -373,8 +374,8 @@ impl LaneSums {
     }
 }
 
-/// Two-level error refinement of region i (research §2.4; the kernels' `cub_refine_classify_item`): its
-/// sibling is i ± n/2 and its parent's estimate `parent`.
+/// Two-level error refinement of region i (Cuhre's parent/child correction, as in PAGANI; the kernels'
+/// `cub_refine_classify_item`): its sibling is i ± n/2 and its parent's estimate `parent`.
 fn refined_error(raw: f64, est: f64, sibling_est: f64, sibling_raw: f64, parent: f64) -> f64 {
     let delta = (est + sibling_est - parent).abs() / 4.0;
     let pair = raw + sibling_raw;
@@ -558,7 +559,7 @@ impl RegionStore for CpuRegions<'_> {
     }
 }
 
-/// Memory-driven classification (research §2.5 step 5): an error threshold τ such that the active regions
+/// Memory-driven classification (as in PAGANI): an error threshold τ such that the active regions
 /// with error > τ stay active, at most `active_frac` of the iteration's regions (as the seed's code counts
 /// them), while the error of those finished stays within `budget_frac` of the remaining budget. τ starts at
 /// the active regions' mean error and moves half-way toward the bound that fails; both fractions relax in
@@ -644,7 +645,7 @@ pub fn integrate(
         outcome.estimate = total_est;
         outcome.error = total_err;
         if total_err <= options.epsrel * total_est.abs() || total_err <= options.epsabs {
-            outcome.status = Status::Converged;
+            outcome.stop = Stop::Converged;
             break;
         }
         // Relative-error classification under the error-budget guard.
@@ -653,7 +654,7 @@ pub fn integrate(
             class = store.reclassify(Reclassify::All)?;
         }
         // Threshold classification when a full split would not fit in memory, or would fill > 10 % of it
-        // once the estimate has settled (research §2.5), or would pass FOCUS_REGIONS once settled, or
+        // once the estimate has settled (as in PAGANI), or would pass FOCUS_REGIONS once settled, or
         // WORKING_REGIONS at all.
         let split_bytes = 2 * class.n_active * region_bytes(d);
         let split_regions = 2 * class.n_active;
@@ -668,7 +669,7 @@ pub fn integrate(
                     class = store.reclassify(Reclassify::Threshold(tau))?;
                 }
                 _ if split_bytes > memory => {
-                    outcome.status = Status::MemoryLimit;
+                    outcome.stop = Stop::MemoryLimit;
                     break;
                 }
                 _ => {}
@@ -681,18 +682,18 @@ pub fn integrate(
             // Everything finished without meeting the global test (only when epsabs or rounding intervene).
             outcome.estimate = finished_est;
             outcome.error = finished_err + ROUNDING_FLOOR_ULPS * f64::EPSILON * finished_abs;
-            outcome.status = Status::NoActiveRegions;
+            outcome.stop = Stop::NoActiveRegions;
             break;
         }
         if iteration + 1 == options.max_iterations {
-            outcome.status = Status::IterationLimit;
+            outcome.stop = Stop::IterationLimit;
             break;
         }
         if options
             .time_limit_s
             .is_some_and(|t| start.elapsed().as_secs_f64() > t)
         {
-            outcome.status = Status::TimeLimit;
+            outcome.stop = Stop::TimeLimit;
             break;
         }
         store.split(&class)?;

@@ -1,11 +1,12 @@
 //! The degree-9 fully symmetric cubature rule with four embedded null rules that PAGANI uses in every
-//! dimension (Berntsen–Espelid–Genz D09HRE, as in Cuba's Cuhre; research/cubature.md §2.1–2.3).
+//! dimension: DCUHRE's D09HRE (Berntsen, Espelid & Genz 1991, ACM TOMS 17, 437 and 452), as in Cuba's
+//! Cuhre (Hahn 2005).
 //!
 //! Points are written in region-normalised coordinates u ∈ [−½, ½]^d (point = centre + u ⊙ width). They
 //! come in nine orbits ("sets") of one generator each; every point of a set carries the same five weights
 //! (R0 = the degree-9 rule, N1..N4 = null rules annihilating degree ≤ 7, 7, 5, 3). The weights are
 //! polynomials in d (set 0 cubic, set 1 quadratic, sets 2 and 5 linear, sets 3, 4, 6, 7 constant, set 8
-//! ∝ 2^−d), so they follow for any d from the tables at d = 5..8 in research/cubature.md Appendix A by
+//! ∝ 2^−d), so they follow for any d from the tables at d = 5..8 (`TABLE`) by
 //! Lagrange interpolation; the tests check the surplus table entries and the moment conditions for
 //! d = 2..15.
 
@@ -28,8 +29,8 @@ pub const A3: f64 = 0.447_627_354_626_178_128_8;
 pub const A4: f64 = 0.125;
 pub const A5: f64 = 0.343_037_898_780_878_145_7;
 
-/// Published weights per point for d = 5, 6, 7, 8 (rows = sets, columns = R0, N1..N4), research
-/// Appendix A.
+/// D09HRE's weights per point for d = 5, 6, 7, 8 (rows = sets, columns = R0, N1..N4), to 17 significant
+/// digits.
 const TABLE: [[[f64; RULES]; SETS]; 4] = [
     [
         [
@@ -439,7 +440,7 @@ impl Rule {
         self.set_of.is_empty()
     }
 
-    /// Estimate (per unit volume) and null-rule error from the five weighted sums S_0..S_4 (research §2.2):
+    /// Estimate (per unit volume) and null-rule error from the five weighted sums S_0..S_4 (as in DCUHRE):
     /// the error is E1 when the null-rule magnitudes decay (5·E1 ≤ E2 and 5·E2 ≤ E3), else 5·max(E1, E2, E3).
     pub fn estimate_and_error(&self, sums: &[f64; RULES]) -> (f64, f64) {
         let mut e = [0.0f64; 3];
@@ -567,7 +568,7 @@ mod tests {
 
     #[test]
     fn basic_rule_has_degree_9_and_null_rules_annihilate_their_degrees() {
-        // N1, N2 annihilate degree ≤ 7, N3 degree ≤ 5, N4 degree ≤ 3 (research §2.1).
+        // N1, N2 annihilate degree ≤ 7, N3 degree ≤ 5, N4 degree ≤ 3 (Berntsen et al. 1991).
         let null_degree = [7u32, 7, 5, 3];
         for d in MIN_DIM..=MAX_DIM {
             let rule = Rule::new(d).unwrap();

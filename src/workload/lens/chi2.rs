@@ -1,4 +1,4 @@
-//! Image-plane χ² by triangle delensing (research/lens.md §2.5; LENSTOOL / Lenstool-HPC `delense_CPU.cpp`).
+//! Image-plane χ² by triangle delensing (as LENSTOOL and Lenstool-HPC's `delense_CPU.cpp` do it).
 //!
 //! 1. Every multiple-image system's observed images are sent to the source plane with the system's own
 //!    distance ratio, β = θ − s·α(θ), and averaged: the source barycentre ([`source_barycentres`]).
@@ -10,18 +10,22 @@
 //!    ([`predicted_images`]).
 //! 4. Observed and predicted images are matched closest-first and χ² = Σ |Δ|²/σ² ([`chi2`]).
 //!
-//! [`mock_systems`] draws multiple-image systems from a problem's own model, with exact image positions
-//! (Newton on the lens equation in float64), so the χ² of the true model is at the pixel level.
+//! [`Chi2Problem`] runs it on every backend through the driver; `super::mock` draws image systems from the
+//! model itself.
 //!
 //! Conventions: positions in arcsec; grid pixel (i, j) at (coord(i), coord(j)), gradient grids row-major
 //! with i (x) fastest; the halos' b holds the problem's D_LS/D_S (reference source redshift), and a system
 //! at redshift z uses β = θ − s·α with s = (D_LS/D_S)(z) / problem.dls_ds ([`system_scale`]).
 
 use super::io::{ImageSystem, ObservedImage};
-use super::{gradient_at, Cosmology, LensProblem, CLUSTER_B_ARCSEC};
-use crate::workload::Workload;
-use rand::{Rng, SeedableRng};
+use super::{gradient_at, Cosmology, LensMode, LensProblem, MAX_HITS_PER_BAND};
+use crate::backend::{HostVec, Target};
+use crate::exec::{
+    host_build_options, host_resources, run_plan, time_host, Measured, RunError, RunOptions,
+};
+use crate::workload::{Accuracy, Verdict, Work, Workload};
 use rayon::prelude::*;
+use serde::Serialize;
 
 /// Penalty of an observed image with no predicted image left, as a distance: it adds
 /// (MISSING_PENALTY_ARCSEC)² / σ² to χ², i.e. (10″)²/σ² = 400 at σ = 0.5″. LENSTOOL-like: a model that
@@ -29,28 +33,6 @@ use rayon::prelude::*;
 pub const MISSING_PENALTY_ARCSEC: f64 = 10.0;
 /// Hits of one system closer than this many pixels are one predicted image.
 pub const MERGE_PIXELS: f64 = 1.5;
-
-/// Grid spacing of the mock generator's candidate search (arcsec), independent of the problem's pixel.
-pub const MOCK_COARSE_ARCSEC: f64 = 0.25;
-/// Mock acceptance: |det A| of every image at least this (not too close to a critical curve).
-pub const MOCK_MIN_DET: f64 = 0.02;
-/// Mock acceptance: images at least max(this, 3 pixels) apart.
-pub const MOCK_MIN_SEPARATION_ARCSEC: f64 = 1.0;
-/// Mock: Newton stops when |β(θ) − β_s| is below this (arcsec).
-pub const NEWTON_TOL_ARCSEC: f64 = 1e-9;
-/// Mock: central-difference step of the Jacobian (arcsec).
-pub const JACOBIAN_STEP_ARCSEC: f64 = 1e-6;
-/// Mock: refined images closer than this are the same image (arcsec).
-pub const MOCK_DEDUP_ARCSEC: f64 = 0.05;
-/// Mock: sources are drawn by picking an image-plane point within min(this, 2·s·b) of a cluster halo.
-pub const MOCK_DRAW_RADIUS_ARCSEC: f64 = 40.0;
-/// Mock: candidate sources drawn before giving up.
-pub const MOCK_MAX_ATTEMPTS: usize = 20_000;
-/// Mock: candidate sources delensed together in one pass over the coarse grid.
-const MOCK_BATCH: usize = 16;
-const NEWTON_MAX_ITER: usize = 60;
-/// Largest Newton step (arcsec): keeps a start near a singular halo centre from jumping across the field.
-const NEWTON_MAX_STEP: f64 = 2.0;
 
 /// s = (D_LS/D_S at `z_source`) / problem.dls_ds, the factor on the problem's gradient for a source at
 /// `z_source`; 0 for a source in front of (or at) the lens.
@@ -66,7 +48,7 @@ pub fn system_scale(problem: &LensProblem, z_source: f64) -> f64 {
 }
 
 /// β = θ − s·α(θ) in float64 with [`gradient_at`].
-fn beta_at(problem: &LensProblem, s: f64, x: f64, y: f64) -> (f64, f64) {
+pub(super) fn beta_at(problem: &LensProblem, s: f64, x: f64, y: f64) -> (f64, f64) {
     let (ax, ay) = gradient_at(&problem.halos, x, y);
     (x - s * ax, y - s * ay)
 }
@@ -103,7 +85,7 @@ pub struct Hit {
 
 /// Triangle delensing of a square grid of side `n` whose pixel (i, j) is at (first + i·h, first + j·h):
 /// the arithmetic of `lens_delens_item` in float64, rows in parallel, hits sorted.
-fn delens_grid(
+pub(super) fn delens_grid(
     n: usize,
     first: f64,
     h: f64,
@@ -180,7 +162,7 @@ pub fn delens_cpu(problem: &LensProblem, gx: &[f64], gy: &[f64], sources: &[[f64
     delens_grid(problem.n, problem.coord(0), problem.pixel, gx, gy, sources)
 }
 
-fn triangle_centroid(x0: f64, y0: f64, h: f64, triangle: u8) -> (f64, f64) {
+pub(super) fn triangle_centroid(x0: f64, y0: f64, h: f64, triangle: u8) -> (f64, f64) {
     if triangle == 0 {
         // (a, b, c) = (x0, y0), (x0, y0+h), (x0+h, y0).
         (x0 + h / 3.0, y0 + h / 3.0)
@@ -202,7 +184,7 @@ pub fn hit_position(problem: &LensProblem, hit: &Hit) -> (f64, f64) {
 
 /// Single-linkage clusters of points closer than `radius`, each replaced by its mean; clusters ordered by
 /// their first point (deterministic for a given input order).
-fn merge_points(points: &[(f64, f64)], radius: f64) -> Vec<(f64, f64)> {
+pub(super) fn merge_points(points: &[(f64, f64)], radius: f64) -> Vec<(f64, f64)> {
     let m = points.len();
     let mut parent: Vec<usize> = (0..m).collect();
     fn find(parent: &mut [usize], mut a: usize) -> usize {
@@ -354,300 +336,16 @@ pub fn chi2_of_grid(
     gy: &[f64],
     systems: &[ImageSystem],
 ) -> (Chi2, Vec<Vec<(f64, f64)>>) {
-    let sources = source_barycentres(problem, systems);
-    let hits = delens_cpu(problem, gx, gy, &sources);
-    let predicted = predicted_images(problem, &hits, systems.len());
-    (chi2(systems, &predicted), predicted)
-}
-
-/// Options of the mock generator.
-#[derive(Debug, Clone)]
-pub struct MockOptions {
-    pub n_systems: usize,
-    /// Redshifts given to the candidate sources in turn (attempt k gets z_sources[k mod len]).
-    pub z_sources: Vec<f64>,
-    pub seed: u64,
-    pub sigma_arcsec: f64,
-}
-
-impl Default for MockOptions {
-    fn default() -> Self {
-        MockOptions {
-            n_systems: 24,
-            z_sources: vec![1.5, 2.0, 3.0, 4.5],
-            seed: 20_260,
-            sigma_arcsec: 0.5,
-        }
-    }
-}
-
-/// A = ∂β/∂θ = I − s·∂α/∂θ by central differences of [`gradient_at`] (step [`JACOBIAN_STEP_ARCSEC`]).
-fn jacobian(problem: &LensProblem, s: f64, x: f64, y: f64) -> [[f64; 2]; 2] {
-    let e = JACOBIAN_STEP_ARCSEC;
-    let (xp, yp) = beta_at(problem, s, x + e, y);
-    let (xm, ym) = beta_at(problem, s, x - e, y);
-    let (xq, yq) = beta_at(problem, s, x, y + e);
-    let (xr, yr) = beta_at(problem, s, x, y - e);
-    [
-        [(xp - xm) / (2.0 * e), (xq - xr) / (2.0 * e)],
-        [(yp - ym) / (2.0 * e), (yq - yr) / (2.0 * e)],
-    ]
-}
-
-fn det(a: &[[f64; 2]; 2]) -> f64 {
-    a[0][0] * a[1][1] - a[0][1] * a[1][0]
-}
-
-/// Newton on β(θ) = β_s from `start`, until |β(θ) − β_s| < [`NEWTON_TOL_ARCSEC`]; None when it does not
-/// converge (steps capped at NEWTON_MAX_STEP″).
-fn newton_image(
-    problem: &LensProblem,
-    s: f64,
-    source: (f64, f64),
-    start: (f64, f64),
-) -> Option<(f64, f64)> {
-    let (mut x, mut y) = start;
-    for _ in 0..NEWTON_MAX_ITER {
-        let (bx, by) = beta_at(problem, s, x, y);
-        let (rx, ry) = (bx - source.0, by - source.1);
-        if !(rx.is_finite() && ry.is_finite()) {
-            return None;
-        }
-        if (rx * rx + ry * ry).sqrt() < NEWTON_TOL_ARCSEC {
-            return Some((x, y));
-        }
-        let a = jacobian(problem, s, x, y);
-        let d = det(&a);
-        if d == 0.0 || !d.is_finite() {
-            return None;
-        }
-        let mut sx = (a[1][1] * rx - a[0][1] * ry) / d;
-        let mut sy = (a[0][0] * ry - a[1][0] * rx) / d;
-        let len = (sx * sx + sy * sy).sqrt();
-        if len > NEWTON_MAX_STEP {
-            sx *= NEWTON_MAX_STEP / len;
-            sy *= NEWTON_MAX_STEP / len;
-        }
-        x -= sx;
-        y -= sy;
-    }
-    None
-}
-
-/// The coarse α grid of the mock generator: the problem's model on a grid of spacing MOCK_COARSE_ARCSEC
-/// covering the problem's field plus a margin (so images just outside are found and rejected).
-struct CoarseGrid {
-    n: usize,
-    first: f64,
-    h: f64,
-    gx: Vec<f64>,
-    gy: Vec<f64>,
-}
-
-fn coarse_grid(problem: &LensProblem) -> CoarseGrid {
-    let half = problem.coord(problem.n - 1).abs() + 1.0;
-    let h = MOCK_COARSE_ARCSEC;
-    let n = (2.0 * half / h).ceil() as usize + 1;
-    let coarse = LensProblem::new(
-        "mock-coarse",
-        n,
-        h,
-        problem.cosmology,
-        problem.halos.clone(),
-    )
-    .expect("the coarse grid of a valid problem is valid");
-    let mut field = coarse.reference();
-    let gy = field.components.pop().expect("gy");
-    let gx = field.components.pop().expect("gx");
-    CoarseGrid {
-        n,
-        first: coarse.coord(0),
-        h,
-        gx,
-        gy,
-    }
-}
-
-/// One candidate source: its redshift, scale, source-plane position and the image-plane point drawn.
-#[derive(Debug, Clone, Copy)]
-struct Candidate {
-    z: f64,
-    s: f64,
-    beta: (f64, f64),
-    theta0: (f64, f64),
-}
-
-/// All images of one candidate if it passes the acceptance criteria (see [`mock_systems`]).
-fn evaluate_candidate(
-    problem: &LensProblem,
-    grid: &CoarseGrid,
-    cand: &Candidate,
-    coarse_starts: &[(f64, f64)],
-) -> Option<Vec<(f64, f64)>> {
-    let halos = &problem.halos;
-    let near_centre = |p: (f64, f64), r: f64| {
-        (0..halos.len()).any(|k| {
-            let (dx, dy) = (p.0 - halos.x0[k], p.1 - halos.y0[k]);
-            dx * dx + dy * dy < r * r
-        })
-    };
-    let mut images: Vec<(f64, f64)> = Vec::new();
-    // The drawn point is an image by construction; then the coarse-grid candidates.
-    for &start in std::iter::once(&cand.theta0).chain(coarse_starts) {
-        match newton_image(problem, cand.s, cand.beta, start) {
-            Some(t) => {
-                let dup = images.iter().any(|q| {
-                    let (dx, dy) = (q.0 - t.0, q.1 - t.1);
-                    dx * dx + dy * dy < MOCK_DEDUP_ARCSEC * MOCK_DEDUP_ARCSEC
-                });
-                if !dup {
-                    images.push(t);
-                }
-            }
-            // A singular halo centre makes its cell's triangles huge in the source plane: a spurious
-            // hit there has no image. Elsewhere a failed refinement means an image may be lost: reject.
-            None if near_centre(start, 2.0 * grid.h) => {}
-            None => return None,
-        }
-        if images.len() > 5 {
-            return None;
-        }
-    }
-    if !(2..=5).contains(&images.len()) {
-        return None;
-    }
-    let limit = problem.coord(problem.n - 1).abs() - 2.0 * problem.pixel;
-    let min_sep = MOCK_MIN_SEPARATION_ARCSEC.max(3.0 * problem.pixel);
-    for (u, &p) in images.iter().enumerate() {
-        if p.0.abs() > limit || p.1.abs() > limit {
-            return None;
-        }
-        for q in &images[u + 1..] {
-            let (dx, dy) = (q.0 - p.0, q.1 - p.1);
-            if dx * dx + dy * dy < min_sep * min_sep {
-                return None;
-            }
-        }
-        if det(&jacobian(problem, cand.s, p.0, p.1)).abs() < MOCK_MIN_DET {
-            return None;
-        }
-        // Not on top of a halo centre (the deflection is singular there): 3 pixels from every centre,
-        // and 2 Einstein radii from a galaxy's.
-        for k in 0..halos.len() {
-            let mut r = 3.0 * problem.pixel;
-            if halos.b[k] < CLUSTER_B_ARCSEC {
-                r = r.max(2.0 * halos.b[k]);
-            }
-            let (dx, dy) = (p.0 - halos.x0[k], p.1 - halos.y0[k]);
-            if dx * dx + dy * dy < r * r {
-                return None;
-            }
-        }
-    }
-    Some(images)
-}
-
-/// Mock systems and their true sources [βx, βy, s].
-fn mock_with_sources(
-    problem: &LensProblem,
-    opts: &MockOptions,
-) -> (Vec<ImageSystem>, Vec<[f64; 3]>) {
-    let (mut systems, mut sources) = (Vec::new(), Vec::new());
-    if opts.n_systems == 0 || opts.z_sources.is_empty() || problem.halos.is_empty() || problem.n < 2
-    {
-        return (systems, sources);
-    }
-    let halos = &problem.halos;
-    let b_max = halos.b.iter().cloned().fold(0.0, f64::max);
-    let clusters: Vec<usize> = (0..halos.len())
-        .filter(|&k| halos.b[k] >= CLUSTER_B_ARCSEC.min(b_max))
-        .collect();
-    let scales: Vec<f64> = opts
-        .z_sources
-        .iter()
-        .map(|&z| system_scale(problem, z))
-        .collect();
-    let grid = coarse_grid(problem);
-    let mut rng = rand_pcg::Pcg64::seed_from_u64(opts.seed);
-    let mut attempt = 0;
-    while attempt < MOCK_MAX_ATTEMPTS && systems.len() < opts.n_systems {
-        let batch: Vec<Candidate> = (attempt..(attempt + MOCK_BATCH).min(MOCK_MAX_ATTEMPTS))
-            .map(|a| {
-                let zi = a % opts.z_sources.len();
-                let s = scales[zi];
-                let k = clusters[rng.random_range(0..clusters.len())];
-                let radius = (2.0 * s * halos.b[k]).min(MOCK_DRAW_RADIUS_ARCSEC);
-                let r = radius * rng.random::<f64>().sqrt();
-                let phi = std::f64::consts::TAU * rng.random::<f64>();
-                let theta0 = (halos.x0[k] + r * phi.cos(), halos.y0[k] + r * phi.sin());
-                Candidate {
-                    z: opts.z_sources[zi],
-                    s,
-                    beta: beta_at(problem, s, theta0.0, theta0.1),
-                    theta0,
-                }
-            })
-            .collect();
-        attempt += batch.len();
-        let srcs: Vec<[f64; 3]> = batch.iter().map(|c| [c.beta.0, c.beta.1, c.s]).collect();
-        let hits = delens_grid(grid.n, grid.first, grid.h, &grid.gx, &grid.gy, &srcs);
-        let mut starts: Vec<Vec<(f64, f64)>> = vec![Vec::new(); batch.len()];
-        for hit in &hits {
-            let x0 = grid.first + hit.i as f64 * grid.h;
-            let y0 = grid.first + hit.j as f64 * grid.h;
-            starts[hit.system as usize].push(triangle_centroid(x0, y0, grid.h, hit.triangle));
-        }
-        let results: Vec<Option<Vec<(f64, f64)>>> = batch
-            .par_iter()
-            .zip(starts.par_iter())
-            .map(|(c, st)| {
-                evaluate_candidate(problem, &grid, c, &merge_points(st, MERGE_PIXELS * grid.h))
-            })
-            .collect();
-        for (c, res) in batch.iter().zip(results) {
-            if systems.len() >= opts.n_systems {
-                break;
-            }
-            if let Some(images) = res {
-                systems.push(ImageSystem {
-                    id: format!("S{:02}", systems.len() + 1),
-                    z_source: c.z,
-                    images: images
-                        .into_iter()
-                        .map(|(x, y)| ObservedImage {
-                            x,
-                            y,
-                            sigma: opts.sigma_arcsec,
-                        })
-                        .collect(),
-                });
-                sources.push([c.beta.0, c.beta.1, c.s]);
-            }
-        }
-    }
-    (systems, sources)
-}
-
-/// Mock multiple-image systems from the problem's own (true) model, deterministic for given options.
-///
-/// Each candidate source is drawn by picking an image-plane point θ₀ uniformly within
-/// min(40″, 2·s·b) of a cluster halo (b ≥ CLUSTER_B_ARCSEC; the strongest halos when there is none) and
-/// mapping it to the source plane with the system's s, so it has at least one image. Its images are found
-/// by triangle delensing on a coarse float64 grid (spacing MOCK_COARSE_ARCSEC over the field plus 1″,
-/// computed once for all candidates and scaled by s), each candidate then refined by Newton on the lens
-/// equation ([`gradient_at`], central-difference Jacobian) to |β(θ) − β_s| < 1e-9″ and deduplicated
-/// within 0.05″. A system is accepted when it has 2–5 images, all inside |x|, |y| ≤ coord(n−1) − 2·pixel,
-/// pairwise ≥ max(1″, 3 pixels) apart, with |det A| ≥ 0.02, and each ≥ 3 pixels from every halo centre
-/// (and ≥ 2 b from a galaxy's). Up to MOCK_MAX_ATTEMPTS candidates are drawn; fewer systems than asked
-/// are returned when they run out. Ids are "S01", "S02", …; positions are the exact (Newton) ones with
-/// σ = sigma_arcsec.
-pub fn mock_systems(problem: &LensProblem, opts: &MockOptions) -> Vec<ImageSystem> {
-    mock_with_sources(problem, opts).0
+    let fit = Chi2Fit::from_grid(problem, gx, gy, systems);
+    (fit.chi2, fit.predicted)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::lens::mock::{
+        det, jacobian, mock_systems, mock_with_sources, newton_image, MockOptions,
+    };
     use crate::workload::lens::{Halos, LensOptions, Preset};
     use std::sync::OnceLock;
     use std::time::Instant;
@@ -661,7 +359,7 @@ mod tests {
     }
 
     /// The ci preset with galaxies of 110–130 km/s (the public Lenstool-HPC benchmark configuration,
-    /// research/lens.md §2.6) or of the preset default 10–15 km/s.
+    /// `MarkusBenchmark.par`) or of the preset default 10–15 km/s.
     fn ci_problem(realistic: bool) -> LensProblem {
         let galaxy_sigma = if realistic {
             (110.0, 130.0)
@@ -775,7 +473,7 @@ mod tests {
                     worst = worst.max(d);
                     assert!(d <= limit, "{}: |Δ| = {d}″ > {limit}″", sys.id);
                 }
-                // Extra predictions come from the singular cells at halo centres (research/lens.md §2.1).
+                // Extra predictions come from the singular (0/0) SIE cells at halo centres.
                 for (k, q) in pred.iter().enumerate() {
                     if !matched.contains(&Some(k)) {
                         let h = &p.halos;
@@ -1027,54 +725,95 @@ mod tests {
     }
 }
 
-/// One χ² evaluation on a device: its result, predicted images, the hits, and the device time.
+/// One χ² evaluation: its result, the predicted images and the triangle hits.
 #[derive(Debug, Clone)]
-pub struct DeviceChi2 {
+pub struct Chi2Fit {
     pub chi2: Chi2,
     pub predicted: Vec<Vec<(f64, f64)>>,
     pub hits: Vec<Hit>,
-    /// Median device time of the whole evaluation (grid + delensing, summed over bands), seconds.
-    pub time_s: f64,
-    /// Per-step medians of the first band.
-    pub steps: Vec<crate::backend::StepReport>,
 }
 
-/// Runs one image-plane χ² evaluation on an accelerator: the error-budget mixed grid and the float64
-/// delensing stay on the device (`LensProblem::chi2_jobs`); the few hits come back and are matched here.
-pub fn chi2_device(
+impl Chi2Fit {
+    fn from_hits(problem: &LensProblem, systems: &[ImageSystem], mut hits: Vec<Hit>) -> Chi2Fit {
+        hits.sort();
+        let predicted = predicted_images(problem, &hits, systems.len());
+        Chi2Fit {
+            chi2: chi2(systems, &predicted),
+            predicted,
+            hits,
+        }
+    }
+
+    /// The χ² from a gradient grid on the host ([`delens_cpu`]).
+    pub fn from_grid(
+        problem: &LensProblem,
+        gx: &[f64],
+        gy: &[f64],
+        systems: &[ImageSystem],
+    ) -> Chi2Fit {
+        let sources = source_barycentres(problem, systems);
+        Chi2Fit::from_hits(problem, systems, delens_cpu(problem, gx, gy, &sources))
+    }
+}
+
+/// Evaluates the image-plane χ² of `systems` for the problem's model on one target, timed as `opts` says.
+/// Devices keep the error-budget mixed grid and the float64 delensing on the device
+/// ([`LensProblem::chi2_jobs`]); only the few hits come back and are matched here. The `cpu` model runs the
+/// same scheme's grid and [`delens_cpu`].
+pub fn evaluate(
     problem: &LensProblem,
-    dev: &dyn crate::backend::Accelerator,
     systems: &[ImageSystem],
-    warmup: u32,
-    repeats: u32,
-) -> Result<DeviceChi2, String> {
+    target: &Target,
+    opts: &RunOptions,
+) -> Result<Measured<Chi2Fit>, RunError> {
+    let dev = match target {
+        Target::Cpu(_) => {
+            let (fit, times) = time_host(opts, "host clock", || {
+                let grid = problem.cpu_run(LensMode::BUDGET);
+                Ok(Chi2Fit::from_grid(
+                    problem,
+                    &grid.components[0],
+                    &grid.components[1],
+                    systems,
+                ))
+            })?;
+            return Ok(Measured {
+                output: fit,
+                times,
+                build_s: None,
+                resources: Some(host_resources()),
+                launch: None,
+                steps: Vec::new(),
+                build_options: host_build_options(),
+            });
+        }
+        Target::Device(dev) => dev,
+    };
+    if !dev.info().fp64 {
+        return Err(RunError::Unsupported("device has no fp64 support".into()));
+    }
     let sources: Vec<f64> = source_barycentres(problem, systems)
         .iter()
         .flat_map(|s| *s)
         .collect();
-    let info = dev.info();
     let (row0s, jobs): (Vec<usize>, Vec<_>) = problem
-        .chi2_jobs(
-            &sources,
-            info.max_alloc_bytes,
-            info.global_mem_bytes,
-            warmup,
-            repeats,
-        )
+        .chi2_jobs(&sources, opts.budget(dev.info()), opts)
         .into_iter()
         .unzip();
-    let run = crate::bench::run_bands(dev, &jobs, warmup)?;
+    let run = run_plan(dev.as_ref(), &jobs, opts.warmup)?;
     let mut hits = Vec::new();
     for (row0, out) in row0s.iter().zip(&run.outputs) {
         let count = out[1].to_f64()[0] as usize;
-        if count > crate::workload::lens::MAX_HITS_PER_BAND {
-            return Err(format!(
-                "delensing found {count} triangle hits in the band at row {row0}, more than the {} it holds",
-                crate::workload::lens::MAX_HITS_PER_BAND
-            ));
+        if count > MAX_HITS_PER_BAND {
+            return Err(RunError::Failed(format!(
+                "delensing found {count} triangle hits in the band at row {row0}, more than the \
+                 {MAX_HITS_PER_BAND} it holds"
+            )));
         }
-        let crate::backend::HostVec::I32(raw) = &out[0] else {
-            return Err("delensing returned hits of the wrong type".into());
+        let HostVec::I32(raw) = &out[0] else {
+            return Err(RunError::Failed(
+                "delensing returned hits of the wrong type".into(),
+            ));
         };
         for h in raw.chunks_exact(4).take(count) {
             hits.push(Hit {
@@ -1085,15 +824,150 @@ pub fn chi2_device(
             });
         }
     }
-    hits.sort();
-    let predicted = predicted_images(problem, &hits, systems.len());
-    Ok(DeviceChi2 {
-        chi2: chi2(systems, &predicted),
-        predicted,
-        hits,
-        time_s: run.times.median,
+    Ok(Measured {
+        output: Chi2Fit::from_hits(problem, systems, hits),
+        times: run.times,
+        build_s: Some(run.build_s),
+        resources: run.resources,
+        launch: Some(run.launch),
         steps: run.steps,
+        build_options: run.build_options,
     })
+}
+
+/// The χ² of image systems as a workload the driver runs on every backend: each backend's predicted images
+/// must be the float64 reference's (the `cpu` f64 grid and delensing), every image within
+/// [`MERGE_PIXELS`] pixels.
+pub struct Chi2Problem {
+    pub problem: LensProblem,
+    pub systems: Vec<ImageSystem>,
+}
+
+/// The χ² workload's own figures in a row.
+#[derive(Debug, Clone, Serialize)]
+pub struct Chi2Details {
+    pub chi2: f64,
+    pub missing: usize,
+    pub extra: usize,
+    pub reference_chi2: f64,
+    pub reference_missing: usize,
+    pub reference_extra: usize,
+    pub systems: usize,
+    pub images: usize,
+    /// Largest distance between an image predicted here and the nearest of the reference's (both ways).
+    pub worst_shift_arcsec: f64,
+    pub hits: usize,
+}
+
+impl Chi2Problem {
+    /// The systems checked against the problem: each source behind the lens.
+    pub fn new(problem: LensProblem, systems: Vec<ImageSystem>) -> Result<Self, String> {
+        if systems.is_empty() {
+            return Err("no image systems: the χ² needs at least one".into());
+        }
+        for s in &systems {
+            if s.z_source <= problem.cosmology.z_lens {
+                return Err(format!(
+                    "image system '{}': z_source {} is not behind the lens (z_lens {})",
+                    s.id, s.z_source, problem.cosmology.z_lens
+                ));
+            }
+        }
+        Ok(Chi2Problem { problem, systems })
+    }
+
+    fn images(&self) -> usize {
+        self.systems.iter().map(|s| s.images.len()).sum()
+    }
+}
+
+impl Workload for Chi2Problem {
+    type Mode = LensMode;
+    type Output = Chi2Fit;
+    type Reference = Chi2Fit;
+    type Details = Chi2Details;
+
+    fn name(&self) -> &'static str {
+        "lens-chi2"
+    }
+    fn preset(&self) -> &str {
+        &self.problem.preset
+    }
+    fn describe(&self) -> String {
+        format!(
+            "{}; {} systems, {} images",
+            self.problem.describe(),
+            self.systems.len(),
+            self.images()
+        )
+    }
+    /// The χ² always runs the error-budget grid with float64 delensing.
+    fn modes(&self) -> Vec<LensMode> {
+        vec![LensMode::BUDGET]
+    }
+    fn work(&self, _output: &Chi2Fit) -> Option<Work> {
+        Some(Work {
+            units: (self.problem.n * self.problem.n) as f64 * self.problem.halos.len() as f64,
+            unit_name: "interactions",
+        })
+    }
+    fn pipe_instructions(&self, mode: LensMode) -> Option<f64> {
+        self.problem.pipe_instructions(mode)
+    }
+    fn reference(&self) -> Chi2Fit {
+        let grid = self.problem.reference();
+        Chi2Fit::from_grid(
+            &self.problem,
+            &grid.components[0],
+            &grid.components[1],
+            &self.systems,
+        )
+    }
+    fn execute(
+        &self,
+        target: &Target,
+        _mode: LensMode,
+        opts: &RunOptions,
+    ) -> Result<Measured<Chi2Fit>, RunError> {
+        evaluate(&self.problem, &self.systems, target, opts)
+    }
+    fn verify(&self, fit: &Chi2Fit, reference: &Chi2Fit, _mode: LensMode) -> Verdict<Chi2Details> {
+        let shift = worst_shift(&reference.predicted, &fit.predicted);
+        let tolerance = MERGE_PIXELS * self.problem.pixel;
+        let pass = shift <= tolerance;
+        let rel =
+            (fit.chi2.chi2 - reference.chi2.chi2).abs() / reference.chi2.chi2.abs().max(1e-300);
+        Verdict {
+            accuracy: Accuracy {
+                max_abs: shift,
+                max_rel: rel,
+                rms_abs: shift,
+                non_finite: u64::from(!fit.chi2.chi2.is_finite()),
+                tolerance_abs: tolerance,
+                tolerance_rel: f64::INFINITY,
+                unit: "arcsec (image positions)".into(),
+                pass: pass && fit.chi2.chi2.is_finite(),
+            },
+            unconverged: None,
+            failure: (!pass).then(|| {
+                format!(
+                    "predicted images differ from the reference's: worst shift {shift:.3}″ (tolerance {tolerance:.3}″)"
+                )
+            }),
+            details: Chi2Details {
+                chi2: fit.chi2.chi2,
+                missing: fit.chi2.n_missing,
+                extra: fit.chi2.n_extra,
+                reference_chi2: reference.chi2.chi2,
+                reference_missing: reference.chi2.n_missing,
+                reference_extra: reference.chi2.n_extra,
+                systems: self.systems.len(),
+                images: self.images(),
+                worst_shift_arcsec: shift,
+                hits: fit.hits.len(),
+            },
+        }
+    }
 }
 
 /// Largest distance between a reference predicted image and the nearest image predicted by another run,

@@ -1,4 +1,4 @@
-//! Deterministic light-curve generators and frequency grids for the presets (DESIGN.md 4.2).
+//! Deterministic light-curve generators and frequency grids for the presets (docs/lombscargle.md, Presets).
 //!
 //! * `ci`: [`ci_series`] (CoRoT-like, N_t = 1e4) on [`ci_grid`] (culsp grid, F_over 8, F_high 1 ⇒ 40,192).
 //! * `corot`: [`corot_like`]`(`[`COROT_N_T`]`, seed)` on [`culsp_grid`]`(t, 8, 1)` ⇒ N_f = 1,528,064.
@@ -26,11 +26,11 @@ pub const CULSP_F_HIGH: f64 = 1.0;
 
 /// Survey baseline (days) and the shared grid: f_k = (k+1)/(10·730), k < 365,000, i.e. 10× oversampled
 /// over the baseline up to f_max = 50 c/d (0.02-d periods, 5× above the fastest injected 0.1-d signal);
-/// 365K frequencies × ~150 points is the research's ZTF-sized problem.
+/// 365K frequencies × ~150 points is the size of cuvarbase's ZTF benchmark.
 pub const SURVEY_BASELINE: f64 = 730.0;
 pub const SURVEY_N_F: usize = 365_000;
 
-/// culsp's uniform grid (research/lombscargle.md; make_vectors.py): T = max−min of `t`,
+/// culsp's uniform grid (Townsend 2010; tests/data/lombscargle/make_vectors.py): T = max−min of `t`,
 /// df = 1/(F_over·T), f_max = F_high·N_t/(2T), nf = floor(f_max/df)+1 rounded up to a multiple of 256
 /// (culsp's block size, kept so our N_f match the published ones), f_k = (k+1)·df.
 ///
@@ -98,7 +98,7 @@ fn corot_windows(rng: &mut Pcg64, span: f64) -> Vec<(f64, f64)> {
     windows
 }
 
-/// A CoRoT-like series of exactly `n_t` points over 150 d (the culsp benchmark, DESIGN.md 4.2).
+/// A CoRoT-like series of exactly `n_t` points over 150 d (the culsp benchmark of Townsend 2010).
 ///
 /// Times: the points are spread uniformly, with ±20 %-of-cadence jitter, over the *observed* time only
 /// (orbital gaps of ~103-min period and 12 % mean duty, plus 3 multi-day gaps; see `corot_windows`) and
@@ -150,7 +150,7 @@ pub fn ci_series(seed: u64) -> LightCurve {
 }
 
 /// The `ci` (and `corot`) grid: culsp's F_over = 8, F_high = 1 ⇒ 40,192 frequencies for N_t = 1e4
-/// (1,528,064 for N_t = 382,003); DESIGN.md's "N_f ≈ 4e4".
+/// (1,528,064 for N_t = 382,003), about 4·N_t.
 pub fn ci_grid(t: &[f64]) -> FrequencyGrid {
     culsp_grid(t, CULSP_F_OVER, CULSP_F_HIGH)
 }

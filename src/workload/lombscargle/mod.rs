@@ -1,22 +1,32 @@
-//! Lomb-Scargle periodograms (seed 001: Townsend 2010, culsp; research/lombscargle.md; DESIGN.md 4.2).
+//! Lomb-Scargle periodograms after Townsend 2010, "Fast Calculation of the Lomb-Scargle Periodogram Using
+//! Graphics Processing Units" (ApJS 191, 247; the culsp code), with astropy's models, normalisations and
+//! false-alarm probabilities.
 //!
 //! Direct O(N_t N_f) sums, one work-item per frequency, the series staged through local memory in chunks.
-//! The phase f t is reduced exactly in 64-bit fixed point before float32 sincos (research 2: the rounding of
-//! the float32 product f t, not sincos, dominates culsp's error).
+//! The phase f t is reduced exactly in 64-bit fixed point before float32 sincos: the rounding of the float32
+//! product f t, not sincos, dominates culsp's error (docs/lombscargle.md).
+//!
+//! For users: [`LombScargle`] (one light curve, astropy's vocabulary) and [`periodogram::analyse`] (many
+//! curves: periodograms, peaks and false-alarm probabilities). For the driver: [`LombScargleProblem`].
 
+pub mod args;
 pub mod cpu;
 pub mod device;
 pub mod fap;
 pub mod generate;
 pub mod io;
+pub mod periodogram;
 
 use crate::backend::{
     BufferSpec, DType, HostSlice, HostVec, KernelJob, Launch, Local, Precision, Program, Step,
-    StepArg,
+    StepArg, Target,
 };
-use crate::workload::{Accuracy, DevicePlan, Field, WorkCount, Workload};
+use crate::exec::{self, DeviceBudget, Field, Measured, RunError, RunOptions, SinglePass};
+use crate::workload::{Accuracy, Verdict, Work, Workload};
 use device::{Band, FixedPoint, GROUP, TOPK_MAX};
+pub use periodogram::LombScargle;
 use rayon::prelude::*;
+use serde::Serialize;
 
 pub static PROGRAM: Program = Program {
     name: "lombscargle",
@@ -197,6 +207,9 @@ pub struct LombScargleProblem {
 
 /// Seed of every generated preset (the oracle's).
 pub const SEED: u64 = 20100629;
+
+/// The generated presets (see [`LombScargleProblem::preset`]).
+pub const PRESETS: [&str; 5] = ["tiny", "ci", "corot", "survey", "survey-small"];
 
 impl LombScargleProblem {
     pub fn new(
@@ -415,7 +428,51 @@ pub fn top_k(power: &[f64], k: usize) -> Vec<(usize, f64)> {
     peaks
 }
 
+/// Lomb-Scargle's own figures in a row: what the check covered.
+#[derive(Debug, Clone, Serialize)]
+pub struct LombScargleDetails {
+    /// Curves compared with the float64 reference (every curve of small batches, 16 of a survey).
+    pub checked_curves: usize,
+    /// Full periodograms: every k-th frequency is compared (1 unless that is over ~2e9 pairs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checked_frequency_stride: Option<usize>,
+    /// Full periodograms: the largest error within 16 bins of each checked curve's highest peak.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_window_max_abs: Option<f64>,
+    /// Top-k peaks: ranks whose frequency differs from the reference's and is not a near-tie.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_index_mismatches: Option<u64>,
+}
+
+impl SinglePass for LombScargleProblem {
+    type Mode = Precision;
+    fn run_cpu(&self, precision: Precision) -> Field {
+        let all: Vec<usize> = (0..self.curves.len()).collect();
+        let powers = self.cpu_powers(&all, precision);
+        match self.output {
+            Output::Full => Field::new(vec![powers.concat()]),
+            Output::TopK(k) => self.top_k_field(&powers, k),
+        }
+    }
+    fn plan(
+        &self,
+        precision: Precision,
+        _budget: DeviceBudget,
+        opts: &RunOptions,
+    ) -> Vec<KernelJob<'_>> {
+        self.device_jobs(precision, opts)
+    }
+    fn assemble(&self, outputs: Vec<Vec<HostVec>>) -> Field {
+        self.assemble_bands(outputs)
+    }
+}
+
 impl Workload for LombScargleProblem {
+    type Mode = Precision;
+    type Output = Field;
+    type Reference = Field;
+    type Details = LombScargleDetails;
+
     fn name(&self) -> &'static str {
         "lombscargle"
     }
@@ -439,23 +496,22 @@ impl Workload for LombScargleProblem {
             self.total_frequencies()
         )
     }
-    fn work(&self) -> WorkCount {
-        let pairs = self.pairs();
-        WorkCount {
-            units: pairs,
+    fn modes(&self) -> Vec<Precision> {
+        Precision::ALL.to_vec()
+    }
+    fn work(&self, _output: &Field) -> Option<Work> {
+        Some(Work {
+            units: self.pairs(),
             unit_name: "pairs",
-            // research/lombscargle.md 4: sincos plus ~8 FP32 operations per (t, f) pair; sincos counted as 2.
-            flops: 10.0 * pairs,
-            bytes: (self.total_frequencies() * 4 + self.times.len() * 4 + self.weights32.len() * 4)
-                as f64,
-        }
+        })
     }
     fn pipe_instructions(&self, precision: Precision) -> Option<f64> {
-        // The floor is the sin/cos unit (research 4): 2 MUFU per pair at 16/clk/SM, i.e. the issue slots of 16
-        // FP32 lanes. float64 has no MUFU: ~34 DFMA-pipe operations for a software sincos plus the sums.
-        Some(match precision.base() {
+        // The floor is the sin/cos unit: 2 MUFU per pair at 16/clk/SM, i.e. the issue slots of 16 FP32
+        // lanes. float64 has no MUFU: ~34 DFMA-pipe operations for a software sincos plus the sums
+        // (docs/lombscargle.md).
+        Some(match precision {
             Precision::F64 => 34.0,
-            _ => 16.0,
+            Precision::F32 => 16.0,
         })
     }
     fn reference(&self) -> Field {
@@ -473,29 +529,119 @@ impl Workload for LombScargleProblem {
             }
         }
     }
-    fn run_cpu(&self, precision: Precision) -> Field {
-        let all: Vec<usize> = (0..self.curves.len()).collect();
-        let powers = self.cpu_powers(&all, precision);
+    fn execute(
+        &self,
+        target: &Target,
+        precision: Precision,
+        opts: &RunOptions,
+    ) -> Result<Measured<Field>, RunError> {
+        exec::single_pass(self, target, precision, opts)
+    }
+    fn verify(
+        &self,
+        result: &Field,
+        reference: &Field,
+        precision: Precision,
+    ) -> Verdict<LombScargleDetails> {
+        let tolerance = match precision {
+            Precision::F64 => TOL_F64,
+            Precision::F32 => TOL_F32,
+        };
+        let mut errors = Errors::default();
+        let mut details = LombScargleDetails {
+            checked_curves: self.check_curves.len(),
+            checked_frequency_stride: None,
+            peak_window_max_abs: None,
+            peak_index_mismatches: None,
+        };
+        let mut pass = true;
         match self.output {
-            Output::Full => Field::new(vec![powers.concat()]),
-            Output::TopK(k) => self.top_k_field(&powers, k),
+            Output::Full => {
+                let got = &result.components[0];
+                let complete = got.len() == self.total_frequencies();
+                let ranges = self.curve_ranges();
+                if complete {
+                    for (&(c, k), &want) in self.check_points().iter().zip(&reference.components[0])
+                    {
+                        errors.add(got[ranges[c].start + k], want);
+                    }
+                    // The highest peak of each checked curve, and its neighbours, in f64 on the fly.
+                    let mut window_worst = 0.0f64;
+                    for &c in &self.check_curves {
+                        let n = self.grids[c].len();
+                        let row = &got[ranges[c].clone()];
+                        let peak = (0..n)
+                            .max_by(|&a, &b| row[a].total_cmp(&row[b]))
+                            .unwrap_or(0);
+                        let first = peak.saturating_sub(PEAK_WINDOW);
+                        let last = (peak + PEAK_WINDOW + 1).min(n);
+                        for (k, &got) in row.iter().enumerate().take(last).skip(first) {
+                            let want = self.reference_power(c, k);
+                            window_worst = window_worst.max((got - want).abs());
+                            errors.add(got, want);
+                        }
+                    }
+                    details.peak_window_max_abs = Some(window_worst);
+                } else {
+                    errors.non_finite += got.len().abs_diff(self.total_frequencies()) as u64 + 1;
+                }
+                details.checked_frequency_stride = Some(self.check_stride);
+            }
+            Output::TopK(k) => {
+                let (gi, gp) = (&result.components[0], &result.components[1]);
+                let (ri, rp) = (&reference.components[0], &reference.components[1]);
+                let mut mismatched = 0u64;
+                for (n, &c) in self.check_curves.iter().enumerate() {
+                    for r in 0..k {
+                        let (g, w) = (c * k + r, n * k + r);
+                        if g >= gi.len() {
+                            errors.non_finite += 1;
+                            continue;
+                        }
+                        errors.add(gp[g], rp[w]);
+                        // A different index is only acceptable for a near-tie: the f64 power there must equal the
+                        // reference's power at this rank within the tolerance.
+                        if gi[g] != ri[w] {
+                            let ok = gi[g] >= 0.0
+                                && (gi[g] as usize) < self.grids[c].len()
+                                && (self.reference_power(c, gi[g] as usize) - rp[w]).abs()
+                                    <= tolerance;
+                            if !ok {
+                                mismatched += 1;
+                            }
+                        }
+                    }
+                }
+                details.peak_index_mismatches = Some(mismatched);
+                pass = mismatched == 0;
+            }
+        }
+        let mut accuracy = errors.finish(tolerance);
+        accuracy.pass &= pass;
+        Verdict {
+            failure: (!pass).then(|| {
+                format!(
+                    "{} peak(s) at another frequency than the reference's (not near-ties)",
+                    details.peak_index_mismatches.unwrap_or(0)
+                )
+            }),
+            accuracy,
+            unconverged: None,
+            details,
         }
     }
-    fn plan(
-        &self,
-        precision: Precision,
-        _max_alloc: u64,
-        _mem: u64,
-        warmup: u32,
-        repeats: u32,
-    ) -> DevicePlan<'_> {
-        let (dtype, suffix, weights) = match precision.base() {
+}
+
+impl LombScargleProblem {
+    /// One job per band of frequencies (`device::bands`): the power kernel, and the top-k kernel when only
+    /// peaks are wanted. Bands bound each launch, not memory: a band's buffers are small.
+    fn device_jobs(&self, precision: Precision, opts: &RunOptions) -> Vec<KernelJob<'_>> {
+        let (dtype, suffix, weights) = match precision {
             Precision::F64 => (DType::F64, "f64", HostSlice::F64(&self.weights64)),
-            _ => (DType::F32, "f32", HostSlice::F32(&self.weights32)),
+            Precision::F32 => (DType::F32, "f32", HostSlice::F32(&self.weights32)),
         };
         let floating = i32::from(self.model == SignalModel::FloatingMean);
-        let jobs = self
-            .bands
+        self.bands
             .iter()
             .map(|band| {
                 let weights = match weights {
@@ -567,14 +713,16 @@ impl Workload for LombScargleProblem {
                     defines: vec![],
                     buffers,
                     steps,
-                    warmup,
-                    repeats,
+                    warmup: opts.warmup,
+                    repeats: opts.repeats,
                 }
             })
-            .collect();
-        DevicePlan { jobs }
+            .collect()
     }
-    fn assemble(&self, outputs: Vec<Vec<HostVec>>) -> Field {
+
+    /// The bands' outputs as one field: the concatenated powers, or per curve the top-k (index, power)
+    /// pairs merged over the curve's pieces.
+    fn assemble_bands(&self, outputs: Vec<Vec<HostVec>>) -> Field {
         match self.output {
             Output::Full => Field::new(vec![outputs
                 .iter()
@@ -612,83 +760,7 @@ impl Workload for LombScargleProblem {
             }
         }
     }
-    fn compare(&self, result: &Field, reference: &Field, precision: Precision) -> Accuracy {
-        let tolerance = if precision.base() == Precision::F64 {
-            TOL_F64
-        } else {
-            TOL_F32
-        };
-        let mut errors = Errors::default();
-        let mut extra = Vec::new();
-        match self.output {
-            Output::Full => {
-                let got = &result.components[0];
-                let complete = got.len() == self.total_frequencies();
-                let ranges = self.curve_ranges();
-                if complete {
-                    for (&(c, k), &want) in self.check_points().iter().zip(&reference.components[0])
-                    {
-                        errors.add(got[ranges[c].start + k], want);
-                    }
-                    // The highest peak of each checked curve, and its neighbours, in f64 on the fly.
-                    let mut window_worst = 0.0f64;
-                    for &c in &self.check_curves {
-                        let n = self.grids[c].len();
-                        let row = &got[ranges[c].clone()];
-                        let peak = (0..n)
-                            .max_by(|&a, &b| row[a].total_cmp(&row[b]))
-                            .unwrap_or(0);
-                        let first = peak.saturating_sub(PEAK_WINDOW);
-                        let last = (peak + PEAK_WINDOW + 1).min(n);
-                        for (k, &got) in row.iter().enumerate().take(last).skip(first) {
-                            let want = self.reference_power(c, k);
-                            window_worst = window_worst.max((got - want).abs());
-                            errors.add(got, want);
-                        }
-                    }
-                    extra.push(("peak_window_max_abs".into(), window_worst));
-                } else {
-                    errors.non_finite += got.len().abs_diff(self.total_frequencies()) as u64 + 1;
-                }
-                extra.push(("checked_frequency_stride".into(), self.check_stride as f64));
-                errors.finish(tolerance, extra)
-            }
-            Output::TopK(k) => {
-                let (gi, gp) = (&result.components[0], &result.components[1]);
-                let (ri, rp) = (&reference.components[0], &reference.components[1]);
-                let mut mismatched = 0u64;
-                for (n, &c) in self.check_curves.iter().enumerate() {
-                    for r in 0..k {
-                        let (g, w) = (c * k + r, n * k + r);
-                        if g >= gi.len() {
-                            errors.non_finite += 1;
-                            continue;
-                        }
-                        errors.add(gp[g], rp[w]);
-                        // A different index is only acceptable for a near-tie: the f64 power there must equal the
-                        // reference's power at this rank within the tolerance.
-                        if gi[g] != ri[w] {
-                            let ok = gi[g] >= 0.0
-                                && (gi[g] as usize) < self.grids[c].len()
-                                && (self.reference_power(c, gi[g] as usize) - rp[w]).abs()
-                                    <= tolerance;
-                            if !ok {
-                                mismatched += 1;
-                            }
-                        }
-                    }
-                }
-                extra.push(("peak_index_mismatches".into(), mismatched as f64));
-                extra.push(("checked_curves".into(), self.check_curves.len() as f64));
-                let mut acc = errors.finish(tolerance, extra);
-                acc.pass &= mismatched == 0;
-                acc
-            }
-        }
-    }
-}
 
-impl LombScargleProblem {
     fn top_k_field(&self, powers: &[Vec<f64>], k: usize) -> Field {
         let (mut index, mut power) = (Vec::new(), Vec::new());
         for p in powers {
@@ -728,7 +800,7 @@ impl Errors {
         self.sum2 += d * d;
         self.count += 1;
     }
-    fn finish(self, tolerance: f64, extra: Vec<(String, f64)>) -> Accuracy {
+    fn finish(self, tolerance: f64) -> Accuracy {
         Accuracy {
             max_abs: self.max_abs,
             max_rel: self.max_rel,
@@ -736,9 +808,8 @@ impl Errors {
             non_finite: self.non_finite,
             tolerance_abs: tolerance,
             tolerance_rel: f64::INFINITY,
-            unit: "power",
+            unit: "power".into(),
             pass: self.non_finite == 0 && self.count > 0 && self.max_abs <= tolerance,
-            extra,
         }
     }
 }

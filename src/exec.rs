@@ -1,0 +1,349 @@
+//! Running a workload's work on one target, written once for every workload: the options of a run, the modes
+//! a run is in, device plans (bands of kernel jobs) timed with device events, host code timed with the host
+//! clock, and what a run measured. This is the layer under the workloads: they and the driver
+//! (`crate::bench`) both use it, and it knows no workload.
+
+use crate::backend::{
+    Accelerator, DeviceInfo, HostVec, KernelJob, Precision, Resources, Step, StepReport, Target,
+};
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// A numeric mode of a workload: plain float32 or float64 ([`Precision`]), or a scheme of the workload's
+/// own (the lens's mixed precision). Its name is the `precision` field of result rows.
+pub trait Mode: Copy + PartialEq + Send + Sync + std::fmt::Debug + 'static {
+    fn name(self) -> &'static str;
+    /// The arithmetic that does the bulk of the work: the pipe the device-limit floor counts.
+    fn precision(self) -> Precision;
+    /// Whether the device must support float64 to run this mode.
+    fn needs_fp64(self) -> bool {
+        self.precision() == Precision::F64
+    }
+}
+
+impl Mode for Precision {
+    fn name(self) -> &'static str {
+        Precision::name(self)
+    }
+    fn precision(self) -> Precision {
+        self
+    }
+}
+
+/// How a run is timed, and what it may use of the device.
+#[derive(Debug, Clone, Copy)]
+pub struct RunOptions {
+    /// Untimed runs before the timed ones.
+    pub warmup: u32,
+    /// Timed runs; the median is reported.
+    pub repeats: u32,
+    /// Caps the device memory a plan may use (bytes), below what the device reports: forces tiling.
+    pub device_mem_cap: Option<u64>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            warmup: 1,
+            repeats: 3,
+            device_mem_cap: None,
+        }
+    }
+}
+
+impl RunOptions {
+    /// One untimed-warm-up-free run, for commands and library calls that want the values, not a benchmark.
+    pub fn once() -> Self {
+        RunOptions {
+            warmup: 0,
+            repeats: 1,
+            device_mem_cap: None,
+        }
+    }
+
+    /// What a plan may use on this device.
+    pub fn budget(&self, info: &DeviceInfo) -> DeviceBudget {
+        let mem = if info.global_mem_bytes == 0 {
+            u64::MAX
+        } else {
+            info.global_mem_bytes
+        };
+        DeviceBudget {
+            max_alloc: info.max_alloc_bytes,
+            mem: self.device_mem_cap.map_or(mem, |cap| cap.min(mem)),
+        }
+    }
+}
+
+/// The device memory a plan may use: the largest single buffer and all buffers together, bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceBudget {
+    pub max_alloc: u64,
+    pub mem: u64,
+}
+
+/// Time statistics over the timed repeats (warm-up excluded), seconds. For a tiled problem each statistic is
+/// the sum over bands.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TimeStats {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub repeats: u32,
+    pub warmup: u32,
+    /// "device events" for kernel plans, "host clock" for the `cpu` model, "wall clock" for host-driven
+    /// iterative runs (kernels plus the host's decisions and transfers).
+    pub timer: String,
+}
+
+impl TimeStats {
+    pub fn from_samples(samples: &[f64], warmup: u32, timer: &str) -> Option<Self> {
+        if samples.is_empty() {
+            return None;
+        }
+        Some(TimeStats {
+            median: crate::backend::median(samples),
+            min: samples.iter().copied().fold(f64::INFINITY, f64::min),
+            max: samples.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            repeats: samples.len() as u32,
+            warmup,
+            timer: timer.into(),
+        })
+    }
+}
+
+/// Launch geometry of a plan: work-items of the largest launch summed over bands, the work-group size used,
+/// and the number of bands.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LaunchSummary {
+    pub global: u64,
+    pub local: u64,
+    pub bands: u32,
+}
+
+/// What one run on one target produced, before verification.
+#[derive(Debug, Clone)]
+pub struct Measured<T> {
+    pub output: T,
+    pub times: TimeStats,
+    /// Program build / JIT time (device models).
+    pub build_s: Option<f64>,
+    /// Registers and occupancy of the main kernel, or why there are none.
+    pub resources: Option<Resources>,
+    pub launch: Option<LaunchSummary>,
+    /// Per-step (or per-kernel) device time and resources.
+    pub steps: Vec<StepReport>,
+    pub build_options: String,
+}
+
+/// Why a run produced no result: the device cannot do it (a `no_device` row), or it failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunError {
+    Unsupported(String),
+    Failed(String),
+}
+
+impl From<String> for RunError {
+    fn from(s: String) -> Self {
+        RunError::Failed(s)
+    }
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Unsupported(why) | RunError::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
+/// The resources of host code, which has no registers to report.
+pub fn host_resources() -> Resources {
+    Resources {
+        regs_per_thread: None,
+        occupancy: None,
+        source: "n/a: Rust on the host (rayon)".into(),
+    }
+}
+
+/// Build options of the `cpu` model's code, for provenance.
+pub fn host_build_options() -> String {
+    format!(
+        "rustc -C opt-level=3, target-cpu {}",
+        env!("ASTROPORT_TARGET_CPU")
+    )
+}
+
+/// Runs host code `warmup + repeats` times and times each timed run with the host clock (`timer`); the
+/// output is the last run's.
+pub fn time_host<T>(
+    opts: &RunOptions,
+    timer: &str,
+    mut run: impl FnMut() -> Result<T, String>,
+) -> Result<(T, TimeStats), RunError> {
+    let mut samples = Vec::new();
+    let mut output = None;
+    for i in 0..(opts.warmup + opts.repeats.max(1)) {
+        let start = Instant::now();
+        let value = run()?;
+        if i >= opts.warmup {
+            samples.push(start.elapsed().as_secs_f64());
+        }
+        output = Some(value);
+    }
+    let times = TimeStats::from_samples(&samples, opts.warmup, timer)
+        .ok_or_else(|| RunError::Failed("no timed run".into()))?;
+    Ok((output.expect("at least one run"), times))
+}
+
+/// A result widened to f64 and flattened per component (for example the deflection's x and y).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    pub components: Vec<Vec<f64>>,
+    /// Named figures a run reports beside its values (for example the fraction of pixels a mixed-precision
+    /// run recomputed in float64).
+    pub stats: Vec<(String, f64)>,
+}
+
+impl Field {
+    pub fn new(components: Vec<Vec<f64>>) -> Self {
+        Field {
+            components,
+            stats: Vec::new(),
+        }
+    }
+    /// The named figure, if the run reported it.
+    pub fn stat(&self, name: &str) -> Option<f64> {
+        self.stats.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+    }
+}
+
+/// A workload computed in one pass: the `cpu` model's Rust code, or one plan of device jobs (bands of a
+/// tiled problem) whose outputs are assembled. [`single_pass`] runs it on any target.
+pub trait SinglePass: Sync {
+    type Mode: Mode;
+    /// The `cpu` model's own implementation in this mode.
+    fn run_cpu(&self, mode: Self::Mode) -> Field;
+    /// Device jobs in this mode, tiled so every job fits the budget; each job is timed with `opts`.
+    fn plan(&self, mode: Self::Mode, budget: DeviceBudget, opts: &RunOptions)
+        -> Vec<KernelJob<'_>>;
+    /// The outputs of the plan's jobs (in job order) as one field.
+    fn assemble(&self, outputs: Vec<Vec<HostVec>>) -> Field;
+}
+
+/// Runs a single-pass workload in one mode on one target: warm-up, timed repeats (device events on
+/// accelerators, the host clock on `cpu`), and the result of the final run.
+pub fn single_pass<S: SinglePass>(
+    work: &S,
+    target: &Target,
+    mode: S::Mode,
+    opts: &RunOptions,
+) -> Result<Measured<Field>, RunError> {
+    match target {
+        Target::Cpu(_) => {
+            let (field, times) = time_host(opts, "host clock", || Ok(work.run_cpu(mode)))?;
+            Ok(Measured {
+                output: field,
+                times,
+                build_s: None,
+                resources: Some(host_resources()),
+                launch: None,
+                steps: Vec::new(),
+                build_options: host_build_options(),
+            })
+        }
+        Target::Device(dev) => {
+            let info = dev.info();
+            if mode.needs_fp64() && !info.fp64 {
+                return Err(RunError::Unsupported("device has no fp64 support".into()));
+            }
+            let jobs = work.plan(mode, opts.budget(info), opts);
+            let run = run_plan(dev.as_ref(), &jobs, opts.warmup)?;
+            Ok(Measured {
+                output: work.assemble(run.outputs),
+                times: run.times,
+                build_s: Some(run.build_s),
+                resources: run.resources,
+                launch: Some(run.launch),
+                steps: run.steps,
+                build_options: run.build_options,
+            })
+        }
+    }
+}
+
+/// What the bands of one plan gave: outputs in band order, and times summed over bands.
+pub struct PlanRun {
+    pub outputs: Vec<Vec<HostVec>>,
+    pub times: TimeStats,
+    pub build_s: f64,
+    /// Resources of the first band's main launch.
+    pub resources: Option<Resources>,
+    pub launch: LaunchSummary,
+    pub build_options: String,
+    /// Per-step medians summed over bands.
+    pub steps: Vec<StepReport>,
+}
+
+/// Runs the jobs of a plan (one per band of a tiled problem) on a device, each warmed up and timed as the
+/// job says; statistics are summed over bands.
+pub fn run_plan(dev: &dyn Accelerator, jobs: &[KernelJob], warmup: u32) -> Result<PlanRun, String> {
+    let mut outputs = Vec::with_capacity(jobs.len());
+    let (mut median, mut min, mut max, mut build, mut repeats) = (0.0, 0.0, 0.0, 0.0, 0);
+    let mut resources = None;
+    let mut build_options = String::new();
+    let mut steps: Vec<StepReport> = Vec::new();
+    let (mut global, mut local) = (0u64, 0u64);
+    for job in jobs {
+        let out = dev.run(job).map_err(|e| e.to_string())?;
+        let t = TimeStats::from_samples(&out.times_s, warmup, "device events")
+            .ok_or("no timed repeat")?;
+        median += t.median;
+        min += t.min;
+        max += t.max;
+        repeats = t.repeats;
+        build += out.build_s;
+        global += job
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Launch(l) => l.global as u64,
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0);
+        local = out.local_used as u64;
+        resources.get_or_insert(out.resources);
+        if steps.is_empty() {
+            steps = out.steps;
+        } else {
+            for (acc, s) in steps.iter_mut().zip(out.steps) {
+                acc.median_s += s.median_s;
+            }
+        }
+        if build_options.is_empty() {
+            build_options = out.build_options;
+        }
+        outputs.push(out.outputs);
+    }
+    Ok(PlanRun {
+        outputs,
+        times: TimeStats {
+            median,
+            min,
+            max,
+            repeats,
+            warmup,
+            timer: "device events".into(),
+        },
+        build_s: build,
+        resources,
+        launch: LaunchSummary {
+            global,
+            local,
+            bands: jobs.len() as u32,
+        },
+        build_options,
+        steps,
+    })
+}

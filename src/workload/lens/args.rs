@@ -1,0 +1,186 @@
+//! The lens's command-line flags: `run lens` (deflection grids), `run lens-chi2` (the image-plane χ²), and
+//! the `maps` command (α, κ, γ and μ as FITS). Only these commands take them.
+
+use super::chi2::Chi2Problem;
+use super::io::{self as lens_io, ImageSystem};
+use super::mock::{mock_systems, MockOptions};
+use super::{maps, Halos, LensMode, LensOptions, LensProblem, Preset};
+use crate::backend::discover;
+use crate::exec::Mode;
+use crate::workload::{OneBackendArgs, Tool, ToolArgs, Workload, WorkloadArgs};
+use std::path::PathBuf;
+
+/// The flags that describe a lens problem: a preset's grid and halos, or a catalogue on the preset's grid.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ProblemArgs {
+    /// Problem size: tiny (tests), ci (seconds on 2 cores), hff (the paper's 6730² px at 0.03″).
+    #[arg(long, default_value = "ci", value_parser = clap::builder::PossibleValuesParser::new(Preset::NAMES))]
+    pub preset: String,
+    /// Grid side in pixels (the field stays ±101″).
+    #[arg(long)]
+    pub size: Option<usize>,
+    /// Galaxy velocity-dispersion range in km/s, "LO,HI" (the paper's 10,15; 110,130 is realistic).
+    #[arg(long, default_value = "10,15")]
+    pub galaxy_sigma: String,
+    /// Halo catalogue (CSV, docs/lens-inputs.md) instead of the preset's halos; the preset still sets the
+    /// grid.
+    #[arg(long)]
+    pub halos: Option<PathBuf>,
+}
+
+fn parse_sigma(s: &str) -> Result<(f64, f64), String> {
+    let bad = || format!("--galaxy-sigma: expected LO,HI in km/s, got '{s}'");
+    let (lo, hi) = s.split_once(',').ok_or_else(bad)?;
+    let lo = lo.trim().parse::<f64>().map_err(|_| bad())?;
+    let hi = hi.trim().parse::<f64>().map_err(|_| bad())?;
+    Ok((lo, hi))
+}
+
+impl ProblemArgs {
+    /// The problem these flags describe; errors name the flag or the file.
+    pub fn problem(&self) -> Result<LensProblem, String> {
+        let preset: Preset = self.preset.parse()?;
+        let opts = LensOptions {
+            n: self.size,
+            galaxy_sigma: parse_sigma(&self.galaxy_sigma)?,
+            ..Default::default()
+        };
+        let problem = LensProblem::preset(preset, &opts)
+            .map_err(|e| format!("--preset {} / --size: {e}", self.preset))?;
+        let Some(path) = &self.halos else {
+            return Ok(problem);
+        };
+        let records = lens_io::read_halos(path).map_err(|e| e.to_string())?;
+        let halos = Halos::from_records(&records, problem.dls_ds);
+        let name = path
+            .file_name()
+            .map(|f| f.to_string_lossy().to_string())
+            .unwrap_or_default();
+        LensProblem::new(
+            &format!("{}:{name}", problem.preset),
+            problem.n,
+            problem.pixel,
+            problem.cosmology,
+            halos,
+        )
+        .map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+/// `astroport run lens`: deflection grids.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LensArgs {
+    #[command(flatten)]
+    pub problem: ProblemArgs,
+    /// Modes, comma-separated or repeated: f32, f64, or a mixed-precision scheme (mixed, mixed-patches,
+    /// mixed-paper, mixed-budget; docs/lens.md).
+    #[arg(long = "precision", value_delimiter = ',', default_value = "f32")]
+    pub modes: Vec<LensMode>,
+}
+
+impl WorkloadArgs for LensArgs {
+    const NAME: &'static str = "lens";
+    const ABOUT: &'static str =
+        "Lens deflection gradients (Rexroth et al. 2020): SIE and dPIE halos on a pixel grid";
+    const PRESETS: &'static [&'static str] = &Preset::NAMES;
+    const TOOLS: &'static [Tool] = &[Tool::of::<MapsArgs>()];
+    type Workload = LensProblem;
+    fn build(&self) -> Result<Vec<LensProblem>, String> {
+        Ok(vec![self.problem.problem()?])
+    }
+    fn modes(&self) -> Vec<LensMode> {
+        self.modes.clone()
+    }
+}
+
+/// `astroport run lens-chi2`: the image-plane χ² of multiple-image systems.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Chi2Args {
+    #[command(flatten)]
+    pub problem: ProblemArgs,
+    /// Observed systems (CSV, docs/lens-inputs.md); default: mock systems drawn from the model itself.
+    #[arg(long)]
+    pub images: Option<PathBuf>,
+    /// Write the systems used to this CSV file.
+    #[arg(long)]
+    pub write_images: Option<PathBuf>,
+}
+
+impl Chi2Args {
+    fn systems(&self, problem: &LensProblem) -> Result<Vec<ImageSystem>, String> {
+        let systems = match &self.images {
+            Some(path) => lens_io::read_image_systems(path).map_err(|e| e.to_string())?,
+            None => mock_systems(problem, &MockOptions::default()),
+        };
+        if let Some(path) = &self.write_images {
+            lens_io::write_image_systems(path, &systems).map_err(|e| e.to_string())?;
+        }
+        Ok(systems)
+    }
+}
+
+impl WorkloadArgs for Chi2Args {
+    const NAME: &'static str = "lens-chi2";
+    const ABOUT: &'static str =
+        "Lens image-plane χ² of multiple-image systems: mixed-budget grid and float64 delensing";
+    const PRESETS: &'static [&'static str] = &Preset::NAMES;
+    type Workload = Chi2Problem;
+    fn build(&self) -> Result<Vec<Chi2Problem>, String> {
+        let problem = self.problem.problem()?;
+        let systems = self.systems(&problem)?;
+        Ok(vec![Chi2Problem::new(problem, systems)?])
+    }
+    fn modes(&self) -> Vec<LensMode> {
+        vec![LensMode::BUDGET]
+    }
+}
+
+/// `astroport maps`: the deflection grid on one backend, then κ, γ and μ, as FITS images.
+#[derive(clap::Args, Debug, Clone)]
+pub struct MapsArgs {
+    #[command(flatten)]
+    pub problem: ProblemArgs,
+    #[command(flatten)]
+    pub backend: OneBackendArgs,
+    /// Mode of the deflection grid (f32, f64 or a mixed scheme).
+    #[arg(long = "precision", default_value = "f64")]
+    pub mode: LensMode,
+    /// Output prefix: writes PREFIX_alpha_x.fits, _alpha_y, _kappa, _gamma1, _gamma2, _mu.
+    #[arg(long)]
+    pub prefix: PathBuf,
+}
+
+impl ToolArgs for MapsArgs {
+    const NAME: &'static str = "maps";
+    const ABOUT: &'static str =
+        "Lens maps: deflection, convergence, shear and magnification as FITS images, on one backend";
+    fn run(self) -> Result<i32, String> {
+        let problem = self.problem.problem()?;
+        let discovery = discover();
+        let target = self.backend.target(&discovery)?;
+        let alpha = problem.deflection(target, self.mode, &self.backend.options())?;
+        let derived = maps::derived_maps(&alpha.alpha_x, &alpha.alpha_y, problem.n, problem.pixel);
+        let written = maps::write_maps(
+            &self.prefix,
+            &alpha.alpha_x,
+            &alpha.alpha_y,
+            &derived,
+            problem.n,
+            problem.pixel,
+            (0.0, 0.0),
+        )
+        .map_err(|e| e.to_string())?;
+        println!(
+            "lens maps, preset {} ({}), {} {}: grid {:.3} ms",
+            problem.preset,
+            problem.describe(),
+            target.id(),
+            self.mode.name(),
+            alpha.seconds * 1e3
+        );
+        for path in written {
+            println!("  wrote {}", path.display());
+        }
+        Ok(0)
+    }
+}

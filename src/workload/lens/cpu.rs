@@ -1,0 +1,218 @@
+//! The `cpu` model's lens grid: the same arithmetic as cl/common/lens_model.h in Rust, written so the SIE
+//! loop vectorises, generic over f32 and f64; and the mixed-precision schemes (flags and float64 recompute)
+//! as cl/common/lens_mixed.h does them.
+
+use super::mixed::{LensMode, MixedScheme};
+use super::model::{dpie_deflection, Real};
+use super::tables::{KernelTables, DPIE_STRIDE, SIE_STRIDE};
+use super::LensProblem;
+use crate::exec::Field;
+use rayon::prelude::*;
+
+impl LensProblem {
+    /// The `cpu` model's grid in one mode.
+    pub(super) fn cpu_run(&self, mode: LensMode) -> Field {
+        match mode {
+            LensMode::F32 => self.cpu_grid(&self.tables32),
+            LensMode::F64 => self.cpu_grid(&self.tables64),
+            LensMode::Mixed(scheme) => self.cpu_mixed(scheme),
+        }
+    }
+
+    /// The grid on the CPU in precision T, from tables of that precision: the same arithmetic as
+    /// cl/common/lens_model.h, with the SIE loop written so it vectorises.
+    pub(super) fn cpu_grid<T: Real>(&self, t: &KernelTables<T>) -> Field {
+        let n = self.n;
+        let pixel = T::from_f64(self.pixel);
+        let mut gx = vec![0.0f64; n * n];
+        let mut gy = vec![0.0f64; n * n];
+        gx.par_chunks_mut(n)
+            .zip(gy.par_chunks_mut(n))
+            .enumerate()
+            .for_each(|(j, (gx_row, gy_row))| {
+                let mut ax = vec![T::ZERO; n];
+                let mut ay = vec![T::ZERO; n];
+                let fj = T::from_i32(j as i32);
+                for p in t.sie.chunks_exact(SIE_STRIDE) {
+                    let (n11, n12, n22, fx, fy, ik, jk) =
+                        (p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
+                    let dy = (fj - jk) + fy;
+                    let pixels = ax.iter_mut().zip(ay.iter_mut()).enumerate();
+                    // Where fx goes: into the row terms (exact tables) or into x (naive tables).
+                    if t.exact_offsets {
+                        let row = SieRow::new(n11, n12, n22, fx, dy);
+                        for (i, (sx, sy)) in pixels {
+                            let (gx, gy) = row.deflection_at(T::from_i32(i as i32) - ik);
+                            *sx = *sx + gx;
+                            *sy = *sy + gy;
+                        }
+                    } else {
+                        let row = SieRow::new(n11, n12, n22, T::ZERO, dy);
+                        for (i, (sx, sy)) in pixels {
+                            let (gx, gy) = row.deflection_at((T::from_i32(i as i32) - ik) + fx);
+                            *sx = *sx + gx;
+                            *sy = *sy + gy;
+                        }
+                    }
+                }
+                for p in t.dpie.chunks_exact(DPIE_STRIDE) {
+                    let dy = (fj - p[12]) * pixel + p[10];
+                    for (i, (sx, sy)) in ax.iter_mut().zip(ay.iter_mut()).enumerate() {
+                        let dx = (T::from_i32(i as i32) - p[11]) * pixel + p[9];
+                        let (a, b) = dpie_from_table(dx, dy, p);
+                        *sx = *sx + a;
+                        *sy = *sy + b;
+                    }
+                }
+                for i in 0..n {
+                    gx_row[i] = ax[i].to_f64();
+                    gy_row[i] = ay[i].to_f64();
+                }
+            });
+        Field::new(vec![gx, gy])
+    }
+
+    /// Float64 deflection at pixel (i, j) from the float64 tables (the recompute of a flagged pixel).
+    fn point64(&self, i: usize, j: usize) -> (f64, f64) {
+        let t = &self.tables64;
+        let (fi, fj, h) = (i as f64, j as f64, self.pixel);
+        let (mut ax, mut ay) = (0.0, 0.0);
+        for p in t.sie.chunks_exact(SIE_STRIDE) {
+            let (dx, dy) = ((fi - p[5]) + p[3], (fj - p[6]) + p[4]);
+            let (gx, gy) = SieRow::new(p[0], p[1], p[2], 0.0, dy).deflection_at(dx);
+            ax += gx;
+            ay += gy;
+        }
+        for p in t.dpie.chunks_exact(DPIE_STRIDE) {
+            let (a, b) = dpie_from_table((fi - p[11]) * h + p[9], (fj - p[12]) * h + p[10], p);
+            ax += a;
+            ay += b;
+        }
+        (ax, ay)
+    }
+
+    /// Mixed precision on the CPU: the float32 grid, the δ flags (in float32 arithmetic, as the kernels),
+    /// optional patches, and a float64 recompute of every flagged pixel.
+    fn cpu_mixed(&self, scheme: MixedScheme) -> Field {
+        let t32 = self.f32_tables(LensMode::Mixed(scheme));
+        let mut field = self.cpu_grid(t32);
+        let mask = self.flags(&field, scheme);
+        let listed: Vec<usize> = (0..mask.len()).filter(|&p| mask[p]).collect();
+        let n = self.n;
+        let values: Vec<(f64, f64)> = listed
+            .par_iter()
+            .map(|&p| self.point64(p % n, p / n))
+            .collect();
+        for (&p, (a, b)) in listed.iter().zip(values) {
+            field.components[0][p] = a;
+            field.components[1][p] = b;
+        }
+        field.stats.push((
+            "recomputed_fraction".into(),
+            listed.len() as f64 / (n * n) as f64,
+        ));
+        field
+    }
+
+    /// Pixels to recompute in float64: the scheme's criteria on the float32 grid (as lens_flag_item in
+    /// cl/common/lens_mixed.h), plus the fixed patches.
+    fn flags(&self, g32: &Field, scheme: MixedScheme) -> Vec<bool> {
+        let n = self.n;
+        let h = self.pixel as f32;
+        let (axis, cross, eig) = self.flag_limits(scheme);
+        let (gx, gy) = (&g32.components[0], &g32.components[1]);
+        let at = |c: &Vec<f64>, p: usize| c[p] as f32;
+        let mut mask: Vec<bool> = (0..n * n)
+            .into_par_iter()
+            .map(|p| {
+                let (i, j) = (p % n, p / n);
+                let mut flagged = false;
+                if n > 1 {
+                    let (px, sx) = if i + 1 < n {
+                        (p + 1, 1.0f32)
+                    } else {
+                        (p - 1, -1.0)
+                    };
+                    let (py, sy) = if j + 1 < n {
+                        (p + n, 1.0f32)
+                    } else {
+                        (p - n, -1.0)
+                    };
+                    let d1 = sx * (at(gx, px) - at(gx, p));
+                    let d4 = sx * (at(gy, px) - at(gy, p));
+                    let d2 = sy * (at(gy, py) - at(gy, p));
+                    let d3 = sy * (at(gx, py) - at(gx, p));
+                    flagged = (h - d1).abs() < axis
+                        || d4.abs() > cross
+                        || (h - d2).abs() < axis
+                        || d3.abs() > cross
+                        || smaller_eigenvalue(h - d1, -0.5 * (d3 + d4), h - d2) < eig;
+                }
+                flagged
+            })
+            .collect();
+        if scheme.uses_patches() {
+            for (size, centres) in self.patches() {
+                for c in centres.chunks_exact(2) {
+                    for a in 0..size * size {
+                        let i = c[0] - size / 2 + a % size;
+                        let j = c[1] - size / 2 + a / size;
+                        if (0..n as i32).contains(&i) && (0..n as i32).contains(&j) {
+                            mask[j as usize * n + i as usize] = true;
+                        }
+                    }
+                }
+            }
+        }
+        mask
+    }
+}
+
+/// The smaller |eigenvalue| of the symmetric matrix (a, b; b, c), as lens_smaller_eigenvalue.
+fn smaller_eigenvalue(a: f32, b: f32, c: f32) -> f32 {
+    let (mean, half) = (0.5 * (a + c), 0.5 * (a - c));
+    let radius = (half * half + b * b).sqrt();
+    (mean - radius).abs().min((mean + radius).abs())
+}
+
+/// One SIE halo along a row, as lens_sie_row_terms and lens_sie_add in cl/common/lens_model.h: the offset
+/// is d = d0 + (x, 0) with d0 = (d0x, dy); the row terms are N·d0 and d0ᵀN·d0.
+struct SieRow<T> {
+    n11: T,
+    n12: T,
+    mx0: T,
+    my0: T,
+    b1: T,
+    q0: T,
+}
+
+impl<T: Real> SieRow<T> {
+    #[inline(always)]
+    fn new(n11: T, n12: T, n22: T, d0x: T, dy: T) -> Self {
+        let mx0 = n11 * d0x + n12 * dy;
+        let my0 = n12 * d0x + n22 * dy;
+        SieRow {
+            n11,
+            n12,
+            mx0,
+            my0,
+            b1: mx0 + mx0,
+            q0: d0x * mx0 + dy * my0,
+        }
+    }
+
+    /// The deflection at x along the row.
+    #[inline(always)]
+    fn deflection_at(&self, x: T) -> (T, T) {
+        let mx = self.n11 * x + self.mx0;
+        let my = self.n12 * x + self.my0;
+        let q = (self.n11 * x + self.b1) * x + self.q0;
+        let r = T::ONE / q.max(T::from_f64(1e-37)).sqrt();
+        (mx * r, my * r)
+    }
+}
+
+/// One dPIE halo from its table row (see cl/common/lens_model.h for the fields).
+fn dpie_from_table<T: Real>(dx: T, dy: T, p: &[T]) -> (T, T) {
+    dpie_deflection(dx, dy, p[0], p[1], p[2], p[8], p[6], p[7])
+}

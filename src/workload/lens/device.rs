@@ -1,0 +1,437 @@
+//! The lens as device jobs of the common backend interface: the halo tables as input buffers, the grid
+//! kernels of cl/common/lens_model.h, the mixed-precision pipeline of cl/common/lens_mixed.h (flags,
+//! patches, compaction, float64 recompute) and the χ² delensing, in bands of rows that fit the device.
+
+use super::mixed::{LensMode, MixedScheme};
+use super::tables::KernelTables;
+use super::LensProblem;
+use crate::backend::{
+    BufferSpec, DType, HostSlice, KernelJob, Launch, Local, Precision, Program, Step, StepArg,
+};
+use crate::exec::{DeviceBudget, Mode, RunOptions};
+
+/// Kernel sources in the three dialects and the headers they share.
+pub static PROGRAM: Program = Program {
+    name: "lens",
+    opencl: include_str!("../../../cl/lens.cl"),
+    sycl: include_str!("../../../ports/sycl/lens.cpp"),
+    headers: &[
+        (
+            "astro_dialect.h",
+            include_str!("../../../cl/common/astro_dialect.h"),
+        ),
+        (
+            "lens_model.h",
+            include_str!("../../../cl/common/lens_model.h"),
+        ),
+        (
+            "lens_mixed.h",
+            include_str!("../../../cl/common/lens_mixed.h"),
+        ),
+        ("lens_all.h", include_str!("../../../cl/common/lens_all.h")),
+    ],
+    // Lets NVIDIA's rsqrt be the bare MUFU (no denormal fix-up); the lens clamps its arguments to normal
+    // numbers, so results do not change (cl/common/astro_dialect.h, ASTRO_RSQRT).
+    opencl_options: "-cl-denorms-are-zero",
+};
+
+/// Work-group size used on GPUs (a multiple of 32 and of 64).
+const GPU_GROUP: usize = 256;
+
+/// Pixels along x and rows per grid work-item, float32 and float64; must equal
+/// LENS_PIXELS_PER_ITEM_f32/_f64 and LENS_ROWS_PER_ITEM_f32/_f64 in cl/common/lens_model.h (tested).
+pub const PIXELS_PER_ITEM: [usize; 2] = [16, 8];
+pub const ROWS_PER_ITEM: [usize; 2] = [1, 1];
+
+/// Work-items of a grid pass over `rows` rows of `n` pixels in this precision.
+pub fn grid_items(precision: Precision, n: usize, rows: usize) -> usize {
+    let k = usize::from(precision == Precision::F64);
+    n.div_ceil(PIXELS_PER_ITEM[k]) * rows.div_ceil(ROWS_PER_ITEM[k])
+}
+
+/// Work-items of the grid-stride float64 recompute kernel, each computing float64 grid items (enough to
+/// fill a large GPU).
+const RECOMPUTE_ITEMS: usize = 1 << 18;
+
+/// A job of the lens program (no defines: both precisions live in one program), timed as `opts` says.
+fn lens_job<'a>(
+    buffers: Vec<BufferSpec<'a>>,
+    steps: Vec<Step>,
+    opts: &RunOptions,
+) -> KernelJob<'a> {
+    KernelJob {
+        program: &PROGRAM,
+        defines: vec![],
+        buffers,
+        steps,
+        warmup: opts.warmup,
+        repeats: opts.repeats,
+    }
+}
+
+/// The slot (buffer index) of each buffer of a lens job, in the order they are declared.
+mod slot {
+    pub const SIE32: usize = 0;
+    pub const DPIE32: usize = 1;
+    pub const SIE64: usize = 2;
+    pub const DPIE64: usize = 3;
+    pub const GX: usize = 4;
+    pub const GY: usize = 5;
+    // Mixed precision only:
+    pub const MASK: usize = 6;
+    /// The float64 grid items holding a flagged pixel, and their count.
+    pub const ITEMS: usize = 7;
+    pub const COUNTER: usize = 8;
+    pub const GX64: usize = 9;
+    pub const GY64: usize = 10;
+    pub const CLUSTERS: usize = 11;
+    pub const GALAXIES: usize = 12;
+    pub const ITEM_COUNTER: usize = 13;
+}
+
+impl LensProblem {
+    /// The four halo tables as the first buffers of a job (indices slot::SIE32 .. slot::DPIE64).
+    fn table_buffers<'a>(&'a self, t32: &'a KernelTables<f32>) -> Vec<BufferSpec<'a>> {
+        vec![
+            BufferSpec::Input(HostSlice::F32(&t32.sie)),
+            BufferSpec::Input(HostSlice::F32(&t32.dpie)),
+            BufferSpec::Input(HostSlice::F64(&self.tables64.sie)),
+            BufferSpec::Input(HostSlice::F64(&self.tables64.dpie)),
+        ]
+    }
+
+    /// The grid launch of one band in this mode (its precision; the paper's scheme on naive tables),
+    /// writing slots GX/GY.
+    fn grid_launch(&self, mode: LensMode, row0: usize, rows: usize) -> Step {
+        let p = mode.precision();
+        let (sie, dpie, t_sie, t_dpie, exact_offsets) = match p {
+            Precision::F64 => (
+                slot::SIE64,
+                slot::DPIE64,
+                self.tables64.n_sie,
+                self.tables64.n_dpie,
+                self.tables64.exact_offsets,
+            ),
+            Precision::F32 => {
+                let t = self.f32_tables(mode);
+                (
+                    slot::SIE32,
+                    slot::DPIE32,
+                    t.n_sie,
+                    t.n_dpie,
+                    t.exact_offsets,
+                )
+            }
+        };
+        Step::Launch(Launch {
+            kernel: format!("lens_grid_{}", p.name()),
+            args: vec![
+                StepArg::Buffer(sie),
+                StepArg::I32(t_sie as i32),
+                StepArg::Buffer(dpie),
+                StepArg::I32(t_dpie as i32),
+                StepArg::I32(self.n as i32),
+                StepArg::I32(row0 as i32),
+                StepArg::I32(rows as i32),
+                StepArg::real(p, self.pixel),
+                StepArg::I32(i32::from(exact_offsets)),
+                StepArg::Buffer(slot::GX),
+                StepArg::Buffer(slot::GY),
+            ],
+            global: grid_items(p, self.n, rows),
+            local: Local::Prefer(GPU_GROUP),
+        })
+    }
+
+    /// Rows computed for a band that needs its next row too (flags, delensing): one extra unless last.
+    fn extended_rows(&self, row0: usize, rows: usize) -> usize {
+        (rows + 1).min(self.n - row0)
+    }
+
+    /// Bands of rows (row0, rows) for a job whose largest buffer holds `largest_elem` bytes per pixel and
+    /// whose buffers hold `bytes_per_pixel` in all: each buffer fits the budget's largest allocation and all
+    /// of them fit 80 % of its memory, so grids larger than the device are tiled, not refused.
+    fn bands(
+        &self,
+        largest_elem: usize,
+        bytes_per_pixel: usize,
+        budget: DeviceBudget,
+    ) -> Vec<(usize, usize)> {
+        let n = self.n as u64;
+        let by_alloc = budget.max_alloc.max(n * largest_elem as u64) / (n * largest_elem as u64);
+        let by_mem = ((budget.mem as f64 * 0.8) as u64 / (n * bytes_per_pixel as u64)).max(1);
+        // At least two rows, so the y differences of the flags and the delensing cells stay in the band.
+        let band = (by_alloc.min(by_mem) as usize).clamp(2.min(self.n), self.n);
+        let mut out = Vec::new();
+        let mut row0 = 0;
+        while row0 < self.n {
+            let rows = band.min(self.n - row0);
+            out.push((row0, rows));
+            row0 += rows;
+        }
+        out
+    }
+
+    /// The device jobs of one mode: one per band of rows.
+    pub(super) fn device_plan(
+        &self,
+        mode: LensMode,
+        budget: DeviceBudget,
+        opts: &RunOptions,
+    ) -> Vec<KernelJob<'_>> {
+        if let LensMode::Mixed(scheme) = mode {
+            // Per pixel: two f32 scratch, mask, list, two f64 outputs.
+            return self
+                .bands(8, 32, budget)
+                .into_iter()
+                .map(|(row0, rows)| {
+                    let (buffers, steps) = self.mixed_pipeline(scheme, row0, rows, true);
+                    lens_job(buffers, steps, opts)
+                })
+                .collect();
+        }
+        let dtype = match mode.precision() {
+            Precision::F64 => DType::F64,
+            Precision::F32 => DType::F32,
+        };
+        self.bands(dtype.bytes(), 2 * dtype.bytes(), budget)
+            .into_iter()
+            .map(|(row0, rows)| {
+                let mut buffers = self.table_buffers(&self.tables32);
+                buffers.extend([
+                    BufferSpec::Output {
+                        dtype,
+                        len: rows * self.n,
+                    },
+                    BufferSpec::Output {
+                        dtype,
+                        len: rows * self.n,
+                    },
+                ]);
+                lens_job(buffers, vec![self.grid_launch(mode, row0, rows)], opts)
+            })
+            .collect()
+    }
+
+    /// Slots and steps of one band's mixed-precision grid: the float32 grid over the
+    /// band plus its next row, the scheme's flags, patches, and the float64 recompute into GX64/GY64.
+    /// `outputs`: the counter and the float64 grid of the band's rows come back (a gradient job);
+    /// otherwise they are device scratch covering the extended rows too (the χ² delensing needs row
+    /// r + 1; that row's flags use a backward difference when it is the band's last).
+    fn mixed_pipeline<'a>(
+        &'a self,
+        scheme: MixedScheme,
+        row0: usize,
+        rows: usize,
+        outputs: bool,
+    ) -> (Vec<BufferSpec<'a>>, Vec<Step>) {
+        let mode = LensMode::Mixed(scheme);
+        let t32 = self.f32_tables(mode);
+        let n = self.n;
+        let ext = self.extended_rows(row0, rows);
+        let flag_rows = if outputs { rows } else { ext };
+        let band = flag_rows * n;
+        // The float64 grid items of the flagged rows: the recompute's unit of work.
+        let items = grid_items(Precision::F64, n, flag_rows);
+        let kept = |dtype, len| {
+            if outputs {
+                BufferSpec::Output { dtype, len }
+            } else {
+                BufferSpec::Scratch { dtype, len }
+            }
+        };
+        let mut buffers = self.table_buffers(t32);
+        let patches = self.patches();
+        buffers.extend([
+            BufferSpec::Scratch {
+                dtype: DType::F32,
+                len: ext * n,
+            },
+            BufferSpec::Scratch {
+                dtype: DType::F32,
+                len: ext * n,
+            },
+            BufferSpec::Scratch {
+                dtype: DType::U32,
+                len: band,
+            },
+            BufferSpec::Scratch {
+                dtype: DType::U32,
+                len: items,
+            },
+            kept(DType::U32, 1),
+            kept(DType::F64, band),
+            kept(DType::F64, band),
+            BufferSpec::Input(HostSlice::I32(&patches[0].1)),
+            BufferSpec::Input(HostSlice::I32(&patches[1].1)),
+            BufferSpec::Scratch {
+                dtype: DType::U32,
+                len: 1,
+            },
+        ]);
+        let (axis, cross, eig) = self.flag_limits(scheme);
+        let mut steps = vec![
+            self.grid_launch(mode, row0, ext),
+            Step::Fill {
+                buffer: slot::COUNTER,
+                byte: 0,
+            },
+            Step::Launch(Launch {
+                kernel: "lens_flag".into(),
+                args: vec![
+                    StepArg::Buffer(slot::GX),
+                    StepArg::Buffer(slot::GY),
+                    StepArg::I32(n as i32),
+                    StepArg::I32(flag_rows as i32),
+                    StepArg::I32(ext as i32),
+                    StepArg::F32(self.pixel as f32),
+                    StepArg::F32(axis),
+                    StepArg::F32(cross),
+                    StepArg::F32(eig),
+                    StepArg::Buffer(slot::GX64),
+                    StepArg::Buffer(slot::GY64),
+                    StepArg::Buffer(slot::MASK),
+                    StepArg::Buffer(slot::COUNTER),
+                ],
+                global: band,
+                local: Local::Prefer(GPU_GROUP),
+            }),
+        ];
+        if scheme.uses_patches() {
+            for (k, (size, centres)) in patches.iter().enumerate() {
+                let count = centres.len() / 2;
+                if count == 0 {
+                    continue;
+                }
+                steps.push(Step::Launch(Launch {
+                    kernel: "lens_patch".into(),
+                    args: vec![
+                        StepArg::Buffer(if k == 0 {
+                            slot::CLUSTERS
+                        } else {
+                            slot::GALAXIES
+                        }),
+                        StepArg::I32(count as i32),
+                        StepArg::I32(*size),
+                        StepArg::I32(n as i32),
+                        StepArg::I32(row0 as i32),
+                        StepArg::I32(flag_rows as i32),
+                        StepArg::Buffer(slot::MASK),
+                        StepArg::Buffer(slot::COUNTER),
+                    ],
+                    global: (*size as usize).pow(2) * count,
+                    local: Local::Prefer(GPU_GROUP),
+                }));
+            }
+        }
+        steps.extend([
+            Step::Fill {
+                buffer: slot::ITEM_COUNTER,
+                byte: 0,
+            },
+            Step::Launch(Launch {
+                kernel: "lens_compact_mask".into(),
+                args: vec![
+                    StepArg::Buffer(slot::MASK),
+                    StepArg::I32(n as i32),
+                    StepArg::I32(flag_rows as i32),
+                    StepArg::Buffer(slot::ITEMS),
+                    StepArg::Buffer(slot::ITEM_COUNTER),
+                ],
+                global: items,
+                local: Local::Prefer(GPU_GROUP),
+            }),
+            Step::Launch(Launch {
+                kernel: "lens_recompute".into(),
+                args: vec![
+                    StepArg::Buffer(slot::ITEMS),
+                    StepArg::Buffer(slot::ITEM_COUNTER),
+                    StepArg::Buffer(slot::MASK),
+                    StepArg::Buffer(slot::SIE64),
+                    StepArg::I32(self.tables64.n_sie as i32),
+                    StepArg::Buffer(slot::DPIE64),
+                    StepArg::I32(self.tables64.n_dpie as i32),
+                    StepArg::I32(n as i32),
+                    StepArg::I32(row0 as i32),
+                    StepArg::I32(flag_rows as i32),
+                    StepArg::F64(self.pixel),
+                    StepArg::Buffer(slot::GX64),
+                    StepArg::Buffer(slot::GY64),
+                ],
+                global: RECOMPUTE_ITEMS.min(items),
+                local: Local::Prefer(GPU_GROUP),
+            }),
+        ]);
+        (buffers, steps)
+    }
+}
+
+/// Hits one delensing band can hold; a band that finds more is an error (never silently truncated).
+pub const MAX_HITS_PER_BAND: usize = 1 << 16;
+
+impl LensProblem {
+    /// Device jobs of one image-plane χ² evaluation (triangle delensing, as LENSTOOL), one per band of rows: the
+    /// error-budget mixed grid (float32, float64 where the magnification needs it) stays on the device,
+    /// the float64 delensing kernel tests every cell's two triangles against every system's source, and
+    /// only the hits come back. `sources` holds (β̄x, β̄y, scale) per system. (A float32 grid and
+    /// delensing put or drop images at folds of the critical lines, where a source-plane triangle is
+    /// smaller than the float32 error: at `hff`, one image 31″ away from any of the reference's.)
+    pub fn chi2_jobs<'a>(
+        &'a self,
+        sources: &'a [f64],
+        budget: DeviceBudget,
+        opts: &RunOptions,
+    ) -> Vec<(usize, KernelJob<'a>)> {
+        // (first row, job) per band: the hits' row indices are band-relative.
+        let n = self.n;
+        // Per pixel of a band: two float32 and two float64 grids, the mask and the list.
+        self.bands(8, 32, budget)
+            .into_iter()
+            .map(|(row0, rows)| {
+                let ext = self.extended_rows(row0, rows);
+                let (mut buffers, mut steps) =
+                    self.mixed_pipeline(MixedScheme::Budget, row0, rows, false);
+                let first = buffers.len();
+                buffers.extend([
+                    BufferSpec::Input(HostSlice::F64(sources)),
+                    BufferSpec::Output {
+                        dtype: DType::I32,
+                        len: 4 * MAX_HITS_PER_BAND,
+                    },
+                    BufferSpec::Output {
+                        dtype: DType::U32,
+                        len: 1,
+                    },
+                ]);
+                let (srcs, hits, count) = (first, first + 1, first + 2);
+                steps.extend([
+                    Step::Fill {
+                        buffer: count,
+                        byte: 0,
+                    },
+                    Step::Launch(Launch {
+                        kernel: "lens_delens_f64".into(),
+                        args: vec![
+                            StepArg::Buffer(slot::GX64),
+                            StepArg::Buffer(slot::GY64),
+                            StepArg::I32(n as i32),
+                            StepArg::I32(rows as i32),
+                            StepArg::I32(ext as i32),
+                            StepArg::F64(self.coord(0)),
+                            StepArg::F64(self.coord(row0)),
+                            StepArg::F64(self.pixel),
+                            StepArg::Buffer(srcs),
+                            StepArg::I32((sources.len() / 3) as i32),
+                            StepArg::Buffer(hits),
+                            StepArg::Buffer(count),
+                            StepArg::U32(MAX_HITS_PER_BAND as u32),
+                        ],
+                        global: (n.max(2) - 1) * rows,
+                        local: Local::Prefer(GPU_GROUP),
+                    }),
+                ]);
+                (row0, lens_job(buffers, steps, opts))
+            })
+            .collect()
+    }
+}

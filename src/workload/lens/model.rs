@@ -1,0 +1,402 @@
+//! The lens model itself: flat-ΛCDM distances, the halos (pseudo-elliptical SIS, LENSTOOL type 5, and
+//! dPIE, type 81) with their strengths, and the float64 deflection at any point. Independent of grids,
+//! precisions and devices.
+
+use super::io::{self, HaloProfile};
+
+pub const C_KMS: f64 = 299_792.458;
+pub const ARCSEC_PER_RAD: f64 = 180.0 * 3600.0 / std::f64::consts::PI;
+
+/// Below this ε the dPIE uses its circular closed form (Lenstool-HPC's threshold; K = (1−ε²)/2√ε diverges).
+pub const DPIE_CIRCULAR_EPS: f64 = 2e-4;
+
+/// Flat ΛCDM with no radiation (as LENSTOOL).
+#[derive(Debug, Clone, Copy)]
+pub struct Cosmology {
+    pub omega_m: f64,
+    pub z_lens: f64,
+    pub z_source: f64,
+}
+
+impl Default for Cosmology {
+    fn default() -> Self {
+        Cosmology {
+            omega_m: 0.3,
+            z_lens: 0.3,
+            z_source: 2.0,
+        }
+    }
+}
+
+impl Cosmology {
+    /// Comoving distance in Hubble units, ∫₀ᶻ dz'/E(z').
+    fn comoving(&self, z: f64) -> f64 {
+        let om = self.omega_m;
+        let e_inv = |z: f64| 1.0 / (om * (1.0 + z).powi(3) + (1.0 - om)).sqrt();
+        adaptive_simpson(&e_inv, 0.0, z, 1e-15, 50)
+    }
+    /// D_LS / D_S for a flat universe: (χ_s − χ_l) / χ_s.
+    pub fn dls_over_ds(&self) -> f64 {
+        let (cl, cs) = (self.comoving(self.z_lens), self.comoving(self.z_source));
+        (cs - cl) / cs
+    }
+}
+
+fn adaptive_simpson(f: &dyn Fn(f64) -> f64, a: f64, b: f64, tol: f64, depth: u32) -> f64 {
+    fn simpson(f: &dyn Fn(f64) -> f64, a: f64, fa: f64, b: f64, fb: f64) -> (f64, f64, f64) {
+        let m = 0.5 * (a + b);
+        let fm = f(m);
+        (m, fm, (b - a) / 6.0 * (fa + 4.0 * fm + fb))
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn rec(
+        f: &dyn Fn(f64) -> f64,
+        a: f64,
+        fa: f64,
+        b: f64,
+        fb: f64,
+        whole: f64,
+        m: f64,
+        fm: f64,
+        tol: f64,
+        depth: u32,
+    ) -> f64 {
+        let (lm, flm, left) = simpson(f, a, fa, m, fm);
+        let (rm, frm, right) = simpson(f, m, fm, b, fb);
+        let delta = left + right - whole;
+        if depth == 0 || delta.abs() <= 15.0 * tol {
+            return left + right + delta / 15.0;
+        }
+        rec(f, a, fa, m, fm, left, lm, flm, tol / 2.0, depth - 1)
+            + rec(f, m, fm, b, fb, right, rm, frm, tol / 2.0, depth - 1)
+    }
+    let (fa, fb) = (f(a), f(b));
+    let (m, fm, whole) = simpson(f, a, fa, b, fb);
+    rec(f, a, fa, b, fb, whole, m, fm, tol, depth)
+}
+
+/// LENSTOOL strength of a pseudo-elliptical SIS without the distance ratio: b₀ = 4π(σ/c)² in arcsec.
+pub fn b0_arcsec(sigma_v_kms: f64) -> f64 {
+    4.0 * std::f64::consts::PI * (sigma_v_kms / C_KMS).powi(2) * ARCSEC_PER_RAD
+}
+
+/// LENSTOOL dPIE strength without the distance ratio: b₀ = 6π(σ_LT/c)² in arcsec (Elíasdóttir et al. 2007).
+pub fn b0_dpie_arcsec(sigma_lt_kms: f64) -> f64 {
+    1.5 * b0_arcsec(sigma_lt_kms)
+}
+
+/// The dPIE formula's ε = (a−b)/(a+b) from LENSTOOL's mass ellipticity e = (a²−b²)/(a²+b²).
+pub fn dpie_eps_from_mass(e: f64) -> f64 {
+    if e <= 0.0 {
+        0.0
+    } else {
+        (1.0 - (1.0 - e * e).sqrt()) / e
+    }
+}
+
+/// Halos as structure of arrays. `b` already includes D_LS/D_S; `e` is the SIE potential ellipticity or
+/// the dPIE ε; `theta` the position angle in radians, counter-clockwise from +x; `r_core`/`r_cut` in arcsec
+/// (dPIE only, 0 for SIE).
+#[derive(Debug, Clone, Default)]
+pub struct Halos {
+    pub x0: Vec<f64>,
+    pub y0: Vec<f64>,
+    pub b: Vec<f64>,
+    pub e: Vec<f64>,
+    pub theta: Vec<f64>,
+    pub profile: Vec<HaloProfile>,
+    pub r_core: Vec<f64>,
+    pub r_cut: Vec<f64>,
+}
+
+impl Halos {
+    pub fn len(&self) -> usize {
+        self.x0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.x0.is_empty()
+    }
+    /// Adds a pseudo-elliptical SIS (LENSTOOL type 5).
+    pub fn push(&mut self, x0: f64, y0: f64, b: f64, e: f64, theta: f64) {
+        self.push_any(HaloProfile::Sie, x0, y0, b, e, theta, 0.0, 0.0);
+    }
+    /// Adds a dPIE (LENSTOOL type 81) with the formula's ε and radii in arcsec.
+    #[allow(clippy::too_many_arguments)]
+    pub fn push_dpie(
+        &mut self,
+        x0: f64,
+        y0: f64,
+        b: f64,
+        eps: f64,
+        theta: f64,
+        r_core: f64,
+        r_cut: f64,
+    ) {
+        self.push_any(HaloProfile::Dpie, x0, y0, b, eps, theta, r_core, r_cut);
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn push_any(
+        &mut self,
+        p: HaloProfile,
+        x0: f64,
+        y0: f64,
+        b: f64,
+        e: f64,
+        theta: f64,
+        rc: f64,
+        rcut: f64,
+    ) {
+        self.x0.push(x0);
+        self.y0.push(y0);
+        self.b.push(b);
+        self.e.push(e);
+        self.theta.push(theta);
+        self.profile.push(p);
+        self.r_core.push(rc);
+        self.r_cut.push(rcut);
+    }
+    pub(super) fn copy_from(&mut self, other: &Halos, k: usize) {
+        self.push_any(
+            other.profile[k],
+            other.x0[k],
+            other.y0[k],
+            other.b[k],
+            other.e[k],
+            other.theta[k],
+            other.r_core[k],
+            other.r_cut[k],
+        );
+    }
+    /// Halos from a catalogue (io::read_halos), for sources at the given D_LS/D_S. SIE: ε_pot = e_mass/3
+    /// (LENSTOOL and Lenstool-HPC type 5); dPIE: ε = (1 − √(1−e²))/e, b = 6π(σ_LT/c)².
+    pub fn from_records(records: &[io::HaloRecord], dls_ds: f64) -> Halos {
+        let mut h = Halos::default();
+        for r in records {
+            let theta = r.angle_deg.to_radians();
+            match r.profile {
+                HaloProfile::Sie => h.push(
+                    r.x,
+                    r.y,
+                    b0_arcsec(r.sigma_kms) * dls_ds,
+                    r.ellipticity / 3.0,
+                    theta,
+                ),
+                HaloProfile::Dpie => h.push_dpie(
+                    r.x,
+                    r.y,
+                    b0_dpie_arcsec(r.sigma_kms) * dls_ds,
+                    dpie_eps_from_mass(r.ellipticity),
+                    theta,
+                    r.r_core,
+                    r.r_cut,
+                ),
+            }
+        }
+        h
+    }
+    /// N = b·Rᵀ diag(1−e, 1+e) R·b, so that g = N d / sqrt(dᵀ N d) (SIE).
+    pub fn quad_form(&self, k: usize) -> (f64, f64, f64) {
+        let (c, s) = (self.theta[k].cos(), self.theta[k].sin());
+        let (e, b2) = (self.e[k], self.b[k] * self.b[k]);
+        let m11 = (1.0 - e) * c * c + (1.0 + e) * s * s;
+        let m12 = -2.0 * e * c * s;
+        let m22 = (1.0 - e) * s * s + (1.0 + e) * c * c;
+        (b2 * m11, b2 * m12, b2 * m22)
+    }
+    /// Checks every halo's parameters; the error names the halo and the field.
+    pub fn validate(&self) -> Result<(), LensError> {
+        for k in 0..self.len() {
+            let bad = |field: &'static str, value: f64| LensError::BadHalo {
+                index: k,
+                field,
+                value,
+            };
+            for (field, v) in [
+                ("x", self.x0[k]),
+                ("y", self.y0[k]),
+                ("theta", self.theta[k]),
+            ] {
+                if !v.is_finite() {
+                    return Err(bad(field, v));
+                }
+            }
+            if !(self.b[k] > 0.0 && self.b[k].is_finite()) {
+                return Err(bad("b (from sigma_v)", self.b[k]));
+            }
+            if !(self.e[k] >= 0.0 && self.e[k] < 1.0) {
+                return Err(bad("ellipticity", self.e[k]));
+            }
+            if self.profile[k] == HaloProfile::Dpie
+                && !(self.r_core[k] >= 0.0
+                    && self.r_cut[k] > self.r_core[k]
+                    && self.r_cut[k].is_finite())
+            {
+                return Err(bad("r_cut (must exceed r_core >= 0)", self.r_cut[k]));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// dPIE deflection of one halo at offset (dx, dy) from its centre, generic over the float type (the CPU
+/// paths); the same formula as `lens_dpie_add` in cl/common/lens_model.h (Kassiola & Kovner 1993;
+/// Elíasdóttir et al. 2007, appendix A). `scale` is b·r_cut/(r_cut − r_core), as stored in the halo tables.
+#[allow(clippy::too_many_arguments)]
+pub fn dpie_deflection<T: Real>(
+    dx: T,
+    dy: T,
+    c: T,
+    s: T,
+    eps: T,
+    scale: T,
+    rc: T,
+    rcut: T,
+) -> (T, T) {
+    let one = T::ONE;
+    let two = one + one;
+    let u = c * dx + s * dy;
+    let v = T::ZERO - s * dx + c * dy;
+    let (gu, gv) = if eps.to_f64() < DPIE_CIRCULAR_EPS {
+        let s2 = u * u + v * v;
+        if s2.to_f64() > 0.0 {
+            let t = scale * ((s2 + rc * rc).sqrt() - rc - (s2 + rcut * rcut).sqrt() + rcut) / s2;
+            (t * u, t * v)
+        } else {
+            (T::ZERO, T::ZERO)
+        }
+    } else {
+        let sqe = eps.sqrt();
+        let cx1 = (one - eps) / (one + eps);
+        let k = (one - eps * eps) / (two * sqe);
+        let rho2 = u * u / ((one + eps) * (one + eps)) + v * v / ((one - eps) * (one - eps));
+        let term = |r: T| -> (T, T) {
+            let (nr, ni) = (cx1 * u, two * sqe * (r * r + rho2).sqrt() - v / cx1);
+            let (dr, di) = (u, two * r * sqe - v);
+            let d2 = dr * dr + di * di;
+            let (wr, wi) = ((nr * dr + ni * di) / d2, (ni * dr - nr * di) / d2);
+            (wi.atan2(wr), T::from_f64(0.5) * (wr * wr + wi * wi).ln())
+        };
+        let ((a1, l1), (a2, l2)) = (term(rc), term(rcut));
+        (k * scale * (a1 - a2), T::ZERO - k * scale * (l1 - l2))
+    };
+    (c * gu - s * gv, s * gu + c * gv)
+}
+
+/// The f64 gradient at an arbitrary point: SIE in the textbook form (rotate, divide, rotate back),
+/// independent of the grid code; dPIE by [`dpie_deflection`]. Both are checked against the mpmath oracle
+/// in tests.
+pub fn gradient_at(halos: &Halos, x: f64, y: f64) -> (f64, f64) {
+    let (mut gx, mut gy) = (0.0, 0.0);
+    for k in 0..halos.len() {
+        let (c, s) = (halos.theta[k].cos(), halos.theta[k].sin());
+        let (dx, dy) = (x - halos.x0[k], y - halos.y0[k]);
+        if halos.profile[k] == HaloProfile::Dpie {
+            let (ax, ay) = dpie_deflection(
+                dx,
+                dy,
+                c,
+                s,
+                halos.e[k],
+                dpie_scale(halos.b[k], halos.r_core[k], halos.r_cut[k]),
+                halos.r_core[k],
+                halos.r_cut[k],
+            );
+            gx += ax;
+            gy += ay;
+            continue;
+        }
+        let u = c * dx + s * dy;
+        let v = -s * dx + c * dy;
+        let e = halos.e[k];
+        let r = ((1.0 - e) * u * u + (1.0 + e) * v * v).sqrt();
+        if r == 0.0 {
+            continue;
+        }
+        let gu = halos.b[k] * (1.0 - e) * u / r;
+        let gv = halos.b[k] * (1.0 + e) * v / r;
+        gx += c * gu - s * gv;
+        gy += s * gu + c * gv;
+    }
+    (gx, gy)
+}
+
+/// Errors in a lens configuration, named by field and value.
+#[derive(Debug, thiserror::Error)]
+pub enum LensError {
+    #[error("lens grid size must be at least 1 pixel, got {0}")]
+    ZeroSize(usize),
+    #[error("lens grid size {0} exceeds the supported maximum of {1} pixels per side")]
+    TooLarge(usize, usize),
+    #[error("pixel scale must be positive and finite, got {0}")]
+    BadPixel(f64),
+    #[error("galaxy sigma range must satisfy 0 < lo <= hi, got {0}..{1} km/s")]
+    BadSigma(f64, f64),
+    #[error("halo {index}: field '{field}' has the invalid value {value}")]
+    BadHalo {
+        index: usize,
+        field: &'static str,
+        value: f64,
+    },
+    #[error("no halos: a lens model needs at least one")]
+    NoHalos,
+}
+
+/// The dPIE amplitude b·r_cut/(r_cut − r_core) (Elíasdóttir et al. 2007, appendix A).
+pub fn dpie_scale(b: f64, r_core: f64, r_cut: f64) -> f64 {
+    b * r_cut / (r_cut - r_core)
+}
+
+/// The two floating types of the CPU path.
+pub trait Real:
+    Copy
+    + Send
+    + Sync
+    + PartialOrd
+    + std::ops::Add<Output = Self>
+    + std::ops::Sub<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + std::ops::Div<Output = Self>
+{
+    const ZERO: Self;
+    const ONE: Self;
+    fn from_f64(v: f64) -> Self;
+    /// From a small integer (pixel indices): i32 conversions vectorise where usize → float do not.
+    fn from_i32(v: i32) -> Self;
+    fn to_f64(self) -> f64;
+    fn sqrt(self) -> Self;
+    fn ln(self) -> Self;
+    fn atan2(self, x: Self) -> Self;
+    fn max(self, other: Self) -> Self;
+}
+
+macro_rules! impl_real {
+    ($t:ty) => {
+        impl Real for $t {
+            const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            fn from_i32(v: i32) -> Self {
+                v as $t
+            }
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn sqrt(self) -> Self {
+                <$t>::sqrt(self)
+            }
+            fn ln(self) -> Self {
+                <$t>::ln(self)
+            }
+            fn atan2(self, x: Self) -> Self {
+                <$t>::atan2(self, x)
+            }
+            fn max(self, other: Self) -> Self {
+                <$t>::max(self, other)
+            }
+        }
+    };
+}
+impl_real!(f32);
+impl_real!(f64);

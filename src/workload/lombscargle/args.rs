@@ -1,0 +1,247 @@
+//! Lomb-Scargle's command-line flags: `run lombscargle` (the generated presets, verified on every backend)
+//! and the `periodogram` command (light curves from files, periodograms, peaks and false-alarm
+//! probabilities on one backend).
+
+use super::fap::FapMethod;
+use super::io as ls_io;
+use super::periodogram::{analyse, AnalysisOptions, FapChoice, GridChoice};
+use super::{LombScargleProblem, Normalization, Peak, SignalModel, PRESETS};
+use crate::backend::{discover, Precision};
+use crate::workload::{OneBackendArgs, Tool, ToolArgs, WorkloadArgs};
+use std::path::{Path, PathBuf};
+
+impl std::str::FromStr for SignalModel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "floating" => Ok(SignalModel::FloatingMean),
+            "fixed" => Ok(SignalModel::FixedMean),
+            other => Err(format!("expected floating or fixed, got '{other}'")),
+        }
+    }
+}
+
+impl std::str::FromStr for Normalization {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "standard" => Ok(Normalization::Standard),
+            "model" => Ok(Normalization::Model),
+            "log" => Ok(Normalization::Log),
+            "psd" => Ok(Normalization::Psd),
+            other => Err(format!(
+                "expected standard, model, log or psd, got '{other}'"
+            )),
+        }
+    }
+}
+
+/// `--fap`: one of astropy's closed forms, the bootstrap, or none.
+fn parse_fap(s: &str) -> Result<Option<FapMethod>, String> {
+    match s {
+        "baluev" => Ok(Some(FapMethod::Baluev)),
+        "davies" => Ok(Some(FapMethod::Davies)),
+        "naive" => Ok(Some(FapMethod::Naive)),
+        "bootstrap" | "none" => Ok(None),
+        other => Err(format!(
+            "expected baluev, davies, naive, bootstrap or none, got '{other}'"
+        )),
+    }
+}
+
+/// `astroport run lombscargle`: the generated presets.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LombScargleArgs {
+    /// Problem: tiny (the oracle's size), ci (1e4 points), corot (382,003 points, 1.5 M frequencies),
+    /// survey (10,000 short curves, top-5 peaks), survey-small (its first 16 curves).
+    #[arg(long, default_value = "ci", value_parser = clap::builder::PossibleValuesParser::new(PRESETS))]
+    pub preset: String,
+    /// Signal model: floating (generalised, astropy's default) or fixed (classic, culsp).
+    #[arg(long, default_value = "floating")]
+    pub model: SignalModel,
+    /// Precisions, comma-separated or repeated: f32, f64.
+    #[arg(long = "precision", value_delimiter = ',', default_value = "f32")]
+    pub precisions: Vec<Precision>,
+}
+
+impl WorkloadArgs for LombScargleArgs {
+    const NAME: &'static str = "lombscargle";
+    const ABOUT: &'static str =
+        "Lomb-Scargle periodograms (Townsend 2010): direct sums, float32 with an exact phase, and float64";
+    const PRESETS: &'static [&'static str] = &super::PRESETS;
+    const TOOLS: &'static [Tool] = &[Tool::of::<PeriodogramArgs>()];
+    type Workload = LombScargleProblem;
+    fn build(&self) -> Result<Vec<LombScargleProblem>, String> {
+        Ok(vec![LombScargleProblem::preset(&self.preset, self.model)?])
+    }
+    fn modes(&self) -> Vec<Precision> {
+        self.precisions.clone()
+    }
+}
+
+/// `astroport periodogram`: light curves from files on one backend.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PeriodogramArgs {
+    /// Light-curve files, CSV or FITS tables (repeatable); a table with an object column holds many curves.
+    #[arg(long = "input", required = true)]
+    pub inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub backend: OneBackendArgs,
+    #[arg(long, default_value = "f32")]
+    pub precision: Precision,
+    /// Signal model: floating (generalised, astropy's default) or fixed (classic, culsp).
+    #[arg(long, default_value = "floating")]
+    pub model: SignalModel,
+    /// Oversampling of culsp's grid: df = 1 / (F_over T).
+    #[arg(long, default_value_t = 8.0)]
+    pub f_over: f64,
+    /// Highest frequency of culsp's grid, in units of the mean Nyquist frequency N / (2 T).
+    #[arg(long, default_value_t = 1.0)]
+    pub f_high: f64,
+    /// A given grid instead: one frequency per line (cycles per time unit), '#' comments allowed.
+    #[arg(long)]
+    pub frequencies: Option<PathBuf>,
+    /// Power normalisation of the outputs: standard, model, log, psd (as astropy).
+    #[arg(long, default_value = "standard")]
+    pub normalization: Normalization,
+    /// False-alarm probability of each peak: baluev, davies, naive, bootstrap, none.
+    #[arg(long, default_value = "baluev", value_parser = parse_fap_flag)]
+    pub fap: String,
+    /// Resamples for --fap bootstrap (each one a periodogram, run as one batch).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub bootstrap: u64,
+    /// Peaks per light curve (1-8).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=8))]
+    pub top_k: u64,
+    /// Write only peaks.csv, not the whole periodogram (the device then returns only the peaks).
+    #[arg(long)]
+    pub peaks_only: bool,
+    /// Directory for periodogram.csv and peaks.csv.
+    #[arg(long, default_value = "out")]
+    pub out: PathBuf,
+}
+
+fn parse_fap_flag(s: &str) -> Result<String, String> {
+    parse_fap(s).map(|_| s.to_string())
+}
+
+/// A given frequency grid: one positive frequency per line, '#' comments and blank lines ignored.
+fn read_frequencies(path: &Path) -> Result<Vec<f64>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        match line.parse::<f64>() {
+            Ok(f) if f > 0.0 && f.is_finite() => out.push(f),
+            _ => {
+                return Err(format!(
+                    "{} line {}: value {line} is not a positive frequency",
+                    path.display(),
+                    i + 1
+                ))
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("{}: no frequencies", path.display()));
+    }
+    Ok(out)
+}
+
+impl ToolArgs for PeriodogramArgs {
+    const NAME: &'static str = "periodogram";
+    const ABOUT: &'static str =
+        "Lomb-Scargle periodograms of light curves (CSV or FITS tables) on one backend, with peaks and FAPs";
+    fn run(self) -> Result<i32, String> {
+        let mut curves = Vec::new();
+        for path in &self.inputs {
+            for (curve, report) in ls_io::read_light_curves(path).map_err(|e| e.to_string())? {
+                eprintln!("{} [{}]: {report}", path.display(), curve.name);
+                curves.push(curve);
+            }
+        }
+        let grid = match &self.frequencies {
+            Some(path) => GridChoice::Given(read_frequencies(path)?),
+            None => GridChoice::Auto {
+                f_over: self.f_over,
+                f_high: self.f_high,
+            },
+        };
+        let fap = match parse_fap(&self.fap)? {
+            Some(method) => FapChoice::Analytic(method),
+            None if self.fap == "bootstrap" => FapChoice::Bootstrap(self.bootstrap as usize),
+            None => FapChoice::None,
+        };
+        let options = AnalysisOptions {
+            precision: self.precision,
+            model: self.model,
+            normalization: self.normalization,
+            grid,
+            fap,
+            peaks: self.top_k as usize,
+            peaks_only: self.peaks_only,
+            run: self.backend.options(),
+        };
+        let discovery = discover();
+        let target = self.backend.target(&discovery)?;
+        let analysis = analyse(curves, &options, target)?;
+        eprintln!(
+            "periodogram: {} on {} {}: {:.3} ms ({:.3e} pairs/s)",
+            analysis.description,
+            target.id(),
+            self.precision.name(),
+            analysis.seconds * 1e3,
+            analysis.pairs / analysis.seconds
+        );
+        for (curve, s) in analysis.curves.iter().zip(&analysis.bootstrap_seconds) {
+            eprintln!(
+                "  bootstrap {}: {} periodograms in {s:.3} s",
+                curve.name, self.bootstrap
+            );
+        }
+        std::fs::create_dir_all(&self.out).map_err(|e| format!("{}: {e}", self.out.display()))?;
+        let norm_name = format!("{:?}", self.normalization).to_lowercase();
+        if !self.peaks_only {
+            let table: Vec<(&str, &[f64], &[f64])> = analysis
+                .curves
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.as_str(),
+                        c.frequencies.as_deref().unwrap_or_default(),
+                        c.power.as_deref().unwrap_or_default(),
+                    )
+                })
+                .collect();
+            let path = self.out.join("periodogram.csv");
+            ls_io::write_periodogram_csv(&path, &table, &norm_name).map_err(|e| e.to_string())?;
+            eprintln!("wrote {}", path.display());
+        }
+        let table: Vec<(&str, &[Peak])> = analysis
+            .curves
+            .iter()
+            .map(|c| (c.name.as_str(), c.peaks.as_slice()))
+            .collect();
+        let path = self.out.join("peaks.csv");
+        ls_io::write_peaks_csv(&path, &table).map_err(|e| e.to_string())?;
+        for curve in &analysis.curves {
+            if let Some(best) = curve.peaks.first() {
+                println!(
+                    "{}: best period {:.6} (frequency {:.6}), {norm_name} power {:.6}, FAP {}",
+                    curve.name,
+                    1.0 / best.frequency,
+                    best.frequency,
+                    best.power,
+                    best.fap
+                        .map(|f| format!("{f:.3e}"))
+                        .unwrap_or_else(|| "-".into())
+                );
+            }
+        }
+        eprintln!("wrote {}", path.display());
+        Ok(0)
+    }
+}

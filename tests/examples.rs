@@ -1,0 +1,57 @@
+//! Every example in examples/ runs to completion on the `cpu` model and prints what it promises. `cargo test`
+//! builds the examples before the tests run; a missing binary means the examples were not built (for
+//! example a test filter that skipped them), which fails here rather than passing silently.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn example(name: &str) -> PathBuf {
+    let deps = std::env::current_exe().expect("test binary path");
+    let dir = deps
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target profile folder");
+    let path = dir.join("examples").join(name);
+    assert!(
+        path.exists(),
+        "{} not built: run the tests with `scripts/test.sh` (cargo test builds examples)",
+        path.display()
+    );
+    path
+}
+
+fn run(name: &str) -> String {
+    let out = Command::new(example(name))
+        .arg("cpu")
+        .output()
+        .expect("example starts");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{name} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn lens_example_runs() {
+    let out = run("lens");
+    assert!(
+        out.contains("f32 on cpu") && out.contains("mixed-budget on cpu"),
+        "{out}"
+    );
+    assert!(out.contains("χ² of"), "{out}");
+}
+
+#[test]
+fn lombscargle_example_finds_the_period() {
+    let out = run("lombscargle");
+    assert!(out.contains("best period 0.180"), "{out}");
+}
+
+#[test]
+fn cubature_example_converges() {
+    let out = run("cubature");
+    assert_eq!(out.matches("(converged)").count(), 2, "{out}");
+}
