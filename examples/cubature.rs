@@ -4,7 +4,9 @@
 //!     cargo run --release --example cubature [BACKEND]
 
 use astroport::backend;
-use astroport::workload::cubature::{Integrand, MCubes, McubesOptions, Pagani, PaganiOptions};
+use astroport::workload::cubature::{
+    Integrand, Integrator, MCubes, McubesOptions, Pagani, PaganiOptions,
+};
 
 fn main() -> Result<(), String> {
     let id = std::env::args().nth(1).unwrap_or_else(|| "cpu".into());

@@ -136,6 +136,21 @@ pub struct Measured<T> {
     pub build_options: String,
 }
 
+impl<T> Measured<T> {
+    /// What host code measured: no build, no launch, the host's resources and build options.
+    pub fn host(output: T, times: TimeStats) -> Self {
+        Measured {
+            output,
+            times,
+            build_s: None,
+            resources: Some(host_resources()),
+            launch: None,
+            steps: Vec::new(),
+            build_options: host_build_options(),
+        }
+    }
+}
+
 /// Why a run produced no result: the device cannot do it (a `no_device` row), or it failed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunError {
@@ -242,15 +257,7 @@ pub fn single_pass<S: SinglePass>(
     match target {
         Target::Cpu(_) => {
             let (field, times) = time_host(opts, "host clock", || Ok(work.run_cpu(mode)))?;
-            Ok(Measured {
-                output: field,
-                times,
-                build_s: None,
-                resources: Some(host_resources()),
-                launch: None,
-                steps: Vec::new(),
-                build_options: host_build_options(),
-            })
+            Ok(Measured::host(field, times))
         }
         Target::Device(dev) => {
             let info = dev.info();

@@ -18,7 +18,7 @@ pub mod rule;
 pub use integrands::Integrand;
 pub use mcubes::McubesOptions;
 pub use pagani::PaganiOptions;
-pub use problem::{CubatureProblem, Integration, MCubes, Pagani};
+pub use problem::{CubatureProblem, Integration, Integrator, MCubes, Pagani};
 
 use crate::backend::Program;
 use serde::Serialize;

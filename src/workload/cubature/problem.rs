@@ -8,7 +8,7 @@ use super::pagani::{self, CpuEvaluator, CpuRegions, PaganiOptions};
 use super::rule::Rule;
 use super::{Integrand, Method, Outcome, Stop};
 use crate::backend::{Precision, Resources, StepReport, Target};
-use crate::exec::{host_build_options, host_resources, Measured, RunError, RunOptions, TimeStats};
+use crate::exec::{Measured, RunError, RunOptions, TimeStats};
 use crate::workload::{Accuracy, Verdict, Work, Workload};
 use serde::Serialize;
 
@@ -21,7 +21,7 @@ pub const MCUBES_CHECK_SIGMAS: f64 = 4.0;
 /// deterministic, every region evaluated in parallel with the degree-9 rule and its null rules.
 ///
 /// ```no_run
-/// use astroport::workload::cubature::{Integrand, Pagani, PaganiOptions};
+/// use astroport::workload::cubature::{Integrand, Integrator, Pagani, PaganiOptions};
 /// let pagani = Pagani::new(PaganiOptions { epsrel: 1e-6, ..Default::default() });
 /// let cpu = astroport::backend::open("cpu").unwrap();
 /// let out = pagani.integrate(Integrand::F4, 5, &cpu).unwrap();
@@ -32,13 +32,18 @@ pub struct Pagani {
     pub options: PaganiOptions,
 }
 
-impl Pagani {
-    pub fn new(options: PaganiOptions) -> Self {
-        Pagani { options }
-    }
+/// An integrator of the Genz integrands over the unit cube, on any backend.
+pub trait Integrator {
+    /// ∫ of `integrand` over [0, 1]^dim on one backend, with what each kernel cost on a device.
+    fn integrate_with_stats(
+        &self,
+        integrand: Integrand,
+        dim: usize,
+        backend: &Target,
+    ) -> Result<(Outcome, KernelStats), String>;
 
-    /// ∫ of `integrand` over the unit cube [0, 1]^dim on one backend.
-    pub fn integrate(
+    /// ∫ of `integrand` over [0, 1]^dim on one backend.
+    fn integrate(
         &self,
         integrand: Integrand,
         dim: usize,
@@ -47,9 +52,16 @@ impl Pagani {
         self.integrate_with_stats(integrand, dim, backend)
             .map(|(o, _)| o)
     }
+}
 
-    /// As [`Pagani::integrate`], with what each kernel cost on a device.
-    pub fn integrate_with_stats(
+impl Pagani {
+    pub fn new(options: PaganiOptions) -> Self {
+        Pagani { options }
+    }
+}
+
+impl Integrator for Pagani {
+    fn integrate_with_stats(
         &self,
         integrand: Integrand,
         dim: usize,
@@ -104,20 +116,11 @@ impl MCubes {
     pub fn new(options: McubesOptions) -> Self {
         MCubes { options }
     }
+}
 
-    /// ∫ of `integrand` over the unit cube [0, 1]^dim on one backend; the error is one standard deviation.
-    pub fn integrate(
-        &self,
-        integrand: Integrand,
-        dim: usize,
-        backend: &Target,
-    ) -> Result<Outcome, String> {
-        self.integrate_with_stats(integrand, dim, backend)
-            .map(|(o, _)| o)
-    }
-
-    /// As [`MCubes::integrate`], with what each kernel cost on a device.
-    pub fn integrate_with_stats(
+/// The error m-Cubes reports is one standard deviation.
+impl Integrator for MCubes {
+    fn integrate_with_stats(
         &self,
         integrand: Integrand,
         dim: usize,
@@ -291,29 +294,26 @@ impl Workload for CubatureProblem {
         let run = last.expect("at least one run");
         let times = TimeStats::from_samples(&samples, opts.warmup, "wall clock")
             .ok_or_else(|| RunError::Failed("no timed run".into()))?;
-        let steps = kernel_steps(&run.kernels);
-        let (resources, build_s, build_options) = match target {
-            Target::Cpu(_) => (Some(host_resources()), None, host_build_options()),
-            Target::Device(_) => {
-                let main = steps
-                    .iter()
-                    .max_by(|a, b| a.median_s.total_cmp(&b.median_s))
-                    .and_then(|s| s.resources.clone())
-                    .unwrap_or_else(|| Resources {
-                        source: "no kernel ran".into(),
-                        ..Resources::default()
-                    });
-                (Some(main), Some(build_s), String::new())
-            }
+        let Target::Device(_) = target else {
+            return Ok(Measured::host(run, times));
         };
+        let steps = kernel_steps(&run.kernels);
+        let main = steps
+            .iter()
+            .max_by(|a, b| a.median_s.total_cmp(&b.median_s))
+            .and_then(|s| s.resources.clone())
+            .unwrap_or_else(|| Resources {
+                source: "no kernel ran".into(),
+                ..Resources::default()
+            });
         Ok(Measured {
             output: run,
             times,
-            build_s,
-            resources,
+            build_s: Some(build_s),
+            resources: Some(main),
             launch: None,
             steps,
-            build_options,
+            build_options: String::new(),
         })
     }
     fn verify(&self, run: &Integration, truth: &f64, _mode: Precision) -> Verdict<CubatureDetails> {

@@ -20,9 +20,7 @@
 use super::io::{ImageSystem, ObservedImage};
 use super::{gradient_at, Cosmology, LensMode, LensProblem, MAX_HITS_PER_BAND};
 use crate::backend::{HostVec, Target};
-use crate::exec::{
-    host_build_options, host_resources, run_plan, time_host, Measured, RunError, RunOptions,
-};
+use crate::exec::{run_plan, time_host, Measured, RunError, RunOptions};
 use crate::workload::{Accuracy, Verdict, Work, Workload};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -777,15 +775,7 @@ pub fn evaluate(
                     systems,
                 ))
             })?;
-            return Ok(Measured {
-                output: fit,
-                times,
-                build_s: None,
-                resources: Some(host_resources()),
-                launch: None,
-                steps: Vec::new(),
-                build_options: host_build_options(),
-            });
+            return Ok(Measured::host(fit, times));
         }
         Target::Device(dev) => dev,
     };
