@@ -266,7 +266,7 @@ pub fn markdown(title: &str, rows: &[Row]) -> String {
         }
         if let Some(a) = &r.accuracy {
             md.push_str(&format!(
-                "; accuracy vs f64 cpu: max abs {:.3e} {}, rms {:.3e}, max rel {:.3e} (tolerance abs {:e}, rel {:e})",
+                "; accuracy vs the reference: max abs {:.3e} {}, rms {:.3e}, max rel {:.3e} (tolerance abs {:e}, rel {:e})",
                 a.max_abs, a.unit, a.rms_abs, a.max_rel, a.tolerance_abs, a.tolerance_rel
             ));
         }
