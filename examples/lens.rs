@@ -31,7 +31,7 @@ fn main() -> Result<(), String> {
         );
     }
     let problem = model.on_grid(grid).map_err(|e| e.to_string())?;
-    let systems = mock_systems(&problem, &MockOptions::default());
+    let systems = mock_systems(&problem, &MockOptions::default())?;
     let fit = model.chi2(&systems, grid, &target)?;
     println!(
         "χ² of {} mock systems at the true model: {:.3} ({} images missing, {} extra)",

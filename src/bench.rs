@@ -19,6 +19,8 @@ pub trait Runnable: Sync {
     fn workload(&self) -> &'static str;
     /// "name preset (problem)", for progress lines and report titles.
     fn title(&self) -> String;
+    /// The names of the modes it will run.
+    fn mode_names(&self) -> Vec<&'static str>;
     /// Keeps only the modes with these names; returns how many are left.
     fn retain_modes(&mut self, names: &[String]) -> usize;
     /// Runs on the choices; `on_row` sees each row as soon as it exists (progress).
@@ -36,6 +38,9 @@ impl<W: Workload> Runnable for Planned<W> {
             self.workload.preset(),
             self.workload.describe()
         )
+    }
+    fn mode_names(&self) -> Vec<&'static str> {
+        self.modes.iter().map(|m| m.name()).collect()
     }
     fn retain_modes(&mut self, names: &[String]) -> usize {
         self.modes.retain(|m| names.iter().any(|n| n == m.name()));

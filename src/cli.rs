@@ -27,9 +27,6 @@ pub struct RunFlags {
     /// Untimed warm-up runs before the repeats.
     #[arg(long, default_value_t = 1, global = true)]
     pub warmup: u32,
-    /// Cap on device memory per run in MiB, below what the device reports (forces tiling into bands).
-    #[arg(long, global = true)]
-    pub device_mem_mib: Option<u64>,
 }
 
 impl RunFlags {
@@ -37,7 +34,6 @@ impl RunFlags {
         RunOptions {
             warmup: self.warmup,
             repeats: self.repeats,
-            device_mem_cap: self.device_mem_mib.map(|m| m << 20),
         }
     }
     fn selectors(&self) -> Result<Vec<Selector>, String> {
@@ -141,9 +137,9 @@ fn execute(matches: &clap::ArgMatches) -> Result<i32, String> {
 
 /// `bench`: every workload that has the preset, in every mode (or the modes asked for), on every backend.
 fn run_bench(flags: &RunFlags, bench: &BenchFlags) -> Result<i32, String> {
-    let mut problems: Vec<Box<dyn Runnable>> = Vec::new();
+    let mut built: Vec<Box<dyn Runnable>> = Vec::new();
     for entry in &WORKLOADS {
-        let built = match entry.bench(&bench.preset) {
+        let problems = match entry.bench(&bench.preset) {
             None => {
                 eprintln!(
                     "{}: skipped: no preset '{}' (it has {})",
@@ -153,19 +149,33 @@ fn run_bench(flags: &RunFlags, bench: &BenchFlags) -> Result<i32, String> {
                 );
                 continue;
             }
-            Some(built) => built.map_err(|e| format!("{}: {e}", entry.name))?,
+            Some(problems) => problems.map_err(|e| format!("{}: {e}", entry.name))?,
         };
-        for mut p in built {
-            if !bench.modes.is_empty() && p.retain_modes(&bench.modes) == 0 {
-                eprintln!(
-                    "{}: skipped: none of the modes {} applies",
-                    p.title(),
-                    bench.modes.join(",")
-                );
-                continue;
-            }
-            problems.push(p);
+        built.extend(problems);
+    }
+    // A mode no workload offers is a typo, not a filter that happens to match nothing.
+    let offered: Vec<&str> = built.iter().flat_map(|p| p.mode_names()).collect();
+    if let Some(unknown) = bench.modes.iter().find(|m| !offered.contains(&m.as_str())) {
+        let mut names = offered.clone();
+        names.sort();
+        names.dedup();
+        return Err(format!(
+            "--precision: no workload at preset '{}' has the mode '{unknown}' (modes: {})",
+            bench.preset,
+            names.join(", ")
+        ));
+    }
+    let mut problems: Vec<Box<dyn Runnable>> = Vec::new();
+    for mut p in built {
+        if !bench.modes.is_empty() && p.retain_modes(&bench.modes) == 0 {
+            eprintln!(
+                "{}: skipped: none of the modes {} applies",
+                p.title(),
+                bench.modes.join(",")
+            );
+            continue;
         }
+        problems.push(p);
     }
     if problems.is_empty() {
         return Err(format!(

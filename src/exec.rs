@@ -30,15 +30,13 @@ impl Mode for Precision {
     }
 }
 
-/// How a run is timed, and what it may use of the device.
+/// How a run is timed.
 #[derive(Debug, Clone, Copy)]
 pub struct RunOptions {
     /// Untimed runs before the timed ones.
     pub warmup: u32,
     /// Timed runs; the median is reported.
     pub repeats: u32,
-    /// Caps the device memory a plan may use (bytes), below what the device reports: forces tiling.
-    pub device_mem_cap: Option<u64>,
 }
 
 impl Default for RunOptions {
@@ -46,7 +44,6 @@ impl Default for RunOptions {
         RunOptions {
             warmup: 1,
             repeats: 3,
-            device_mem_cap: None,
         }
     }
 }
@@ -57,20 +54,6 @@ impl RunOptions {
         RunOptions {
             warmup: 0,
             repeats: 1,
-            device_mem_cap: None,
-        }
-    }
-
-    /// What a plan may use on this device.
-    pub fn budget(&self, info: &DeviceInfo) -> DeviceBudget {
-        let mem = if info.global_mem_bytes == 0 {
-            u64::MAX
-        } else {
-            info.global_mem_bytes
-        };
-        DeviceBudget {
-            max_alloc: info.max_alloc_bytes,
-            mem: self.device_mem_cap.map_or(mem, |cap| cap.min(mem)),
         }
     }
 }
@@ -80,6 +63,28 @@ impl RunOptions {
 pub struct DeviceBudget {
     pub max_alloc: u64,
     pub mem: u64,
+}
+
+impl DeviceBudget {
+    /// What the device offers (a device that reports no memory size is taken as unbounded).
+    pub fn of(info: &DeviceInfo) -> Self {
+        DeviceBudget {
+            max_alloc: info.max_alloc_bytes,
+            mem: if info.global_mem_bytes == 0 {
+                u64::MAX
+            } else {
+                info.global_mem_bytes
+            },
+        }
+    }
+
+    /// At most `cap` bytes in all, when a cap is given.
+    pub fn capped(self, cap: Option<u64>) -> Self {
+        DeviceBudget {
+            mem: cap.map_or(self.mem, |c| c.min(self.mem)),
+            ..self
+        }
+    }
 }
 
 /// Time statistics over the timed repeats (warm-up excluded), seconds. For a tiled problem each statistic is
@@ -264,7 +269,7 @@ pub fn single_pass<S: SinglePass>(
             if mode.needs_fp64() && !info.fp64 {
                 return Err(RunError::Unsupported("device has no fp64 support".into()));
             }
-            let jobs = work.plan(mode, opts.budget(info), opts);
+            let jobs = work.plan(mode, DeviceBudget::of(info), opts);
             let run = run_plan(dev.as_ref(), &jobs, opts.warmup)?;
             Ok(Measured {
                 output: work.assemble(run.outputs),

@@ -63,7 +63,6 @@ fn all_backends_agree_with_reference_tiny() {
     let opts = RunOptions {
         warmup: 1,
         repeats: 2,
-        device_mem_cap: None,
     };
     let modes = [LensMode::F32, LensMode::F64];
     let rows = bench::run(&problem, &modes, &choices, &opts, &mut |_| {});

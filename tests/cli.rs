@@ -307,25 +307,70 @@ fn cubature_runs_and_refuses_bad_arguments() {
 fn inapplicable_flags_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let cases: &[(&[&str], &str)] = &[
-        (&["run", "lombscargle", "--top-k", "9"], "--top-k"),
-        (&["run", "lombscargle", "--halos", "h.csv"], "--halos"),
-        (&["run", "lombscargle", "--precision", "mixed"], "mixed"),
-        (&["run", "cubature", "--preset", "foo"], "foo"),
+        (
+            &["run", "lombscargle", "--top-k", "9"],
+            "unexpected argument '--top-k'",
+        ),
+        (
+            &["run", "lombscargle", "--halos", "h.csv"],
+            "unexpected argument '--halos'",
+        ),
+        (
+            &["run", "lombscargle", "--precision", "mixed"],
+            "unknown precision 'mixed'",
+        ),
+        (
+            &["run", "lombscargle", "--device-mem-mib", "4"],
+            "unexpected argument '--device-mem-mib'",
+        ),
+        (
+            &["run", "cubature", "--preset", "foo"],
+            "[possible values: tiny, ci]",
+        ),
         (
             &["run", "cubature", "--galaxy-sigma", "1,2"],
-            "--galaxy-sigma",
+            "unexpected argument '--galaxy-sigma'",
         ),
-        (&["run", "cubature", "--precision", "f32"], "--precision"),
+        (
+            &["run", "cubature", "--precision", "f32"],
+            "unexpected argument '--precision'",
+        ),
         (
             &["run", "cubature", "--preset", "tiny", "--dim", "3"],
-            "--preset",
+            "cannot be used with",
         ),
-        (&["run", "lens", "--integrand", "f4"], "--integrand"),
-        (&["run", "lens", "--model", "fixed"], "--model"),
-        (&["run", "lens-chi2", "--precision", "f32"], "--precision"),
-        (&["run", "lens", "--preset", "corot"], "corot"),
-        (&["maps", "--prefix", "m", "--fap", "none"], "--fap"),
-        (&["bench", "--halos", "h.csv"], "--halos"),
+        (
+            &["run", "cubature", "--max-iterations", "0"],
+            "--max-iterations",
+        ),
+        (
+            &["run", "lens", "--integrand", "f4"],
+            "unexpected argument '--integrand'",
+        ),
+        (
+            &["run", "lens", "--model", "fixed"],
+            "unexpected argument '--model'",
+        ),
+        (
+            &["run", "lens-chi2", "--precision", "f32"],
+            "unexpected argument '--precision'",
+        ),
+        (
+            &["run", "lens", "--preset", "corot"],
+            "[possible values: tiny, ci, hff]",
+        ),
+        (
+            &["maps", "--prefix", "m", "--fap", "none"],
+            "unexpected argument '--fap'",
+        ),
+        (
+            &["bench", "--halos", "h.csv"],
+            "unexpected argument '--halos'",
+        ),
+        (
+            &["bench", "--precision", "mixed-budgt"],
+            "no workload at preset 'ci' has the mode 'mixed-budgt'",
+        ),
     ];
     for (args, want) in cases {
         let mut all: Vec<&str> = args.to_vec();

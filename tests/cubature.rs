@@ -251,3 +251,77 @@ fn every_backend_matches_the_reference() {
         }
     }
 }
+
+/// Verification judges the claim, not the effort: an honest converged run is `ok`, a converged run whose true
+/// error exceeds its claim fails (PAGANI: its error; m-Cubes: 4σ), and a run that stopped short says so
+/// without failing. The checks must be able to fail.
+#[test]
+fn verification_fails_a_false_claim_and_passes_an_honest_stop() {
+    use astroport::workload::cubature::device::KernelStats;
+    use astroport::workload::cubature::Integration;
+    use astroport::workload::Workload;
+    let problem = |method| CubatureProblem {
+        preset: "test".into(),
+        method,
+        integrand: Integrand::F3,
+        dim: 3,
+        pagani: eps(1e-3),
+        mcubes: McubesOptions::default(),
+    };
+    let truth = Integrand::F3.true_value(3);
+    let run = |estimate: f64, error: f64, stop: Stop| {
+        let mut outcome = Outcome::new(Integrand::F3, 3);
+        (outcome.estimate, outcome.error, outcome.stop) = (estimate, error, stop);
+        Integration {
+            outcome,
+            kernels: KernelStats::default(),
+        }
+    };
+    let p = problem(Method::Pagani);
+    let honest = p.verify(
+        &run(truth * (1.0 + 1e-5), truth * 1e-4, Stop::Converged),
+        &truth,
+        astroport::backend::Precision::F64,
+    );
+    assert!(honest.accuracy.pass && honest.unconverged.is_none() && honest.failure.is_none());
+    let false_claim = p.verify(
+        &run(truth * (1.0 + 1e-3), truth * 1e-4, Stop::Converged),
+        &truth,
+        astroport::backend::Precision::F64,
+    );
+    assert!(!false_claim.accuracy.pass, "{:?}", false_claim.accuracy);
+    assert!(false_claim.failure.unwrap().contains("claims convergence"));
+    let stopped = p.verify(
+        &run(truth * 1.1, truth * 0.2, Stop::MemoryLimit),
+        &truth,
+        astroport::backend::Precision::F64,
+    );
+    assert!(stopped.accuracy.pass && stopped.unconverged.unwrap().starts_with("memory_limit"));
+    let not_a_number = p.verify(
+        &run(f64::NAN, f64::NAN, Stop::Running),
+        &truth,
+        astroport::backend::Precision::F64,
+    );
+    assert!(!not_a_number.accuracy.pass);
+    // m-Cubes reports one standard deviation: 3σ off is honest, 5σ off is not.
+    let m = problem(Method::Mcubes);
+    let sigma = truth * 1e-4;
+    assert!(
+        m.verify(
+            &run(truth + 3.0 * sigma, sigma, Stop::Converged),
+            &truth,
+            astroport::backend::Precision::F64
+        )
+        .accuracy
+        .pass
+    );
+    assert!(
+        !m.verify(
+            &run(truth + 5.0 * sigma, sigma, Stop::Converged),
+            &truth,
+            astroport::backend::Precision::F64
+        )
+        .accuracy
+        .pass
+    );
+}

@@ -131,7 +131,7 @@ fn budget_scheme_recomputes_only_what_the_budget_needs() {
 #[test]
 fn chi2_same_images_on_every_backend() {
     let p = LensProblem::preset(Preset::Ci, &LensOptions::default()).unwrap();
-    let systems = mock_systems(&p, &MockOptions::default());
+    let systems = mock_systems(&p, &MockOptions::default()).unwrap();
     assert!(systems.len() >= 20);
     let reference = p.reference();
     let (c_ref, pred_ref) = chi2::chi2_of_grid(
@@ -171,6 +171,32 @@ fn chi2_same_images_on_every_backend() {
         devices += usize::from(t.id() != "cpu");
     }
     assert!(devices >= 1, "no device backend to check");
+}
+
+/// The χ² check can fail: images predicted two pixels away from the reference's fail verification, the
+/// reference itself passes.
+#[test]
+fn chi2_verification_fails_shifted_images() {
+    let p = LensProblem::preset(Preset::Tiny, &LensOptions::default()).unwrap();
+    let systems = mock_systems(&p, &MockOptions::default()).unwrap();
+    let pixel = p.pixel;
+    let problem = chi2::Chi2Problem::new(p, systems).unwrap();
+    let reference = problem.reference();
+    assert!(
+        reference.predicted.iter().any(|s| !s.is_empty()),
+        "no predicted image"
+    );
+    let same = problem.verify(&reference, &reference, LensMode::BUDGET);
+    assert!(same.accuracy.pass && same.accuracy.max_abs == 0.0);
+    let mut shifted = reference.clone();
+    for images in &mut shifted.predicted {
+        for image in images.iter_mut() {
+            image.0 += 2.0 * pixel;
+        }
+    }
+    let moved = problem.verify(&shifted, &reference, LensMode::BUDGET);
+    assert!(!moved.accuracy.pass, "{:?}", moved.accuracy);
+    assert!(moved.failure.unwrap().contains("worst shift"));
 }
 
 /// A malformed catalogue is refused with a message naming file, line, column and value (exit 2).

@@ -180,7 +180,6 @@ impl OneBackendArgs {
         RunOptions {
             warmup: self.warmup,
             repeats: self.repeats,
-            device_mem_cap: None,
         }
     }
 }

@@ -58,8 +58,8 @@ pub struct CubatureArgs {
     #[arg(long, default_value_t = WORKING_REGIONS)]
     pub working_regions: u64,
     /// PAGANI: iteration cap.
-    #[arg(long, default_value_t = 700)]
-    pub max_iterations: usize,
+    #[arg(long, default_value_t = 700, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_iterations: u64,
     /// Wall-time budget per integration, seconds (the run then stops with time_limit; preset suites: 60).
     #[arg(long)]
     pub max_seconds: Option<f64>,
@@ -151,7 +151,7 @@ impl WorkloadArgs for CubatureArgs {
                             pagani: PaganiOptions {
                                 epsrel,
                                 epsabs: self.epsabs,
-                                max_iterations: self.max_iterations,
+                                max_iterations: self.max_iterations as usize,
                                 memory_limit: self.memory_mib.map(|m| m << 20),
                                 working_regions: self.working_regions,
                                 time_limit_s: max_seconds,

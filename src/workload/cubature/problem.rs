@@ -5,10 +5,10 @@
 use super::device::{DeviceRegions, DeviceSampler, KernelStats};
 use super::mcubes::{self, CpuSampler, McubesOptions};
 use super::pagani::{self, CpuEvaluator, CpuRegions, PaganiOptions};
-use super::rule::Rule;
+use super::rule::{Rule, MAX_DIM, MIN_DIM};
 use super::{Integrand, Method, Outcome, Stop};
 use crate::backend::{Precision, Resources, StepReport, Target};
-use crate::exec::{Measured, RunError, RunOptions, TimeStats};
+use crate::exec::{time_host, Measured, RunError, RunOptions};
 use crate::workload::{Accuracy, Verdict, Work, Workload};
 use serde::Serialize;
 
@@ -126,6 +126,11 @@ impl Integrator for MCubes {
         dim: usize,
         backend: &Target,
     ) -> Result<(Outcome, KernelStats), String> {
+        if !(MIN_DIM..=MAX_DIM).contains(&dim) {
+            return Err(format!(
+                "m-Cubes: dimension {dim} is outside {MIN_DIM}..={MAX_DIM}"
+            ));
+        }
         let (lo, hi) = (vec![0.0; dim], vec![1.0; dim]);
         match backend {
             Target::Cpu(_) => {
@@ -278,22 +283,13 @@ impl Workload for CubatureProblem {
         if !target.info().fp64 {
             return Err(RunError::Unsupported("device has no fp64 support".into()));
         }
-        let mut samples = Vec::new();
-        let mut build_s = 0.0;
-        let mut last = None;
-        for i in 0..opts.warmup + opts.repeats.max(1) {
+        // The first integration builds the programs; later ones find them cached.
+        let mut build_s = None;
+        let (run, times) = time_host(opts, "wall clock", || {
             let run = self.integrate(target)?;
-            if i == 0 {
-                build_s = run.outcome.build_s;
-            }
-            if i >= opts.warmup {
-                samples.push(run.outcome.total_s);
-            }
-            last = Some(run);
-        }
-        let run = last.expect("at least one run");
-        let times = TimeStats::from_samples(&samples, opts.warmup, "wall clock")
-            .ok_or_else(|| RunError::Failed("no timed run".into()))?;
+            build_s.get_or_insert(run.outcome.build_s);
+            Ok(run)
+        })?;
         let Target::Device(_) = target else {
             return Ok(Measured::host(run, times));
         };
@@ -309,7 +305,7 @@ impl Workload for CubatureProblem {
         Ok(Measured {
             output: run,
             times,
-            build_s: Some(build_s),
+            build_s,
             resources: Some(main),
             launch: None,
             steps,

@@ -4,7 +4,7 @@
 use super::chi2::Chi2Problem;
 use super::io::{self as lens_io, ImageSystem};
 use super::mock::{mock_systems, MockOptions};
-use super::{maps, Halos, LensMode, LensOptions, LensProblem, Preset};
+use super::{maps, LensMode, LensModel, LensOptions, LensProblem, Preset};
 use crate::backend::discover;
 use crate::exec::Mode;
 use crate::workload::{OneBackendArgs, Tool, ToolArgs, Workload, WorkloadArgs};
@@ -26,6 +26,9 @@ pub struct ProblemArgs {
     /// grid.
     #[arg(long)]
     pub halos: Option<PathBuf>,
+    /// Cap on device memory in MiB, below what the device reports (forces tiling into bands of rows).
+    #[arg(long)]
+    pub device_mem_mib: Option<u64>,
 }
 
 fn parse_sigma(s: &str) -> Result<(f64, f64), String> {
@@ -45,25 +48,27 @@ impl ProblemArgs {
             galaxy_sigma: parse_sigma(&self.galaxy_sigma)?,
             ..Default::default()
         };
-        let problem = LensProblem::preset(preset, &opts)
+        let mut problem = LensProblem::preset(preset, &opts)
             .map_err(|e| format!("--preset {} / --size: {e}", self.preset))?;
-        let Some(path) = &self.halos else {
-            return Ok(problem);
-        };
-        let records = lens_io::read_halos(path).map_err(|e| e.to_string())?;
-        let halos = Halos::from_records(&records, problem.dls_ds);
-        let name = path
-            .file_name()
-            .map(|f| f.to_string_lossy().to_string())
-            .unwrap_or_default();
-        LensProblem::new(
-            &format!("{}:{name}", problem.preset),
-            problem.n,
-            problem.pixel,
-            problem.cosmology,
-            halos,
-        )
-        .map_err(|e| format!("{}: {e}", path.display()))
+        if let Some(path) = &self.halos {
+            let records = lens_io::read_halos(path).map_err(|e| e.to_string())?;
+            let model = LensModel::from_catalogue(&records, problem.cosmology)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let name = path
+                .file_name()
+                .map(|f| f.to_string_lossy().to_string())
+                .unwrap_or_default();
+            problem = LensProblem::new(
+                &format!("{}:{name}", problem.preset),
+                problem.n,
+                problem.pixel,
+                model.cosmology,
+                model.halos,
+            )
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        problem.device_mem_cap = self.device_mem_mib.map(|m| m << 20);
+        Ok(problem)
     }
 }
 
@@ -110,7 +115,7 @@ impl Chi2Args {
     fn systems(&self, problem: &LensProblem) -> Result<Vec<ImageSystem>, String> {
         let systems = match &self.images {
             Some(path) => lens_io::read_image_systems(path).map_err(|e| e.to_string())?,
-            None => mock_systems(problem, &MockOptions::default()),
+            None => mock_systems(problem, &MockOptions::default())?,
         };
         if let Some(path) = &self.write_images {
             lens_io::write_image_systems(path, &systems).map_err(|e| e.to_string())?;

@@ -157,6 +157,7 @@ impl LensProblem {
         bytes_per_pixel: usize,
         budget: DeviceBudget,
     ) -> Vec<(usize, usize)> {
+        let budget = budget.capped(self.device_mem_cap);
         let n = self.n as u64;
         let by_alloc = budget.max_alloc.max(n * largest_elem as u64) / (n * largest_elem as u64);
         let by_mem = ((budget.mem as f64 * 0.8) as u64 / (n * bytes_per_pixel as u64)).max(1);

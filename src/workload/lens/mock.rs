@@ -118,7 +118,8 @@ struct CoarseGrid {
     gy: Vec<f64>,
 }
 
-fn coarse_grid(problem: &LensProblem) -> CoarseGrid {
+/// The float64 deflection on the search grid, or why the field is too wide for one.
+fn coarse_grid(problem: &LensProblem) -> Result<CoarseGrid, String> {
     let half = problem.coord(problem.n - 1).abs() + 1.0;
     let h = MOCK_COARSE_ARCSEC;
     let n = (2.0 * half / h).ceil() as usize + 1;
@@ -129,17 +130,22 @@ fn coarse_grid(problem: &LensProblem) -> CoarseGrid {
         problem.cosmology,
         problem.halos.clone(),
     )
-    .expect("the coarse grid of a valid problem is valid");
+    .map_err(|e| {
+        format!(
+            "mock image systems: the {MOCK_COARSE_ARCSEC}″ search grid over this {:.0}″ field: {e}",
+            2.0 * half
+        )
+    })?;
     let mut field = coarse.reference();
-    let gy = field.components.pop().expect("gy");
-    let gx = field.components.pop().expect("gx");
-    CoarseGrid {
+    let gy = field.components.pop().unwrap_or_default();
+    let gx = field.components.pop().unwrap_or_default();
+    Ok(CoarseGrid {
         n,
         first: coarse.coord(0),
         h,
         gx,
         gy,
-    }
+    })
 }
 
 /// One candidate source: its redshift, scale, source-plane position and the image-plane point drawn.
@@ -225,11 +231,11 @@ fn evaluate_candidate(
 pub(super) fn mock_with_sources(
     problem: &LensProblem,
     opts: &MockOptions,
-) -> (Vec<ImageSystem>, Vec<[f64; 3]>) {
+) -> Result<(Vec<ImageSystem>, Vec<[f64; 3]>), String> {
     let (mut systems, mut sources) = (Vec::new(), Vec::new());
     if opts.n_systems == 0 || opts.z_sources.is_empty() || problem.halos.is_empty() || problem.n < 2
     {
-        return (systems, sources);
+        return Ok((systems, sources));
     }
     let halos = &problem.halos;
     let b_max = halos.b.iter().cloned().fold(0.0, f64::max);
@@ -241,7 +247,7 @@ pub(super) fn mock_with_sources(
         .iter()
         .map(|&z| system_scale(problem, z))
         .collect();
-    let grid = coarse_grid(problem);
+    let grid = coarse_grid(problem)?;
     let mut rng = rand_pcg::Pcg64::seed_from_u64(opts.seed);
     let mut attempt = 0;
     while attempt < MOCK_MAX_ATTEMPTS && systems.len() < opts.n_systems {
@@ -299,7 +305,7 @@ pub(super) fn mock_with_sources(
             }
         }
     }
-    (systems, sources)
+    Ok((systems, sources))
 }
 
 /// Mock multiple-image systems from the problem's own (true) model, deterministic for given options.
@@ -315,6 +321,6 @@ pub(super) fn mock_with_sources(
 /// (and ≥ 2 b from a galaxy's). Up to MOCK_MAX_ATTEMPTS candidates are drawn; fewer systems than asked
 /// are returned when they run out. Ids are "S01", "S02", …; positions are the exact (Newton) ones with
 /// σ = sigma_arcsec.
-pub fn mock_systems(problem: &LensProblem, opts: &MockOptions) -> Vec<ImageSystem> {
-    mock_with_sources(problem, opts).0
+pub fn mock_systems(problem: &LensProblem, opts: &MockOptions) -> Result<Vec<ImageSystem>, String> {
+    mock_with_sources(problem, opts).map(|m| m.0)
 }

@@ -123,6 +123,9 @@ pub struct LensProblem {
     /// The fixed float64 patches: (side in pixels, centres as integer pixel index pairs), clusters then
     /// galaxies.
     patches: [(i32, Vec<i32>); 2],
+    /// Caps the device memory a band of rows may use (bytes), below what the device reports: forces
+    /// tiling (`--device-mem-mib`).
+    pub device_mem_cap: Option<u64>,
 }
 
 impl LensProblem {
@@ -206,6 +209,7 @@ impl LensProblem {
             tables64: KernelTables::default(),
             naive32: KernelTables::default(),
             patches: [(0, vec![]), (0, vec![])],
+            device_mem_cap: None,
         };
         p.patches = p.patch_centres();
         p.tables32 = p.tables(|v| v as f32, false);
@@ -482,7 +486,8 @@ impl LensModel {
         backend: &Target,
     ) -> Result<chi2::Chi2Fit, String> {
         let problem = self.on_grid(grid).map_err(|e| e.to_string())?;
-        chi2::evaluate(&problem, systems, backend, &RunOptions::once())
+        let fit = chi2::Chi2Problem::new(problem, systems.to_vec())?;
+        chi2::evaluate(&fit.problem, &fit.systems, backend, &RunOptions::once())
             .map(|m| m.output)
             .map_err(|e| e.to_string())
     }

@@ -37,16 +37,13 @@ impl std::str::FromStr for Normalization {
 }
 
 /// `--fap`: one of astropy's closed forms, the bootstrap, or none.
-fn parse_fap(s: &str) -> Result<Option<FapMethod>, String> {
-    match s {
-        "baluev" => Ok(Some(FapMethod::Baluev)),
-        "davies" => Ok(Some(FapMethod::Davies)),
-        "naive" => Ok(Some(FapMethod::Naive)),
-        "bootstrap" | "none" => Ok(None),
-        other => Err(format!(
-            "expected baluev, davies, naive, bootstrap or none, got '{other}'"
-        )),
-    }
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FapArg {
+    Baluev,
+    Davies,
+    Naive,
+    Bootstrap,
+    None,
 }
 
 /// `astroport run lombscargle`: the generated presets.
@@ -104,9 +101,9 @@ pub struct PeriodogramArgs {
     /// Power normalisation of the outputs: standard, model, log, psd (as astropy).
     #[arg(long, default_value = "standard")]
     pub normalization: Normalization,
-    /// False-alarm probability of each peak: baluev, davies, naive, bootstrap, none.
-    #[arg(long, default_value = "baluev", value_parser = parse_fap_flag)]
-    pub fap: String,
+    /// False-alarm probability of each peak (astropy's closed forms, the bootstrap, or none).
+    #[arg(long, value_enum, default_value = "baluev")]
+    pub fap: FapArg,
     /// Resamples for --fap bootstrap (each one a periodogram, run as one batch).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub bootstrap: u64,
@@ -119,10 +116,6 @@ pub struct PeriodogramArgs {
     /// Directory for periodogram.csv and peaks.csv.
     #[arg(long, default_value = "out")]
     pub out: PathBuf,
-}
-
-fn parse_fap_flag(s: &str) -> Result<String, String> {
-    parse_fap(s).map(|_| s.to_string())
 }
 
 /// A given frequency grid: one positive frequency per line, '#' comments and blank lines ignored.
@@ -170,10 +163,12 @@ impl ToolArgs for PeriodogramArgs {
                 f_high: self.f_high,
             },
         };
-        let fap = match parse_fap(&self.fap)? {
-            Some(method) => FapChoice::Analytic(method),
-            None if self.fap == "bootstrap" => FapChoice::Bootstrap(self.bootstrap as usize),
-            None => FapChoice::None,
+        let fap = match self.fap {
+            FapArg::Baluev => FapChoice::Analytic(FapMethod::Baluev),
+            FapArg::Davies => FapChoice::Analytic(FapMethod::Davies),
+            FapArg::Naive => FapChoice::Analytic(FapMethod::Naive),
+            FapArg::Bootstrap => FapChoice::Bootstrap(self.bootstrap as usize),
+            FapArg::None => FapChoice::None,
         };
         let options = AnalysisOptions {
             precision: self.precision,

@@ -184,32 +184,48 @@ impl LombScargle {
     }
 }
 
-/// Solves the leading `size`×`size` block of a x = b by Gaussian elimination with partial pivoting; a
-/// singular system (a frequency the sampling cannot see) gives zeros for the unresolved terms.
+/// Solves the normal equations a x = b (the leading `size`×`size` block; a is symmetric and positive
+/// semi-definite) by symmetric elimination, pivoting on the largest remaining diagonal. Once that diagonal is
+/// below 1e-12 of the largest one, the remaining columns are (numerically) combinations of those already
+/// taken, as the sine at the Nyquist frequency of evenly sampled data: their coefficients are 0, and the
+/// fit of the taken columns is the least-squares fit.
 fn solve(mut a: [[f64; 3]; 3], mut b: [f64; 3], size: usize) -> [f64; 3] {
-    let scale = (0..size).map(|r| a[r][r].abs()).fold(0.0, f64::max);
-    for col in 0..size {
-        let pivot = (col..size)
-            .max_by(|&p, &q| a[p][col].abs().total_cmp(&a[q][col].abs()))
-            .unwrap_or(col);
-        a.swap(col, pivot);
-        b.swap(col, pivot);
-        if a[col][col].abs() <= 1e-13 * scale {
-            a[col][col] = f64::INFINITY; // this term's coefficient becomes 0
+    let scale = (0..size).map(|r| a[r][r]).fold(0.0, f64::max);
+    let mut order = [0usize, 1, 2];
+    let mut rank = 0;
+    while rank < size {
+        let k = rank;
+        let p = (k..size)
+            .max_by(|&p, &q| a[p][p].total_cmp(&a[q][q]))
+            .unwrap_or(k);
+        // The same permutation on rows and columns keeps the matrix symmetric.
+        a.swap(k, p);
+        for row in a.iter_mut() {
+            row.swap(k, p);
         }
-        let pivot_row = a[col];
-        for r in col + 1..size {
-            let f = a[r][col] / pivot_row[col];
-            for (x, p) in a[r][col..size].iter_mut().zip(&pivot_row[col..size]) {
+        b.swap(k, p);
+        order.swap(k, p);
+        if a[k][k].is_nan() || a[k][k] <= 1e-12 * scale {
+            break;
+        }
+        let pivot_row = a[k];
+        for r in k + 1..size {
+            let f = a[r][k] / pivot_row[k];
+            for (x, p) in a[r][k..size].iter_mut().zip(&pivot_row[k..size]) {
                 *x -= f * p;
             }
-            b[r] -= f * b[col];
+            b[r] -= f * b[k];
         }
+        rank += 1;
+    }
+    let mut taken = [0.0; 3];
+    for r in (0..rank).rev() {
+        let rest: f64 = (r + 1..rank).map(|s| a[r][s] * taken[s]).sum();
+        taken[r] = (b[r] - rest) / a[r][r];
     }
     let mut x = [0.0; 3];
-    for r in (0..size).rev() {
-        let rest: f64 = (r + 1..size).map(|s| a[r][s] * x[s]).sum();
-        x[r] = (b[r] - rest) / a[r][r];
+    for (k, &column) in order.iter().enumerate().take(size) {
+        x[column] = taken[k];
     }
     x
 }
@@ -443,6 +459,34 @@ mod tests {
         let got = ls.model(&[0.0, 1.0, 2.0], f);
         for (g, want) in got.iter().zip([2.0, 1.0, 0.0]) {
             assert!((g - want).abs() < 1e-9, "{got:?}");
+        }
+    }
+
+    /// Evenly sampled data at their Nyquist frequency: the sine column is zero at every sample, so only the
+    /// cosine and the mean can be fitted; the model still reproduces a signal made of those two.
+    #[test]
+    fn model_at_the_nyquist_frequency_fits_what_the_samples_see() {
+        let t: Vec<f64> = (0..11).map(f64::from).collect();
+        let y: Vec<f64> = t
+            .iter()
+            .map(|&t| 3.0 + 0.7 * (std::f64::consts::PI * t).cos())
+            .collect();
+        // Floating mean: the cosine and the mean reproduce the samples exactly.
+        let ls = LombScargle::new(t.clone(), y.clone(), None).unwrap();
+        for (g, w) in ls.model(&t, 0.5).iter().zip(&y) {
+            assert!((g - w).abs() < 1e-12, "floating mean: {g} vs {w}");
+        }
+        // Fixed mean: the sample mean plus the least-squares cosine of the centred data (a 1-column fit).
+        let got = ls.clone().fit_mean(false).model(&t, 0.5);
+        let mean = y.iter().sum::<f64>() / 11.0;
+        let c: Vec<f64> = t
+            .iter()
+            .map(|&t| (std::f64::consts::PI * t).cos())
+            .collect();
+        let amp = c.iter().zip(&y).map(|(c, y)| c * (y - mean)).sum::<f64>()
+            / c.iter().map(|c| c * c).sum::<f64>();
+        for (g, c) in got.iter().zip(&c) {
+            assert!((g - (mean + amp * c)).abs() < 1e-12, "fixed mean: {got:?}");
         }
     }
 
