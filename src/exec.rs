@@ -270,16 +270,9 @@ pub fn single_pass<S: SinglePass>(
                 return Err(RunError::Unsupported("device has no fp64 support".into()));
             }
             let jobs = work.plan(mode, DeviceBudget::of(info), opts);
-            let run = run_plan(dev.as_ref(), &jobs, opts.warmup)?;
-            Ok(Measured {
-                output: work.assemble(run.outputs),
-                times: run.times,
-                build_s: Some(run.build_s),
-                resources: run.resources,
-                launch: Some(run.launch),
-                steps: run.steps,
-                build_options: run.build_options,
-            })
+            let mut run = run_plan(dev.as_ref(), &jobs, opts.warmup)?;
+            let outputs = std::mem::take(&mut run.outputs);
+            Ok(run.measured(work.assemble(outputs)))
         }
     }
 }
@@ -295,6 +288,21 @@ pub struct PlanRun {
     pub build_options: String,
     /// Per-step medians summed over bands.
     pub steps: Vec<StepReport>,
+}
+
+impl PlanRun {
+    /// What the plan measured, with the output made from its outputs.
+    pub fn measured<T>(self, output: T) -> Measured<T> {
+        Measured {
+            output,
+            times: self.times,
+            build_s: Some(self.build_s),
+            resources: self.resources,
+            launch: Some(self.launch),
+            steps: self.steps,
+            build_options: self.build_options,
+        }
+    }
 }
 
 /// Runs the jobs of a plan (one per band of a tiled problem) on a device, each warmed up and timed as the

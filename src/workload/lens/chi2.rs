@@ -819,15 +819,7 @@ pub fn evaluate(
             });
         }
     }
-    Ok(Measured {
-        output: Chi2Fit::from_hits(problem, systems, hits),
-        times: run.times,
-        build_s: Some(run.build_s),
-        resources: run.resources,
-        launch: Some(run.launch),
-        steps: run.steps,
-        build_options: run.build_options,
-    })
+    Ok(run.measured(Chi2Fit::from_hits(problem, systems, hits)))
 }
 
 /// The χ² of image systems as a workload the driver runs on every backend: each backend's predicted images
