@@ -197,6 +197,10 @@ fn run_and_report(
 ) -> Result<i32, String> {
     let selectors = flags.selectors()?;
     let options = flags.options();
+    // Before any work: an --out that cannot be a folder is found now, not after the runs.
+    if let Some(dir) = &flags.out {
+        std::fs::create_dir_all(dir).map_err(|e| format!("--out {}: {e}", dir.display()))?;
+    }
     let discovery = discover();
     let choices = discovery.select(&selectors);
     let mut rows: Vec<Row> = Vec::new();

@@ -215,6 +215,37 @@ pub fn open_fits_in_memory(
     Ok((fptr, slot))
 }
 
+/// FITS files are whole 2880-byte records, and cfitsio reads whole records: a file cut short inside one
+/// would be read past the end of its buffer. `None` when the length is whole.
+pub fn fits_length_problem(len: usize) -> Option<String> {
+    (len == 0 || !len.is_multiple_of(2880)).then(|| {
+        format!(
+            "{len} bytes is not a whole number of 2880-byte FITS records: the file is truncated or not FITS"
+        )
+    })
+}
+
+/// Whether the current HDU's data lie inside a memory file of `len` bytes (a header may promise more
+/// rows than the file holds). `None` when they do.
+///
+/// # Safety
+/// `fptr` must be an open cfitsio file positioned at an HDU.
+pub unsafe fn fits_hdu_problem(fptr: *mut fitsio::sys::fitsfile, len: usize) -> Option<String> {
+    let (mut head, mut data, mut end) = (0i64, 0i64, 0i64);
+    let mut status: c_int = 0;
+    // SAFETY: the caller's obligation above.
+    unsafe { fitsio::sys::ffghadll(fptr, &mut head, &mut data, &mut end, &mut status) };
+    if status != 0 {
+        return Some(format!(
+            "cannot locate the HDU's data (cfitsio status {status})"
+        ));
+    }
+    let records_end = (end as u64).div_ceil(2880) * 2880;
+    (records_end > len as u64).then(|| {
+        format!("truncated: the header promises data up to byte {end}, the file has {len} bytes")
+    })
+}
+
 /// Data rows of a CSV table, each with its 1-based line.
 pub type CsvRows = Vec<(u64, csv::StringRecord)>;
 

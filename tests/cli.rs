@@ -116,7 +116,7 @@ fn bad_arguments_give_clear_errors() {
         ),
         (
             &["run", "lens", "--backend", "cpu", "--galaxy-sigma", "15,10"],
-            "galaxy sigma",
+            "--galaxy-sigma: expected 0 < LO <= HI",
         ),
         (&["run", "lens"], "--backend"),
         (&["run", "quasar", "--backend", "cpu"], "quasar"),

@@ -179,8 +179,8 @@ fn ci_preset_finds_the_injected_period() {
 fn bad_inputs_are_refused_with_the_curve_named() {
     let c = LightCurve {
         name: "flat".into(),
-        t: vec![0.0, 1.0, 2.0],
-        y: vec![1.0; 3],
+        t: vec![0.0, 1.0, 2.0, 3.0],
+        y: vec![1.0; 4],
         dy: None,
     };
     let g = FrequencyGrid::Uniform {
@@ -198,19 +198,27 @@ fn bad_inputs_are_refused_with_the_curve_named() {
     .err()
     .unwrap();
     assert!(e.contains("flat") && e.contains("constant"), "{e}");
-    let mut two = c.clone();
-    two.t.truncate(2);
-    two.y = vec![1.0, 2.0];
-    assert!(LombScargleProblem::new(
-        "x",
-        vec![two],
-        vec![g.clone()],
-        SignalModel::FloatingMean,
-        Output::Full
-    )
-    .is_err());
+    // Three points fit the three parameters exactly: refused, as two.
+    for n in [2, 3] {
+        let mut few = c.clone();
+        few.t.truncate(n);
+        few.y = (0..n).map(|i| i as f64).collect();
+        let e = LombScargleProblem::new(
+            "x",
+            vec![few],
+            vec![g.clone()],
+            SignalModel::FloatingMean,
+            Output::Full,
+        )
+        .err()
+        .unwrap();
+        assert!(
+            e.contains(&format!("{n} points")) && e.contains("at least 4"),
+            "{e}"
+        );
+    }
     let mut ok = c;
-    ok.y = vec![1.0, 2.0, 0.5];
+    ok.y = vec![1.0, 2.0, 0.5, 1.5];
     let bad = FrequencyGrid::Given(vec![1.0, f64::NAN]);
     let e = LombScargleProblem::new(
         "x",
@@ -222,6 +230,23 @@ fn bad_inputs_are_refused_with_the_curve_named() {
     .err()
     .unwrap();
     assert!(e.contains("index 1"), "{e}");
+    // A given grid must increase: peaks are found between neighbours, so an unsorted grid would report
+    // side lobes as peaks, and a repeated frequency the same peak twice.
+    for (grid, index) in [(vec![0.1, 0.3, 0.2], 2), (vec![0.1, 0.2, 0.2], 2)] {
+        let e = LombScargleProblem::new(
+            "x",
+            vec![ok.clone()],
+            vec![FrequencyGrid::Given(grid)],
+            SignalModel::FloatingMean,
+            Output::Full,
+        )
+        .err()
+        .unwrap();
+        assert!(
+            e.contains(&format!("index {index}")) && e.contains("increase"),
+            "{e}"
+        );
+    }
     assert!(LombScargleProblem::new(
         "x",
         vec![ok],

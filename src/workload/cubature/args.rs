@@ -130,6 +130,19 @@ impl WorkloadArgs for CubatureArgs {
         if let Some(e) = epsrels.iter().find(|&&e| !(e > 0.0 && e < 1.0)) {
             return Err(format!("--epsrel: {e} is not in (0, 1)"));
         }
+        if !(self.epsabs > 0.0 && self.epsabs.is_finite()) {
+            return Err(format!(
+                "--epsabs: {:?} is not a positive number",
+                self.epsabs
+            ));
+        }
+        if let Some(t) = self.max_seconds {
+            if !(t > 0.0 && t.is_finite()) {
+                return Err(format!(
+                    "--max-seconds: {t:?} is not a positive number of seconds"
+                ));
+            }
+        }
         let custom = self.custom();
         let preset = if custom { "custom" } else { &self.preset };
         let max_seconds = self.max_seconds.or((!custom).then_some(PRESET_MAX_SECONDS));

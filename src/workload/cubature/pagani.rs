@@ -61,14 +61,6 @@ pub fn region_bytes(d: usize) -> u64 {
     80 * (d as u64 + 1)
 }
 
-/// The host's available memory (`MemAvailable` of /proc/meminfo), bytes; `None` where unknown.
-pub fn available_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
 /// The `cpu` model's Evaluate: the kernel's arithmetic and summation order, regions in parallel.
 pub struct CpuEvaluator<'a> {
     pub rule: &'a Rule,
@@ -619,7 +611,7 @@ pub fn integrate(
     let start = Instant::now();
     let memory = options
         .memory_limit
-        .or_else(|| available_memory().map(|m| m / 10 * 8))
+        .or_else(|| crate::backend::cpu::available_memory().map(|m| m / 10 * 8))
         .unwrap_or(8 << 30);
     let (mut finished_est, mut finished_err, mut finished_abs) = (0.0f64, 0.0f64, 0.0f64);
     let mut history = Vec::new();

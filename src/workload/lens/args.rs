@@ -36,6 +36,12 @@ fn parse_sigma(s: &str) -> Result<(f64, f64), String> {
     let (lo, hi) = s.split_once(',').ok_or_else(bad)?;
     let lo = lo.trim().parse::<f64>().map_err(|_| bad())?;
     let hi = hi.trim().parse::<f64>().map_err(|_| bad())?;
+    if !(lo > 0.0 && hi >= lo && hi < super::C_KMS) {
+        return Err(format!(
+            "--galaxy-sigma: expected 0 < LO <= HI < c = {} km/s, got {lo},{hi}",
+            super::C_KMS
+        ));
+    }
     Ok((lo, hi))
 }
 
@@ -48,8 +54,7 @@ impl ProblemArgs {
             galaxy_sigma: parse_sigma(&self.galaxy_sigma)?,
             ..Default::default()
         };
-        let mut problem = LensProblem::preset(preset, &opts)
-            .map_err(|e| format!("--preset {} / --size: {e}", self.preset))?;
+        let mut problem = LensProblem::preset(preset, &opts).map_err(|e| format!("--size: {e}"))?;
         if let Some(path) = &self.halos {
             let records = lens_io::read_halos(path).map_err(|e| e.to_string())?;
             let model = LensModel::from_catalogue(&records, problem.cosmology)
@@ -67,7 +72,20 @@ impl ProblemArgs {
             )
             .map_err(|e| format!("{}: {e}", path.display()))?;
         }
-        problem.device_mem_cap = self.device_mem_mib.map(|m| m << 20);
+        problem.device_mem_cap = self
+            .device_mem_mib
+            .map(|m| {
+                m.checked_mul(1 << 20).ok_or_else(|| {
+                    format!("--device-mem-mib: {m} MiB is more bytes than 64 bits hold")
+                })
+            })
+            .transpose()?;
+        // Refused before any work: a run the host cannot hold would be killed half-way.
+        if let Some(problem) = crate::backend::cpu::available_memory()
+            .and_then(|available| problem.host_memory_problem(available))
+        {
+            return Err(format!("--size: {problem}"));
+        }
         Ok(problem)
     }
 }
@@ -114,7 +132,8 @@ pub struct Chi2Args {
 impl Chi2Args {
     fn systems(&self, problem: &LensProblem) -> Result<Vec<ImageSystem>, String> {
         let systems = match &self.images {
-            Some(path) => lens_io::read_image_systems(path).map_err(|e| e.to_string())?,
+            Some(path) => lens_io::read_image_systems(path, problem.cosmology.z_lens)
+                .map_err(|e| e.to_string())?,
             None => mock_systems(problem, &MockOptions::default())?,
         };
         if let Some(path) = &self.write_images {
@@ -161,6 +180,18 @@ impl ToolArgs for MapsArgs {
         "Lens maps: deflection, convergence, shear and magnification as FITS images, on one backend";
     fn run(self) -> Result<i32, String> {
         let problem = self.problem.problem()?;
+        // Before any work: the maps' folder must exist.
+        let folder = match self.prefix.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => std::path::Path::new("."),
+        };
+        if !folder.is_dir() {
+            return Err(format!(
+                "--prefix {}: the folder {} does not exist",
+                self.prefix.display(),
+                folder.display()
+            ));
+        }
         let discovery = discover();
         let target = self.backend.target(&discovery)?;
         let alpha = problem.deflection(target, self.mode, &self.backend.options())?;

@@ -21,8 +21,8 @@ use fitsio::{sys, FileOpenMode, FitsFile};
 
 pub use crate::inputs::InputError;
 use crate::inputs::{
-    csv_rows, csv_writer, finish_csv, float, io_error, open_fits_in_memory, realloc, write_atomic,
-    CBuffer,
+    csv_rows, csv_writer, finish_csv, fits_hdu_problem, fits_length_problem, float, io_error,
+    open_fits_in_memory, realloc, write_atomic, CBuffer,
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -186,6 +186,9 @@ fn violation(column: &'static str, value: impl std::fmt::Debug, problem: &str) -
     }
 }
 
+/// Largest |x| or |y| of a halo centre: a degree, far beyond any lens field.
+pub const MAX_COORDINATE_ARCSEC: f64 = 3600.0;
+
 /// The value rules shared by reader and writer (the reader has already refused unparsable and
 /// non-finite numbers; the writer relies on this for them too).
 fn check_halo(h: &HaloRecord) -> Result<(), Violation> {
@@ -205,6 +208,18 @@ fn check_halo(h: &HaloRecord) -> Result<(), Violation> {
     }
     if h.sigma_kms <= 0.0 {
         return Err(violation(H_SIGMA, h.sigma_kms, "must be > 0"));
+    }
+    // A velocity dispersion at or above the speed of light is no halo (and its strength overflows).
+    if h.sigma_kms >= super::C_KMS {
+        let problem = format!("must be below the speed of light, {} km/s", super::C_KMS);
+        return Err(violation(H_SIGMA, h.sigma_kms, &problem));
+    }
+    // Coordinates far outside any field would make the kernels' 32-bit pixel offsets overflow.
+    for (column, v) in [(H_X, h.x), (H_Y, h.y)] {
+        if v.abs() > MAX_COORDINATE_ARCSEC {
+            let problem = format!("is beyond ±{MAX_COORDINATE_ARCSEC}″ (a degree)");
+            return Err(violation(column, v, &problem));
+        }
     }
     if !(0.0..1.0).contains(&h.ellipticity) {
         return Err(violation(H_E, h.ellipticity, "is outside [0, 1)"));
@@ -322,14 +337,20 @@ const S_Y: &str = "y_arcsec";
 const S_SIGMA: &str = "sigma_arcsec";
 const SYSTEM_COLUMNS: [&str; 5] = [S_SYSTEM, S_Z, S_X, S_Y, S_SIGMA];
 
-pub fn read_image_systems(path: &Path) -> Result<Vec<ImageSystem>, InputError> {
+/// Reads image systems whose sources must lie behind a lens at redshift `z_lens` (give 0 for no lens).
+pub fn read_image_systems(path: &Path, z_lens: f64) -> Result<Vec<ImageSystem>, InputError> {
     let text = read_text(path)?;
-    parse_image_systems(&text, &path.display().to_string())
+    parse_image_systems(&text, &path.display().to_string(), z_lens)
 }
 
 /// Parses image systems (one row per observed image), keeping the order in which systems first
-/// appear; rows of a system need not be adjacent. `source` names the file in error messages.
-pub fn parse_image_systems(text: &str, source: &str) -> Result<Vec<ImageSystem>, InputError> {
+/// appear; rows of a system need not be adjacent. `source` names the file in error messages; every source
+/// must lie behind the lens at `z_lens` (0 where no lens is known).
+pub fn parse_image_systems(
+    text: &str,
+    source: &str,
+    z_lens: f64,
+) -> Result<Vec<ImageSystem>, InputError> {
     let table = Table::parse(text, source, &SYSTEM_COLUMNS, &SYSTEM_COLUMNS)?;
     let mut systems: Vec<ImageSystem> = Vec::new();
     // System id → (index in `systems`, line of its first row).
@@ -347,7 +368,7 @@ pub fn parse_image_systems(text: &str, source: &str) -> Result<Vec<ImageSystem>,
             y: row.number(S_Y)?,
             sigma: row.number(S_SIGMA)?,
         };
-        check_system_z(z_source).map_err(|v| row.bad(v.column, &v.problem))?;
+        check_system_z(z_source, z_lens).map_err(|v| row.bad(v.column, &v.problem))?;
         check_image(&image).map_err(|v| row.bad(v.column, &v.problem))?;
         match seen.get(&id) {
             Some(&(index, first_line)) => {
@@ -393,13 +414,17 @@ pub fn parse_image_systems(text: &str, source: &str) -> Result<Vec<ImageSystem>,
     Ok(systems)
 }
 
-fn check_system_z(z: f64) -> Result<(), Violation> {
+/// A source redshift: finite, positive, and behind the lens at `z_lens` (0 where no lens is known).
+fn check_system_z(z: f64, z_lens: f64) -> Result<(), Violation> {
     if !z.is_finite() {
         return Err(violation(S_Z, z, "is not finite"));
     }
-    // The lens redshift is not known here; the caller checks z_source > z_lens.
     if z <= 0.0 {
         return Err(violation(S_Z, z, "must be > 0"));
+    }
+    if z <= z_lens {
+        let problem = format!("must be behind the lens, at z > {z_lens}");
+        return Err(violation(S_Z, z, &problem));
     }
     Ok(())
 }
@@ -435,7 +460,7 @@ pub fn write_image_systems(path: &Path, systems: &[ImageSystem]) -> Result<(), I
             let problem = format!("is also the id of system {first}");
             return Err(record_error(name, violation(S_SYSTEM, &s.id, &problem)));
         }
-        check_system_z(s.z_source).map_err(|v| record_error(name.clone(), v))?;
+        check_system_z(s.z_source, 0.0).map_err(|v| record_error(name.clone(), v))?;
         if s.images.len() < 2 {
             return Err(InputError::Content {
                 file: file.clone(),
@@ -889,6 +914,9 @@ fn write_real(
 pub fn read_map_fits(path: &Path) -> Result<MapFits, InputError> {
     let file = path.display().to_string();
     let mut bytes = fs::read(path).map_err(|e| io_error(path, e))?;
+    if let Some(problem) = fits_length_problem(bytes.len()) {
+        return Err(InputError::Map { file, problem });
+    }
     decode_map(&mut bytes).map_err(|e| match e {
         DecodeError::Fits(e) => InputError::Fits {
             file,
@@ -910,9 +938,14 @@ impl From<fitsio::errors::Error> for DecodeError {
 }
 
 fn decode_map(bytes: &mut [u8]) -> Result<MapFits, DecodeError> {
+    let len = bytes.len();
     let (fptr, _slot) = open_fits_in_memory(bytes, c"map.fits")?;
     let mut status: c_int = 0;
     let mut f = wrap_raw(fptr, FileOpenMode::READONLY)?;
+    // SAFETY: f is open, at the primary HDU.
+    if let Some(problem) = unsafe { fits_hdu_problem(f.as_raw(), len) } {
+        return Err(DecodeError::Shape(problem));
+    }
     let hdu = f.primary_hdu()?;
     let (ny, nx) = match &hdu.info {
         HduInfo::ImageInfo { shape, .. } if shape.len() == 2 => (shape[0], shape[1]),
@@ -1021,7 +1054,7 @@ g3,81,1,2,150,0.1,0,0,12.5
     }
 
     fn system_error(text: &str) -> String {
-        parse_image_systems(text, "images.csv")
+        parse_image_systems(text, "images.csv", 0.0)
             .unwrap_err()
             .to_string()
     }
@@ -1319,7 +1352,7 @@ g3,81,1,2,150,0.1,0,0,12.5
         let path = dir.path().join("images.csv");
         let systems = sample_systems();
         write_image_systems(&path, &systems).unwrap();
-        assert_eq!(read_image_systems(&path).unwrap(), systems);
+        assert_eq!(read_image_systems(&path, 0.0).unwrap(), systems);
 
         // Columns in any order; rows of one system need not be adjacent.
         let text = "\
@@ -1332,7 +1365,7 @@ sigma_arcsec, x_arcsec, y_arcsec, z_source, system
 0.3, 4, 4, 1.5, A
 0.2, 5, 5, 1.5, A
 ";
-        let parsed = parse_image_systems(text, "images.csv").unwrap();
+        let parsed = parse_image_systems(text, "images.csv", 0.0).unwrap();
         let ids: Vec<_> = parsed.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(ids, ["B", "A"]);
         assert_eq!(parsed[0].images.len(), 2);
@@ -1563,7 +1596,30 @@ sigma_arcsec, x_arcsec, y_arcsec, z_source, system
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("not.fits");
         fs::write(&path, "hello").unwrap();
+        let e = read_map_fits(&path).unwrap_err().to_string();
+        assert!(e.contains("not.fits") && e.contains("2880-byte FITS records"), "{e}");
+        // A whole number of records that is not FITS reaches cfitsio, which refuses it.
+        fs::write(&path, vec![b'x'; 2880]).unwrap();
         let e = read_map_fits(&path).unwrap_err();
         assert!(matches!(e, InputError::Fits { .. }), "{e}");
+    }
+
+    /// A map cut short (on a record boundary, before the data the header promises) is refused before
+    /// cfitsio reads past the end.
+    #[test]
+    fn truncated_map_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.fits");
+        let data: Vec<f32> = (0..5000).map(|k| k as f32).collect();
+        let map = MapImage {
+            nx: 100,
+            ny: 50,
+            ..sample_map(&data)
+        };
+        write_map_fits(&path, &map).unwrap();
+        let whole = fs::read(&path).unwrap();
+        fs::write(&path, &whole[..whole.len() - 2880]).unwrap();
+        let e = read_map_fits(&path).unwrap_err().to_string();
+        assert!(e.contains("big.fits") && e.contains("truncated"), "{e}");
     }
 }

@@ -231,6 +231,26 @@ impl LensProblem {
         }
     }
 
+    /// Host memory a verified run needs at the most, bytes: the float64 reference and a result (two f64
+    /// grids each), and a device band's outputs while they are widened (one more).
+    pub fn host_bytes(&self) -> u64 {
+        5 * 8 * (self.n as u64) * (self.n as u64)
+    }
+
+    /// Why a verified run cannot fit in `available` bytes of host memory, if it cannot.
+    pub fn host_memory_problem(&self, available: u64) -> Option<String> {
+        let need = self.host_bytes();
+        (need > available).then(|| {
+            format!(
+                "a verified {}² grid needs about {:.1} GiB of host memory (the float64 reference and the \
+                 result), and {:.1} GiB is available",
+                self.n,
+                need as f64 / f64::from(1 << 30),
+                available as f64 / f64::from(1 << 30)
+            )
+        })
+    }
+
     /// The grid this problem evaluates on.
     pub fn grid(&self) -> Grid {
         Grid {

@@ -327,11 +327,11 @@ pub enum LensError {
     ZeroSize(usize),
     #[error("lens grid size {0} exceeds the supported maximum of {1} pixels per side")]
     TooLarge(usize, usize),
-    #[error("pixel scale must be positive and finite, got {0}")]
+    #[error("pixel scale must be positive and finite, got {0:?}")]
     BadPixel(f64),
-    #[error("galaxy sigma range must satisfy 0 < lo <= hi, got {0}..{1} km/s")]
+    #[error("galaxy sigma range must satisfy 0 < lo <= hi, got {0:?}..{1:?} km/s")]
     BadSigma(f64, f64),
-    #[error("halo {index}: field '{field}' has the invalid value {value}")]
+    #[error("halo {} (counting from 1): field '{field}' has the invalid value {value:?}", index + 1)]
     BadHalo {
         index: usize,
         field: &'static str,

@@ -118,7 +118,8 @@ pub struct PeriodogramArgs {
     pub out: PathBuf,
 }
 
-/// A given frequency grid: one positive frequency per line, '#' comments and blank lines ignored.
+/// A given frequency grid: one positive frequency per line, increasing, '#' comments and blank lines
+/// ignored.
 fn read_frequencies(path: &Path) -> Result<Vec<f64>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut out = Vec::new();
@@ -128,7 +129,19 @@ fn read_frequencies(path: &Path) -> Result<Vec<f64>, String> {
             continue;
         }
         match line.parse::<f64>() {
-            Ok(f) if f > 0.0 && f.is_finite() => out.push(f),
+            Ok(f) if f > 0.0 && f.is_finite() => {
+                if let Some(&last) = out.last() {
+                    if f <= last {
+                        return Err(format!(
+                            "{} line {}: frequency {line} does not increase from {last} (give the grid \
+                             sorted, without repeats)",
+                            path.display(),
+                            i + 1
+                        ));
+                    }
+                }
+                out.push(f)
+            }
             _ => {
                 return Err(format!(
                     "{} line {}: value {line} is not a positive frequency",
@@ -149,6 +162,11 @@ impl ToolArgs for PeriodogramArgs {
     const ABOUT: &'static str =
         "Lomb-Scargle periodograms of light curves (CSV or FITS tables) on one backend, with peaks and FAPs";
     fn run(self) -> Result<i32, String> {
+        for (flag, v) in [("--f-over", self.f_over), ("--f-high", self.f_high)] {
+            if !(v > 0.0 && v.is_finite()) {
+                return Err(format!("{flag}: {v:?} is not a positive number"));
+            }
+        }
         let mut curves = Vec::new();
         for path in &self.inputs {
             for (curve, report) in ls_io::read_light_curves(path).map_err(|e| e.to_string())? {
@@ -180,6 +198,9 @@ impl ToolArgs for PeriodogramArgs {
             peaks_only: self.peaks_only,
             run: self.backend.options(),
         };
+        // Before any work: an --out that cannot be a folder is found now, not after the periodograms.
+        std::fs::create_dir_all(&self.out)
+            .map_err(|e| format!("--out {}: {e}", self.out.display()))?;
         let discovery = discover();
         let target = self.backend.target(&discovery)?;
         let analysis = analyse(curves, &options, target)?;
@@ -197,7 +218,6 @@ impl ToolArgs for PeriodogramArgs {
                 curve.name, self.bootstrap
             );
         }
-        std::fs::create_dir_all(&self.out).map_err(|e| format!("{}: {e}", self.out.display()))?;
         let norm_name = format!("{:?}", self.normalization).to_lowercase();
         if !self.peaks_only {
             let table: Vec<(&str, &[f64], &[f64])> = analysis
@@ -221,7 +241,13 @@ impl ToolArgs for PeriodogramArgs {
             .map(|c| (c.name.as_str(), c.peaks.as_slice()))
             .collect();
         let path = self.out.join("peaks.csv");
-        ls_io::write_peaks_csv(&path, &table).map_err(|e| e.to_string())?;
+        if let Err(e) = ls_io::write_peaks_csv(&path, &table) {
+            // Both files or neither: a periodogram without its peaks would look like a complete run.
+            if !self.peaks_only {
+                let _ = std::fs::remove_file(self.out.join("periodogram.csv"));
+            }
+            return Err(e.to_string());
+        }
         for curve in &analysis.curves {
             if let Some(best) = curve.peaks.first() {
                 println!(

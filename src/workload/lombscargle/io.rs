@@ -34,8 +34,8 @@
 //! * Unsorted times are sorted stably (`was_unsorted`), carrying flux and error along.
 //! * Duplicate times are kept (the periodogram sums are well defined with them) and counted
 //!   (`duplicate_times`: points whose time equals the previous one after sorting).
-//! * Fewer than 3 points left, or all times equal (zero span, no frequency grid): the curve is refused,
-//!   naming the file and the object.
+//! * Fewer than 4 points left (three parameters are fitted at every frequency), all times equal (zero
+//!   span, no frequency grid), or constant values: the curve is refused, naming the file and the object.
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -45,11 +45,11 @@ use std::path::Path;
 
 use fitsio::sys;
 
-use super::{LightCurve, Peak};
+use super::{values_problem, LightCurve, Peak, MIN_POINTS};
 pub use crate::inputs::InputError;
 use crate::inputs::{
-    csv_rows, csv_writer, finish_csv, float, io_error, open_fits_in_memory, realloc, write_atomic,
-    CBuffer,
+    csv_rows, csv_writer, finish_csv, fits_hdu_problem, fits_length_problem, float, io_error,
+    open_fits_in_memory, realloc, write_atomic, CBuffer,
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -230,14 +230,14 @@ fn clean_points(curve: LightCurve) -> Result<(LightCurve, CleanReport), Refusal>
         kept.sort_by(|&a, &b| t[a].total_cmp(&t[b]));
     }
     let duplicate_times = kept.windows(2).filter(|w| t[w[0]] == t[w[1]]).count();
-    if kept.len() < 3 {
+    if kept.len() < MIN_POINTS {
         let after = if dropped > 0 {
             format!(" after dropping {dropped} with a non-finite flux or error")
         } else {
             String::new()
         };
         return Err(Refusal::Curve(format!(
-            "{} point{} left{after}; a periodogram needs at least 3",
+            "{} point{} left{after}; a periodogram needs at least {MIN_POINTS}",
             kept.len(),
             if kept.len() == 1 { "" } else { "s" }
         )));
@@ -248,6 +248,14 @@ fn clean_points(curve: LightCurve) -> Result<(LightCurve, CleanReport), Refusal>
             "all {} times equal {first:?}; the time span is zero",
             kept.len()
         )));
+    }
+    let kept_y: Vec<f64> = kept.iter().map(|&i| y[i]).collect();
+    let kept_w: Vec<f64> = match &dy {
+        Some(d) => kept.iter().map(|&i| 1.0 / (d[i] * d[i])).collect(),
+        None => vec![1.0; kept.len()],
+    };
+    if let Some(problem) = values_problem(&kept_y, &kept_w) {
+        return Err(Refusal::Curve(problem));
     }
     let report = CleanReport {
         rows: t.len(),
@@ -533,6 +541,9 @@ pub fn read_light_curves_fits(path: &Path) -> Result<Vec<(LightCurve, CleanRepor
             message: format!("cannot decompress gzip: {e}"),
         })?;
     }
+    if let Some(problem) = fits_length_problem(bytes.len()) {
+        return Err(InputError::Content { file, problem });
+    }
     let table = decode_table(&mut bytes).map_err(|e| match e {
         FitsProblem::Fits(e) => InputError::Fits {
             file: file.clone(),
@@ -748,6 +759,7 @@ const INTEGER_TYPES: [c_int; 10] = [11, 12, 20, 21, 30, 31, 40, 41, 80, 81];
 const REAL_TYPES: [c_int; 2] = [42, 82];
 
 fn decode_table(bytes: &mut [u8]) -> Result<FitsTable, FitsProblem> {
+    let len = bytes.len();
     let (fptr, _slot) = open_fits_in_memory(bytes, c"lightcurve.fits")?;
     let mut status = 0;
     let f = OpenFits(fptr);
@@ -789,6 +801,10 @@ fn decode_table(bytes: &mut [u8]) -> Result<FitsTable, FitsProblem> {
     // SAFETY: f is open; number is a valid HDU.
     unsafe { sys::ffmahd(f.0, number, &mut kind, &mut status) };
     check(status)?;
+    // SAFETY: f is open, at the table HDU.
+    if let Some(problem) = unsafe { fits_hdu_problem(f.0, len) } {
+        return Err(FitsProblem::Content(format!("{hdu}: {problem}")));
+    }
 
     let (mut ncols, mut nrows) = (0, 0);
     // SAFETY: f is open at a table HDU.
@@ -1019,9 +1035,10 @@ mod tests {
             ("time,flux", None),
         ];
         for (header, error_column) in cases {
-            let text = format!("# c\n{header},quality\n1,10,0.5,0\n2,11,0.5,0\n3,12,0.5,0\n");
+            let text =
+                format!("# c\n{header},quality\n1,10,0.5,0\n2,11,0.5,0\n3,12,0.5,0\n4,13,0.5,0\n");
             let text = if error_column.is_none() {
-                format!("{header},quality\n1,10,0\n2,11,0\n3,12,0\n")
+                format!("{header},quality\n1,10,0\n2,11,0\n3,12,0\n4,13,0\n")
             } else {
                 text
             };
@@ -1029,10 +1046,10 @@ mod tests {
             assert_eq!(curves.len(), 1, "{header}");
             let (c, report) = &curves[0];
             assert_eq!(c.name, "lc");
-            assert_eq!(c.t, [1.0, 2.0, 3.0]);
-            assert_eq!(c.y, [10.0, 11.0, 12.0]);
+            assert_eq!(c.t, [1.0, 2.0, 3.0, 4.0]);
+            assert_eq!(c.y, [10.0, 11.0, 12.0, 13.0]);
             assert_eq!(c.dy.is_some(), error_column.is_some(), "{header}");
-            assert_eq!(report.kept, 3);
+            assert_eq!(report.kept, 4);
         }
     }
 
@@ -1040,20 +1057,20 @@ mod tests {
     fn kepler_flux_families() {
         // PDCSAP wins over SAP, and the error is the PDCSAP one.
         let text = "TIME,SAP_FLUX,SAP_FLUX_ERR,PDCSAP_FLUX,PDCSAP_FLUX_ERR\n\
-                    1,1,0.1,10,1\n2,2,0.2,20,2\n3,3,0.3,30,3\n";
+                    1,1,0.1,10,1\n2,2,0.2,20,2\n3,3,0.3,30,3\n4,4,0.4,40,4\n";
         let (c, _) = &parse(text)[0];
-        assert_eq!(c.y, [10.0, 20.0, 30.0]);
-        assert_eq!(c.dy, Some(vec![1.0, 2.0, 3.0]));
+        assert_eq!(c.y, [10.0, 20.0, 30.0, 40.0]);
+        assert_eq!(c.dy, Some(vec![1.0, 2.0, 3.0, 4.0]));
         // A generic flux (lightkurve's chosen one) wins over both; its error is the generic one.
         let text = "time,flux,pdcsap_flux,pdcsap_flux_err,sap_flux\n\
-                    1,5,10,1,1\n2,6,20,2,2\n3,7,30,3,3\n";
+                    1,5,10,1,1\n2,6,20,2,2\n3,7,30,3,3\n4,8,40,4,4\n";
         let (c, _) = &parse(text)[0];
-        assert_eq!(c.y, [5.0, 6.0, 7.0]);
+        assert_eq!(c.y, [5.0, 6.0, 7.0, 8.0]);
         assert_eq!(c.dy, None);
         // SAP alone, with an error of another family present: that error is not taken.
-        let text = "time,sap_flux,pdcsap_flux_err\n1,1,9\n2,2,9\n3,3,9\n";
+        let text = "time,sap_flux,pdcsap_flux_err\n1,1,9\n2,2,9\n3,3,9\n4,4,9\n";
         let (c, _) = &parse(text)[0];
-        assert_eq!(c.y, [1.0, 2.0, 3.0]);
+        assert_eq!(c.y, [1.0, 2.0, 3.0, 4.0]);
         assert_eq!(c.dy, None);
     }
 
@@ -1105,13 +1122,15 @@ A,2,12,0.1,r
 B,2,12,0.1,r
 # a comment
 A,3,13,0.1,r
+A,4,14,0.1,r
+B,4,14,0.1,r
 ";
         let curves = parse(text);
         let names: Vec<&str> = curves.iter().map(|(c, _)| c.name.as_str()).collect();
         assert_eq!(names, ["B", "A"]);
-        assert_eq!(curves[0].0.t, [1.0, 2.0, 3.0]);
+        assert_eq!(curves[0].0.t, [1.0, 2.0, 3.0, 4.0]);
         assert!(curves[0].1.was_unsorted);
-        assert_eq!(curves[1].0.t, [1.0, 2.0, 3.0]);
+        assert_eq!(curves[1].0.t, [1.0, 2.0, 3.0, 4.0]);
         assert!(!curves[1].1.was_unsorted);
         assert_eq!(
             error("name,t,y\nA,1,1\n,2,2\n"),
@@ -1160,15 +1179,15 @@ A,3,13,0.1,r
 
     #[test]
     fn non_finite_and_empty_flux_or_error_rows_are_dropped() {
-        let text = "t,y,dy\n1,1,0.1\n2,NaN,0.1\n3,3,inf\n4,,0.1\n5,5,\n6,6,0.1\n7,7,0.1\n";
+        let text = "t,y,dy\n1,1,0.1\n2,NaN,0.1\n3,3,inf\n4,,0.1\n5,5,\n6,6,0.1\n7,7,0.1\n8,8,0.1\n";
         let (c, report) = &parse(text)[0];
-        assert_eq!(c.t, [1.0, 6.0, 7.0]);
-        assert_eq!(c.dy, Some(vec![0.1, 0.1, 0.1]));
-        assert_eq!(report.rows, 7);
+        assert_eq!(c.t, [1.0, 6.0, 7.0, 8.0]);
+        assert_eq!(c.dy, Some(vec![0.1; 4]));
+        assert_eq!(report.rows, 8);
         assert_eq!(report.dropped_non_finite, 4);
-        assert_eq!(report.kept, 3);
+        assert_eq!(report.kept, 4);
         // A negative error on a dropped row is not looked at.
-        let (_, report) = &parse("t,y,dy\n1,nan,-1\n2,2,1\n3,3,1\n4,4,1\n")[0];
+        let (_, report) = &parse("t,y,dy\n1,nan,-1\n2,2,1\n3,3,1\n4,4,1\n5,5,1\n")[0];
         assert_eq!(report.dropped_non_finite, 1);
     }
 
@@ -1185,7 +1204,7 @@ A,3,13,0.1,r
             report.to_string(),
             "5 rows, 5 kept, 0 dropped (non-finite flux or error), sorted by time, 2 duplicate times"
         );
-        let (_, report) = &parse("t,y\n1,1\n2,2\n2,2\n")[0];
+        let (_, report) = &parse("t,y\n1,1\n2,2\n2,2\n3,3\n")[0];
         assert!(!report.was_unsorted);
         assert_eq!(report.duplicate_times, 1);
     }
@@ -1194,24 +1213,39 @@ A,3,13,0.1,r
     fn too_few_points_and_zero_span_are_refused() {
         assert_eq!(
             error("t,y\n1,1\n2,2\n"),
-            "dir/lc.csv: object 'lc': 2 points left; a periodogram needs at least 3"
+            "dir/lc.csv: object 'lc': 2 points left; a periodogram needs at least 4"
+        );
+        // Three points: the three parameters fit them exactly (power 1, no degree of freedom for a FAP).
+        assert_eq!(
+            error("t,y\n1,1\n2,2\n3,0\n"),
+            "dir/lc.csv: object 'lc': 3 points left; a periodogram needs at least 4"
         );
         assert_eq!(
-            error("id,t,y\nA,1,1\nA,2,2\nA,3,3\nS7,1,1\nS7,2,nan\nS7,3,3\n"),
-            "dir/lc.csv: object 'S7': 2 points left after dropping 1 with a non-finite flux or \
-             error; a periodogram needs at least 3"
+            error("id,t,y\nA,1,1\nA,2,2\nA,3,3\nA,4,1\nS7,1,1\nS7,2,nan\nS7,3,3\nS7,4,1\n"),
+            "dir/lc.csv: object 'S7': 3 points left after dropping 1 with a non-finite flux or \
+             error; a periodogram needs at least 4"
         );
         assert_eq!(
-            error("object,t,y\nX,5,1\nX,5,2\nX,5,3\n"),
-            "dir/lc.csv: object 'X': all 3 times equal 5.0; the time span is zero"
+            error("object,t,y\nX,5,1\nX,5,2\nX,5,3\nX,5,4\n"),
+            "dir/lc.csv: object 'X': all 4 times equal 5.0; the time span is zero"
         );
+        // Constant values (rounding leaves a tiny variance; the check is relative to their size), also when
+        // the errors differ; one constant object refuses the file.
+        for text in [
+            "t,y\n1,1962.5\n2,1962.5\n3,1962.5\n4,1962.5\n",
+            "t,y,dy\n1,0.1,1\n2,0.1,2\n3,0.1,3\n4,0.1,4\n",
+            "id,t,y\nA,1,1\nA,2,2\nA,3,3\nA,4,1\nC,1,7\nC,2,7\nC,3,7\nC,4,7\n",
+        ] {
+            let e = error(text);
+            assert!(e.contains("the values are constant"), "{e}");
+        }
     }
 
     #[test]
     fn clean_names_rows_and_checks_lengths() {
         let curve = |t: Vec<f64>, dy: Option<Vec<f64>>| LightCurve {
             name: "c".to_string(),
-            y: vec![1.0; t.len()],
+            y: (0..t.len()).map(|i| i as f64).collect(),
             t,
             dy,
         };
@@ -1238,8 +1272,8 @@ A,3,13,0.1,r
             .unwrap_err()
             .to_string();
         assert_eq!(e, "mem: object 'c': 2 row numbers for 3 points");
-        let (c, report) = clean(curve(vec![2.0, 1.0, 3.0], None), "mem", &[]).unwrap();
-        assert_eq!(c.t, [1.0, 2.0, 3.0]);
+        let (c, report) = clean(curve(vec![2.0, 1.0, 3.0, 4.0], None), "mem", &[]).unwrap();
+        assert_eq!(c.t, [1.0, 2.0, 3.0, 4.0]);
         assert!(report.was_unsorted);
     }
 
@@ -1247,7 +1281,7 @@ A,3,13,0.1,r
     fn read_dispatches_on_extension_and_names_after_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("star.csv");
-        fs::write(&path, "t,y\n1,1\n2,2\n3,3\n").unwrap();
+        fs::write(&path, "t,y\n1,1\n2,2\n3,3\n4,1\n").unwrap();
         let curves = read_light_curves(&path).unwrap();
         assert_eq!(curves[0].0.name, "star");
         let e = read_light_curves(&dir.path().join("absent.csv")).unwrap_err();
@@ -1255,8 +1289,11 @@ A,3,13,0.1,r
         // A .fits name goes to the FITS reader, which refuses a text file cleanly.
         let fake = dir.path().join("text.fits");
         fs::write(&fake, "t,y\n1,1\n").unwrap();
-        let e = read_light_curves(&fake).unwrap_err();
-        assert!(matches!(e, InputError::Fits { .. }), "{e}");
+        let e = read_light_curves(&fake).unwrap_err().to_string();
+        assert!(
+            e.contains("text.fits") && e.contains("2880-byte FITS records"),
+            "{e}"
+        );
         assert_eq!(default_name(Path::new("a/kplr01.fits.gz")), "kplr01");
         assert_eq!(default_name(Path::new("a/b.FTS")), "b");
         assert_eq!(default_name(Path::new("a/b.c.csv")), "b.c");
@@ -1356,19 +1393,19 @@ A,3,13,0.1,r
         let dir = tempfile::tempdir().unwrap();
         // No LIGHTCURVE HDU: the first table; no object column: named after the file.
         let path = dir.path().join("kplr.fits");
-        write_fits(&path, "OTHER", false, &[1.0, 2.0, 3.0, 4.0]);
+        write_fits(&path, "OTHER", false, &[1.0, 2.0, 3.0, 4.0, 5.0]);
         let curves = read_light_curves_fits(&path).unwrap();
         assert_eq!(curves.len(), 1);
         assert_eq!(curves[0].0.name, "kplr");
-        assert_eq!(curves[0].0.t, [1.0, 2.0, 4.0]);
+        assert_eq!(curves[0].0.t, [1.0, 2.0, 4.0, 5.0]);
 
         // Gzip: cfitsio compresses a file whose name ends in .gz when it closes it.
         let gz = dir.path().join("kplr2.fits.gz");
-        write_fits(&gz, "LIGHTCURVE", false, &[1.0, 2.0, 3.0, 4.0]);
+        write_fits(&gz, "LIGHTCURVE", false, &[1.0, 2.0, 3.0, 4.0, 5.0]);
         assert_eq!(&fs::read(&gz).unwrap()[..2], &[0x1f, 0x8b]);
         let curves = read_light_curves(&gz).unwrap();
         assert_eq!(curves[0].0.name, "kplr2");
-        assert_eq!(curves[0].0.t, [1.0, 2.0, 4.0]);
+        assert_eq!(curves[0].0.t, [1.0, 2.0, 4.0, 5.0]);
 
         // A NaN time is refused, naming the 1-based table row.
         let bad = dir.path().join("bad.fits");
@@ -1396,18 +1433,50 @@ A,3,13,0.1,r
                     ],
                 )
                 .unwrap();
-            hdu.write_col(&mut f, "ID", &[7i32, 7, 7, 12, 12, 12])
+            hdu.write_col(&mut f, "ID", &[7i32, 7, 7, 7, 12, 12, 12, 12])
                 .unwrap();
-            hdu.write_col(&mut f, "mjd", &[1.0, 2.0, 3.0, 1.0, 2.0, 3.0])
+            hdu.write_col(&mut f, "mjd", &[1.0, 2.0, 3.0, 4.0, 1.0, 2.0, 3.0, 4.0])
                 .unwrap();
-            hdu.write_col(&mut f, "MAG", &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+            hdu.write_col(&mut f, "MAG", &[1.0, 2.0, 3.0, 1.5, 4.0, 5.0, 6.0, 4.5])
                 .unwrap();
         }
         let curves = read_light_curves(&ids).unwrap();
         let names: Vec<&str> = curves.iter().map(|(c, _)| c.name.as_str()).collect();
         assert_eq!(names, ["7", "12"]);
-        assert_eq!(curves[1].0.y, [4.0, 5.0, 6.0]);
+        assert_eq!(curves[1].0.y, [4.0, 5.0, 6.0, 4.5]);
         assert_eq!(curves[1].0.dy, None);
+    }
+
+    /// A table cut short is refused before cfitsio reads it (it reads whole 2880-byte records, and read past
+    /// the end of a cut file): cut inside a record, or on a record boundary before the data the header
+    /// promises.
+    #[test]
+    fn truncated_fits_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("long.fits");
+        let times: Vec<f64> = (0..3000).map(f64::from).collect();
+        write_fits(&path, "LIGHTCURVE", false, &times);
+        let whole = fs::read(&path).unwrap();
+        assert!(whole.len() > 4 * 2880 && whole.len().is_multiple_of(2880));
+        for (cut, want) in [
+            (
+                whole.len() - 1000,
+                "not a whole number of 2880-byte FITS records",
+            ),
+            (
+                whole.len() - 2 * 2880,
+                "truncated: the header promises data up to byte",
+            ),
+        ] {
+            let short = dir.path().join(format!("cut{cut}.fits"));
+            fs::write(&short, &whole[..cut]).unwrap();
+            let e = read_light_curves(&short).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("cut{cut}.fits")) && e.contains(want),
+                "{e}"
+            );
+        }
+        assert_eq!(read_light_curves(&path).unwrap()[0].0.t.len(), 2999);
     }
 
     #[test]

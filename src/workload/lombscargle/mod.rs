@@ -134,19 +134,70 @@ pub struct Prepared {
     pub w: Vec<f64>,
 }
 
+/// Points a periodogram needs: three parameters (mean, sine, cosine) are fitted at every frequency, so a
+/// false-alarm probability needs N − 3 ≥ 1 degrees of freedom, and three points fit exactly (power 1).
+pub const MIN_POINTS: usize = 4;
+
+/// A series whose values vary by no more than this fraction of their size is constant: a constant series
+/// keeps about 1e-33 of variance from rounding the mean, so an exact test would pass it.
+pub const CONSTANT_SPREAD: f64 = 1e-12;
+
+/// Why these values cannot make a periodogram, if they cannot: too few of them, or constant (weighted
+/// spread at most [`CONSTANT_SPREAD`] of their largest magnitude). `w`: the weights, 1/σ² or all 1.
+pub fn values_problem(y: &[f64], w: &[f64]) -> Option<String> {
+    if y.len() < MIN_POINTS {
+        return Some(format!(
+            "{} point{}; a periodogram needs at least {MIN_POINTS} (three parameters are fitted at \
+             every frequency)",
+            y.len(),
+            if y.len() == 1 { "" } else { "s" }
+        ));
+    }
+    let total: f64 = w.iter().sum();
+    let mean = w.iter().zip(y).map(|(w, y)| w * y).sum::<f64>() / total;
+    let var = w
+        .iter()
+        .zip(y)
+        .map(|(w, y)| w * (y - mean) * (y - mean))
+        .sum::<f64>()
+        / total;
+    let size = y.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    (!(var.is_finite() && var.sqrt() > CONSTANT_SPREAD * size)).then(|| {
+        format!(
+            "the values are constant (weighted spread {:.3e} against values up to {size:.6e}): no \
+             periodogram",
+            var.sqrt()
+        )
+    })
+}
+
+/// The weights 1/σ² of a curve, or all 1 without errors.
+fn weights(curve: &LightCurve) -> Vec<f64> {
+    match &curve.dy {
+        Some(dy) => dy.iter().map(|e| 1.0 / (e * e)).collect(),
+        None => vec![1.0; curve.y.len()],
+    }
+}
+
 impl Prepared {
     pub fn new(curve: &LightCurve) -> Result<Prepared, String> {
         let n = curve.t.len();
-        if n < 3 || curve.y.len() != n || curve.dy.as_ref().is_some_and(|d| d.len() != n) {
+        if curve.y.len() != n || curve.dy.as_ref().is_some_and(|d| d.len() != n) {
             return Err(format!(
-                "{}: needs at least 3 points with one value each (has {n})",
-                curve.name
+                "{}: {n} times but {} values{}",
+                curve.name,
+                curve.y.len(),
+                curve
+                    .dy
+                    .as_ref()
+                    .map(|d| format!(" and {} errors", d.len()))
+                    .unwrap_or_default()
             ));
         }
-        let mut w: Vec<f64> = match &curve.dy {
-            Some(dy) => dy.iter().map(|e| 1.0 / (e * e)).collect(),
-            None => vec![1.0; n],
-        };
+        if let Some(problem) = values_problem(&curve.y, &weights(curve)) {
+            return Err(format!("{}: {problem}", curve.name));
+        }
+        let mut w = weights(curve);
         let total: f64 = w.iter().sum();
         w.iter_mut().for_each(|x| *x /= total);
         let mean: f64 = w.iter().zip(&curve.y).map(|(w, y)| w * y).sum();
@@ -155,12 +206,6 @@ impl Prepared {
             .zip(&curve.y)
             .map(|(w, y)| w * (y - mean) * (y - mean))
             .sum();
-        if !(var > 0.0 && var.is_finite()) {
-            return Err(format!(
-                "{}: the values are constant (weighted variance {var}): no periodogram",
-                curve.name
-            ));
-        }
         let scale = 1.0 / var.sqrt();
         let t0 = curve.t.iter().copied().fold(f64::INFINITY, f64::min);
         Ok(Prepared {
@@ -243,7 +288,7 @@ impl LombScargleProblem {
             for k in [0, g.len() - 1] {
                 if !(g.frequency(k) > 0.0 && g.frequency(k).is_finite()) {
                     return Err(format!(
-                        "{}: frequency {} at index {k} is not positive and finite",
+                        "{}: frequency {:?} at index {k} is not positive and finite",
                         c.name,
                         g.frequency(k)
                     ));
@@ -256,8 +301,18 @@ impl LombScargleProblem {
                     .find(|(_, f)| !(**f > 0.0 && f.is_finite()))
                 {
                     return Err(format!(
-                        "{}: frequency {f} at index {k} is not positive and finite",
+                        "{}: frequency {f:?} at index {k} is not positive and finite",
                         c.name
+                    ));
+                }
+                // Peaks are local maxima between neighbours: the grid must increase.
+                if let Some(k) = (1..f.len()).find(|&k| f[k] <= f[k - 1]) {
+                    return Err(format!(
+                        "{}: frequency {:?} at index {k} does not increase from {:?} (give the grid sorted, \
+                         without repeats)",
+                        c.name,
+                        f[k],
+                        f[k - 1]
                     ));
                 }
             }

@@ -234,7 +234,7 @@ fn solve(mut a: [[f64; 3]; 3], mut b: [f64; 3], size: usize) -> [f64; 3] {
 fn culsp_grid(curve: &LightCurve, f_over: f64, f_high: f64) -> Result<FrequencyGrid, String> {
     if !(f_over > 0.0 && f_over.is_finite() && f_high > 0.0 && f_high.is_finite()) {
         return Err(format!(
-            "oversampling {f_over} and Nyquist factor {f_high} must both be positive"
+            "oversampling {f_over:?} and Nyquist factor {f_high:?} must both be positive and finite"
         ));
     }
     let (lo, hi) = curve
