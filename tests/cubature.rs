@@ -2,13 +2,17 @@
 //! CUDA code (gpuintegration, run on an H200), honest stops, reproducibility, and every available
 //! backend against the reference.
 
-use astroport::backend::{discover, Target};
+mod common;
+
+use astroport::backend::{discover, Precision, Target};
+use astroport::exec::{RunError, RunOptions};
 use astroport::workload::cubature::mcubes::{self, CpuSampler, McubesOptions};
 use astroport::workload::cubature::pagani::{
     self, CpuEvaluator, CpuRegions, PaganiOptions, RegionEvaluator,
 };
 use astroport::workload::cubature::rule::Rule;
 use astroport::workload::cubature::{CubatureProblem, Integrand, Method, Outcome, Stop};
+use astroport::workload::Workload;
 
 fn pagani_cpu(f: Integrand, d: usize, options: &PaganiOptions) -> Outcome {
     let rule = Rule::new(d).unwrap();
@@ -172,6 +176,8 @@ fn every_backend_matches_the_reference() {
         .iter()
         .find(|t| matches!(t, Target::Cpu(_)))
         .unwrap();
+    let devices = common::devices(&discovery);
+    let mut ran = Vec::new();
     let specs = [
         (Method::Pagani, Integrand::F5, 5, 1e-3, None),
         (Method::Pagani, Integrand::F3, 6, 1e-3, None),
@@ -214,13 +220,16 @@ fn every_backend_matches_the_reference() {
             let unlimited = spec_outcome(&free, cpu);
             assert!(reference.regions < unlimited.regions, "{integrand} {dim}D");
         }
-        for t in discovery
-            .targets
-            .iter()
-            .filter(|t| !matches!(t, Target::Cpu(_)))
-        {
+        for t in &devices {
             if !t.info().fp64 {
-                eprintln!("{}: skipped (no float64)", t.id());
+                // Both integrators are float64 only: such a device must refuse, as a no_device row.
+                let refusal = spec.execute(t, Precision::F64, &RunOptions::once()).err();
+                assert!(
+                    matches!(refusal, Some(RunError::Unsupported(_))),
+                    "{}: a device without float64 must refuse, got {refusal:?}",
+                    t.id()
+                );
+                ran.push(t.id());
                 continue;
             }
             let run = spec
@@ -248,8 +257,10 @@ fn every_backend_matches_the_reference() {
                 o.error,
                 reference.error
             );
+            ran.push(t.id());
         }
     }
+    common::assert_ran(&devices, &ran);
 }
 
 /// Verification judges the claim, not the effort: an honest converged run is `ok`, a converged run whose true
@@ -259,7 +270,6 @@ fn every_backend_matches_the_reference() {
 fn verification_fails_a_false_claim_and_passes_an_honest_stop() {
     use astroport::workload::cubature::device::KernelStats;
     use astroport::workload::cubature::Integration;
-    use astroport::workload::Workload;
     let problem = |method| CubatureProblem {
         preset: "test".into(),
         method,

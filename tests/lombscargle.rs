@@ -2,6 +2,8 @@
 //! (tests/data/lombscargle/ls_reference_vectors.json), the float32 CPU path against the reference,
 //! top-k against a brute-force scan, and the generated CoRoT-like series against its injected period.
 
+mod common;
+
 use astroport::backend::Precision;
 use astroport::exec::{Field, SinglePass};
 use astroport::workload::lombscargle::{
@@ -331,6 +333,97 @@ fn every_backend_agrees_on_single_and_batched_problems() {
                 r.precision
             );
         }
+        for p in astroport::backend::Precision::ALL {
+            let of_mode: Vec<astroport::results::Row> = rows
+                .iter()
+                .filter(|r| r.precision == p.name())
+                .cloned()
+                .collect();
+            common::assert_ran(&common::devices(&d), &common::ran_ok(&of_mode));
+        }
         eprintln!("{}", astroport::report::terminal(&rows));
     }
+}
+
+/// Small bands split curves into pieces on the device; the host merges their top-k. Every backend, with
+/// 40 curves over bands of 1,024 frequencies: the split curves are among the checked ones, and every band's
+/// first curve too.
+#[test]
+fn curves_split_across_bands_are_merged_and_checked() {
+    use astroport::backend::{discover, Choice};
+    use astroport::bench;
+    use astroport::exec::RunOptions;
+    let (curves, _) = generate::survey(40, 11);
+    let grids: Vec<FrequencyGrid> = (0..curves.len())
+        .map(|i| FrequencyGrid::Uniform {
+            f0: 0.01,
+            df: 0.003,
+            n: 1500 + 97 * i,
+        })
+        .collect();
+    let problem = LombScargleProblem::new(
+        "split",
+        curves,
+        grids,
+        SignalModel::FloatingMean,
+        Output::TopK(3),
+    )
+    .unwrap()
+    .with_band_limit(1024);
+    assert!(problem.band_count() > 40, "{} bands", problem.band_count());
+    let d = discover();
+    let choices: Vec<Choice> = d.targets.iter().map(Choice::Run).collect();
+    let rows = bench::run(
+        &problem,
+        &[Precision::F32, Precision::F64],
+        &choices,
+        &RunOptions::once(),
+        &mut |_| {},
+    );
+    for r in &rows {
+        assert_eq!(
+            r.status,
+            astroport::results::Status::Ok,
+            "{} {}: {}",
+            r.backend,
+            r.precision,
+            r.reason
+        );
+        let details = r.details.as_ref().unwrap();
+        // Every curve is split here (each grid is longer than a band), so every one is checked.
+        assert_eq!(details["checked_curves"], 40, "{details}");
+        assert_eq!(details["peak_index_mismatches"], 0);
+    }
+    common::assert_ran(&common::devices(&d), &common::ran_ok(&rows));
+}
+
+/// An unwritten top-k rank comes back as the poison (index −1, power NaN), which fails verification; the
+/// legal "fewer peaks than k" is (−1, −1).
+#[test]
+fn an_unwritten_peak_rank_fails_verification() {
+    use astroport::backend::HostVec;
+    use astroport::workload::Workload;
+    let (problem, _) = oracle_problem(SignalModel::FloatingMean, Output::TopK(2));
+    let reference = problem.reference();
+    let (ri, rp) = (&reference.components[0], &reference.components[1]);
+    let legal = problem.assemble(vec![vec![
+        HostVec::I32(vec![ri[0] as i32, ri[1] as i32]),
+        HostVec::F32(vec![rp[0] as f32, rp[1] as f32]),
+    ]]);
+    assert!(
+        problem
+            .verify(&legal, &reference, Precision::F32)
+            .accuracy
+            .pass
+    );
+    let poisoned = problem.assemble(vec![vec![
+        HostVec::I32(vec![ri[0] as i32, -1]),
+        HostVec::F32(vec![rp[0] as f32, f32::NAN]),
+    ]]);
+    let v = problem.verify(&poisoned, &reference, Precision::F32);
+    assert!(
+        !v.accuracy.pass && v.accuracy.non_finite > 0,
+        "{:?}",
+        v.accuracy
+    );
 }

@@ -28,7 +28,8 @@ struct KernelEntry {
 #define ASTROPORT_CUDA_WORKLOADS(X) \
     X(lens)                      \
     X(lombscargle)               \
-    X(cubature)
+    X(cubature)                  \
+    X(selftest)
 
 #define ASTROPORT_CUDA_DECLARE_TABLE(w)       \
     extern const KernelEntry w##_kernels[]; \

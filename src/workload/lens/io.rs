@@ -1597,7 +1597,10 @@ sigma_arcsec, x_arcsec, y_arcsec, z_source, system
         let path = dir.path().join("not.fits");
         fs::write(&path, "hello").unwrap();
         let e = read_map_fits(&path).unwrap_err().to_string();
-        assert!(e.contains("not.fits") && e.contains("2880-byte FITS records"), "{e}");
+        assert!(
+            e.contains("not.fits") && e.contains("2880-byte FITS records"),
+            "{e}"
+        );
         // A whole number of records that is not FITS reaches cfitsio, which refuses it.
         fs::write(&path, vec![b'x'; 2880]).unwrap();
         let e = read_map_fits(&path).unwrap_err();

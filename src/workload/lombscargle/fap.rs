@@ -399,6 +399,10 @@ mod tests {
         eprintln!("conversions: worst relative difference {worst:e}");
     }
 
+    /// The FAPs' promise (docs/lombscargle.md): astropy's to 1e-13 relative (4.9e-14 measured, at the
+    /// 1e-99 peak; the formulas go through ln Γ, ln and exp, whose last bits differ between math libraries).
+    const FAP_TOL: f64 = 1e-13;
+
     #[test]
     fn peak_faps_match_astropy() {
         let o = oracle();
@@ -418,7 +422,7 @@ mod tests {
             );
             let r = rel(got, want);
             eprintln!("peak {key}: {got:e} vs {want:e} (rel {r:e})");
-            assert!(got > 0.0 && r < 1e-6, "peak {key}: {got:e} vs {want:e}");
+            assert!(got > 0.0 && r < FAP_TOL, "peak {key}: {got:e} vs {want:e}");
         }
     }
 
@@ -436,7 +440,7 @@ mod tests {
                 let got = stats.false_alarm_probability(z, m, fm, Normalization::Standard);
                 let r = rel(got, w);
                 eprintln!("level {z} {key}: {got:.16e} vs {w:.16e} (rel {r:e})");
-                assert!(r < 1e-9, "level {z} {key}: {got:e} vs {w:e}");
+                assert!(r < FAP_TOL, "level {z} {key}: {got:e} vs {w:e}");
             }
         }
         // astropy's Davies bound exceeds 1 at low power; it is reproduced, not clipped

@@ -332,17 +332,7 @@ impl LombScargleProblem {
                 weights64.extend([p.wy[j], p.w[j]]);
             }
         }
-        // Verify every curve of small batches, 16 of a survey; every frequency unless that is over ~2e9 pairs.
-        let check_curves: Vec<usize> = (0..curves.len().min(16)).collect();
-        let pairs: f64 = check_curves
-            .iter()
-            .map(|&c| (prepared[c].t.len() * grids[c].len()) as f64)
-            .sum();
-        let check_stride = match output {
-            Output::Full => ((pairs / 2e9).ceil() as usize).max(1),
-            Output::TopK(_) => 1,
-        };
-        Ok(LombScargleProblem {
+        let mut problem = LombScargleProblem {
             preset: preset.to_string(),
             curves,
             grids,
@@ -354,9 +344,56 @@ impl LombScargleProblem {
             times,
             weights32,
             weights64,
-            check_curves,
-            check_stride,
-        })
+            check_curves: Vec::new(),
+            check_stride: 1,
+        };
+        problem.choose_checks();
+        Ok(problem)
+    }
+
+    /// Plans the device bands with at most `frequencies` per band (rounded to the work-group size): small
+    /// bands split curves into pieces whose top-k the host merges (tests use this to exercise it).
+    pub fn with_band_limit(mut self, frequencies: usize) -> Self {
+        let grid_refs: Vec<&FrequencyGrid> = self.grids.iter().collect();
+        self.bands = device::bands(&self.prepared, &grid_refs, self.fixed, frequencies);
+        self.choose_checks();
+        self
+    }
+
+    /// Bands of device work (each one job).
+    pub fn band_count(&self) -> usize {
+        self.bands.len()
+    }
+
+    /// The curves and frequencies verified against float64: every curve of a batch of at most 16; else 16
+    /// spread over the batch, plus the first curve of every band and every curve split across bands, so
+    /// every band's work is checked. Every frequency unless the checked pairs pass ~2e9 (then a stride).
+    fn choose_checks(&mut self) {
+        let n = self.curves.len();
+        let mut curves: Vec<usize> = if n <= 16 {
+            (0..n).collect()
+        } else {
+            (0..16).map(|k| k * (n - 1) / 15).collect()
+        };
+        for band in &self.bands {
+            curves.push(band.pieces[0].curve);
+            for piece in &band.pieces {
+                if piece.k0 > 0 || piece.k1 < self.grids[piece.curve].len() {
+                    curves.push(piece.curve);
+                }
+            }
+        }
+        curves.sort_unstable();
+        curves.dedup();
+        let pairs: f64 = curves
+            .iter()
+            .map(|&c| (self.prepared[c].t.len() * self.grids[c].len()) as f64)
+            .sum();
+        self.check_stride = match self.output {
+            Output::Full => ((pairs / 2e9).ceil() as usize).max(1),
+            Output::TopK(_) => 1,
+        };
+        self.check_curves = curves;
     }
 
     /// The generated presets: `tiny` (the oracle's size: 400 points, 3,840 frequencies), `ci` (1e4 points,
@@ -792,10 +829,11 @@ impl LombScargleProblem {
                     for (i, piece) in band.pieces.iter().enumerate() {
                         for r in 0..k {
                             let (ix, p) = (idx[i * k + r], pow[i * k + r]);
-                            // -1: fewer peaks than k; anything else out of range is a broken kernel.
-                            if ix >= 0.0 {
+                            // (−1, −1): fewer peaks than k. The poison of an unwritten rank is (−1, NaN): the
+                            // index alone cannot tell, the power can. Anything else out of range is broken.
+                            if ix >= 0.0 && p.is_finite() {
                                 per_curve[piece.curve].push((piece.k0 + ix as usize, p));
-                            } else if ix != -1.0 {
+                            } else if !(ix == -1.0 && p == -1.0) {
                                 per_curve[piece.curve].push((usize::MAX, f64::NAN));
                             }
                         }

@@ -1,0 +1,83 @@
+//! What the device tests share: which backends they must cover, and the check that those actually ran.
+//! A device test that ran no device, or skipped one it found, proves nothing, so it fails.
+//!
+//! Backends that must be present are named in ASTROPORT_REQUIRE (comma-separated: `opencl-pocl`,
+//! `opencl-intel`, `sycl`, `cuda`); scripts/test.sh sets it from what scripts/setup.sh installed.
+
+#![allow(dead_code)] // each test binary uses a part
+
+use astroport::backend::{Discovery, Model, Target};
+use astroport::results::{Row, Status};
+
+/// The required backend kinds.
+pub fn required() -> Vec<String> {
+    std::env::var("ASTROPORT_REQUIRE")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// A target's kind as ASTROPORT_REQUIRE names it.
+pub fn kind(t: &Target) -> Option<&'static str> {
+    let info = t.info();
+    match t.model() {
+        Model::Opencl if info.platform.contains("Portable Computing Language") => {
+            Some("opencl-pocl")
+        }
+        Model::Opencl if info.platform.contains("Intel") => Some("opencl-intel"),
+        Model::Opencl => Some("opencl"),
+        Model::Sycl => Some("sycl"),
+        Model::Cuda => Some("cuda"),
+        Model::Cpu => None,
+    }
+}
+
+/// The device targets (every model but `cpu`) found. Fails when there is none, or when a required kind is
+/// missing: the test would otherwise pass without running any device.
+pub fn devices(d: &Discovery) -> Vec<&Target> {
+    let found: Vec<&Target> = d
+        .targets
+        .iter()
+        .filter(|t| t.model() != Model::Cpu)
+        .collect();
+    let absent: Vec<String> = d
+        .absent
+        .iter()
+        .map(|a| format!("{}: {} ({})", a.id, a.why.status(), a.reason))
+        .collect();
+    assert!(
+        !found.is_empty(),
+        "no device backend found, so this device test would check nothing (run scripts/setup.sh and \
+         scripts/test.sh); absent: {absent:?}"
+    );
+    let kinds: Vec<&str> = found.iter().filter_map(|t| kind(t)).collect();
+    for want in required() {
+        assert!(
+            kinds.contains(&want.as_str()),
+            "required backend {want} not found; found {kinds:?}; absent {absent:?}"
+        );
+    }
+    found
+}
+
+/// Fails unless every device target in `devices` is among `ran` (ids of targets whose results were
+/// checked).
+pub fn assert_ran(devices: &[&Target], ran: &[String]) {
+    for t in devices {
+        assert!(
+            ran.iter().any(|r| *r == t.id()),
+            "{} was found but not checked (ran: {ran:?})",
+            t.id()
+        );
+    }
+}
+
+/// The ids of the rows that ran and passed verification.
+pub fn ran_ok(rows: &[Row]) -> Vec<String> {
+    rows.iter()
+        .filter(|r| r.status == Status::Ok)
+        .map(|r| r.backend.clone())
+        .collect()
+}
