@@ -103,14 +103,16 @@ fn absent_row<W: Workload>(workload: &W, a: &Absent, mode: W::Mode) -> Row {
     r
 }
 
-/// One run on one target, executed and verified.
+/// One run on one target, executed and verified (and checked against the `cpu` model's output, when given);
+/// the output comes back with the row.
 fn run_row<W: Workload>(
     workload: &W,
     target: &Target,
     mode: W::Mode,
     reference: &W::Reference,
+    cpu: Option<&W::Output>,
     opts: &RunOptions,
-) -> Row {
+) -> (Row, Option<W::Output>) {
     let info = target.info();
     let mut r = base_row(
         workload,
@@ -129,7 +131,7 @@ fn run_row<W: Workload>(
                 RunError::Failed(_) => Status::Failed,
             };
             r.reason = e.to_string();
-            return r;
+            return (r, None);
         }
     };
     let verdict = workload.verify(&m.output, reference, mode);
@@ -163,6 +165,9 @@ fn run_row<W: Workload>(
                 acc.max_abs, acc.tolerance_abs, acc.max_rel, acc.tolerance_rel
             )
         };
+    } else if let Some(Err(why)) = cpu.map(|c| workload.agrees_with_cpu(&m.output, c)) {
+        r.status = Status::Failed;
+        r.reason = format!("differs from the cpu model's run: {why}");
     } else if let Some(why) = verdict.unconverged {
         r.status = Status::Unconverged;
         r.reason = why;
@@ -181,11 +186,13 @@ fn run_row<W: Workload>(
     r.launch = m.launch;
     r.steps = m.steps;
     r.provenance.build_options = m.build_options;
-    r
+    (r, Some(m.output))
 }
 
 /// Runs a workload problem on the chosen targets in the given modes; the reference is computed once, before
-/// the first run. `on_row` sees each row as soon as it exists.
+/// the first run. The `cpu` model, when chosen, runs first, so each device's output can also be checked
+/// against its output of the same mode ([`Workload::agrees_with_cpu`]). `on_row` sees each row as soon as
+/// it exists.
 pub fn run<W: Workload>(
     workload: &W,
     modes: &[W::Mode],
@@ -195,8 +202,14 @@ pub fn run<W: Workload>(
 ) -> Vec<Row> {
     let mut rows = Vec::new();
     let mut reference: Option<W::Reference> = None;
-    for choice in choices {
-        for &mode in modes {
+    let mut cpu_outputs: Vec<Option<W::Output>> = modes.iter().map(|_| None).collect();
+    let is_cpu = |c: &&Choice| matches!(c, Choice::Run(Target::Cpu(_)));
+    let ordered = choices
+        .iter()
+        .filter(is_cpu)
+        .chain(choices.iter().filter(|c| !is_cpu(c)));
+    for choice in ordered {
+        for (k, &mode) in modes.iter().enumerate() {
             let row = match choice {
                 Choice::Absent(a) => absent_row(workload, a, mode),
                 Choice::Run(target) => {
@@ -214,7 +227,18 @@ pub fn run<W: Workload>(
                         eprintln!("  reference computed in {:.2} s", t.elapsed().as_secs_f64());
                         r
                     });
-                    run_row(workload, target, mode, reference, opts)
+                    let (row, output) = run_row(
+                        workload,
+                        target,
+                        mode,
+                        reference,
+                        cpu_outputs[k].as_ref(),
+                        opts,
+                    );
+                    if matches!(target, Target::Cpu(_)) && row.status != Status::Failed {
+                        cpu_outputs[k] = output;
+                    }
+                    row
                 }
             };
             on_row(&row);

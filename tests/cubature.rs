@@ -11,7 +11,9 @@ use astroport::workload::cubature::pagani::{
     self, CpuEvaluator, CpuRegions, PaganiOptions, RegionEvaluator,
 };
 use astroport::workload::cubature::rule::Rule;
-use astroport::workload::cubature::{CubatureProblem, Integrand, Method, Outcome, Stop};
+use astroport::workload::cubature::{
+    CubatureProblem, Integrand, Integrator, Method, Outcome, Stop,
+};
 use astroport::workload::Workload;
 
 fn pagani_cpu(f: Integrand, d: usize, options: &PaganiOptions) -> Outcome {
@@ -334,4 +336,110 @@ fn verification_fails_a_false_claim_and_passes_an_honest_stop() {
         .accuracy
         .pass
     );
+}
+
+/// Through the driver, every device's integration is checked against the cpu run of the same problem: equal
+/// paths must give equal numbers. The check can fail: a perturbed estimate on the same path does.
+#[test]
+fn devices_are_checked_against_the_cpu_run() {
+    use astroport::backend::Choice;
+    use astroport::bench;
+    use astroport::results::Status;
+    let problem = CubatureProblem {
+        preset: "test".into(),
+        method: Method::Pagani,
+        integrand: Integrand::F5,
+        dim: 4,
+        pagani: eps(1e-4),
+        mcubes: McubesOptions::default(),
+    };
+    let d = discover();
+    // Devices listed before cpu: the driver still runs cpu first.
+    let mut choices: Vec<Choice> = common::devices(&d).into_iter().map(Choice::Run).collect();
+    let cpu = d
+        .targets
+        .iter()
+        .find(|t| matches!(t, Target::Cpu(_)))
+        .unwrap();
+    choices.push(Choice::Run(cpu));
+    let rows = bench::run(
+        &problem,
+        &[Precision::F64],
+        &choices,
+        &RunOptions::once(),
+        &mut |_| {},
+    );
+    assert_eq!(rows[0].backend, "cpu");
+    for r in &rows {
+        assert_eq!(r.status, Status::Ok, "{}: {}", r.backend, r.reason);
+    }
+    common::assert_ran(&common::devices(&d), &common::ran_ok(&rows));
+
+    let reference = problem.integrate(cpu).unwrap();
+    let mut off = reference.clone();
+    off.outcome.estimate *= 1.0 + 1e-10;
+    let e = problem.agrees_with_cpu(&off, &reference).unwrap_err();
+    assert!(e.contains("same") && e.contains("evaluations"), "{e}");
+    let mut other_path = off.clone();
+    other_path.outcome.evaluations += 1;
+    assert!(problem.agrees_with_cpu(&other_path, &reference).is_ok());
+}
+
+/// A handful of points per iteration gives no variance worth the name: 2 calls once claimed convergence at 0
+/// for f4 3D (true value 1). Refused below 1000 calls, by the library and the command line.
+#[test]
+fn mcubes_refuses_too_few_calls() {
+    let cpu_discovery = discover();
+    let cpu = cpu_discovery
+        .targets
+        .iter()
+        .find(|t| matches!(t, Target::Cpu(_)))
+        .unwrap();
+    for ncall in [0, 1, 10, 999] {
+        let options = McubesOptions {
+            epsrel: 1e-2,
+            ncall,
+            ..McubesOptions::default()
+        };
+        let e = astroport::workload::cubature::MCubes::new(options)
+            .integrate_with_stats(Integrand::F4, 3, cpu)
+            .unwrap_err();
+        assert!(e.contains("at least 1000 calls"), "{e}");
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_astroport"))
+        .args([
+            "run",
+            "cubature",
+            "--method",
+            "mcubes",
+            "--integrand",
+            "f4",
+            "--dim",
+            "3",
+        ])
+        .args(["--epsrel", "1e-2", "--ncall", "10", "--backend", "cpu"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--ncall"));
+}
+
+/// The wall-time budget holds inside a run, not only between batches of frozen iterations (a run once took
+/// 178 s against an 8 s cap): m-Cubes sizes its batches to the time left.
+#[test]
+fn mcubes_keeps_to_its_time_budget() {
+    let start = std::time::Instant::now();
+    let o = mcubes_cpu(
+        Integrand::F1,
+        6,
+        &McubesOptions {
+            epsrel: 1e-5,
+            time_limit_s: Some(1.0),
+            ..McubesOptions::default()
+        },
+    );
+    let took = start.elapsed().as_secs_f64();
+    assert_eq!(o.stop, Stop::TimeLimit, "{o:?}");
+    // The iteration that crosses the budget finishes: allow its length, not a batch's.
+    assert!(took < 3.0, "ran {took} s against a 1 s budget");
 }

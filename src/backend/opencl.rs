@@ -44,6 +44,20 @@ struct BuiltProgram {
 }
 
 /// Lists every OpenCL platform and device. No ICD loader, or no platform, becomes an [`Absent`].
+/// Largest buffer NVIDIA's OpenCL is trusted with: one PAGANI Evaluate over a 23.4 GB buffer (183 M regions
+/// in 8D) on an H200 died with CL_UNKNOWN_ERROR and lost the context, though the driver reports 35 GB as
+/// allowed. Plans tile to stay under it.
+pub const NVIDIA_OPENCL_MAX_ALLOC: u64 = 1 << 34;
+
+/// The allocation size plans may use on this device.
+fn max_alloc(reported: u64, nvidia: bool) -> u64 {
+    if nvidia {
+        reported.min(NVIDIA_OPENCL_MAX_ALLOC)
+    } else {
+        reported
+    }
+}
+
 pub fn discover() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
     let absent = |why, reason: String| Absent {
         model: Model::Opencl,
@@ -121,7 +135,7 @@ impl OpenClDevice {
                 .unwrap_or(false),
             compute_units: device.max_compute_units().unwrap_or(0),
             global_mem_bytes: device.global_mem_size().unwrap_or(0),
-            max_alloc_bytes: device.max_mem_alloc_size().unwrap_or(0),
+            max_alloc_bytes: max_alloc(device.max_mem_alloc_size().unwrap_or(0), nvidia),
             fp64: device.double_fp_config().map(|c| c != 0).unwrap_or(false),
         };
         let context = Context::from_device(&device).map_err(|e| format!("context: {e}"))?;

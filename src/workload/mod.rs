@@ -85,6 +85,12 @@ pub trait Workload: Sync {
         reference: &Self::Reference,
         mode: Self::Mode,
     ) -> Verdict<Self::Details>;
+    /// A second check of a device's output against the `cpu` model's output of the same run, for workloads
+    /// whose reference cannot see everything (cubature: the truth checks the claim, the `cpu` run the
+    /// arithmetic). `Err(why)` fails the row. The driver calls it when the `cpu` model ran too.
+    fn agrees_with_cpu(&self, _output: &Self::Output, _cpu: &Self::Output) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A workload's own flags for `astroport run NAME`, and how they become problems. `crate::registry` turns one

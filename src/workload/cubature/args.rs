@@ -40,8 +40,9 @@ pub struct CubatureArgs {
     /// Absolute error target (default: pure relative stopping, as the seed).
     #[arg(long, default_value_t = 1e-40)]
     pub epsabs: f64,
-    /// m-Cubes: calls per iteration of the first attempt (×10 per failed attempt).
-    #[arg(long, default_value_t = 100_000)]
+    /// m-Cubes: calls per iteration of the first attempt (×10 per failed attempt), at least 1000.
+    #[arg(long, default_value_t = 100_000,
+          value_parser = clap::value_parser!(u64).range(super::mcubes::MIN_NCALL..))]
     pub ncall: u64,
     /// m-Cubes: largest calls per iteration (preset suites: 1e7; custom: 1e9).
     #[arg(long)]

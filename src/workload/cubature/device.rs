@@ -447,7 +447,20 @@ impl RegionStore for DeviceRegions<'_> {
             StepArg::Buffer(5),
             StepArg::Buffer(6),
         ];
-        let out = self.run(buffers, vec![Self::chunk_launch("cub_split", args, chunks)])?;
+        // Poison what the split writes: a region it skips must not pass as a stale finite one from an
+        // earlier iteration (Evaluate counts non-finite bounds as bad; NaN parents make the sums NaN).
+        let steps = vec![
+            Step::Fill {
+                buffer: 5,
+                byte: 0xFF,
+            },
+            Step::Fill {
+                buffer: 6,
+                byte: 0xFF,
+            },
+            Self::chunk_launch("cub_split", args, chunks),
+        ];
+        let out = self.run(buffers, steps)?;
         self.record(out);
         self.current = next;
         self.n = 2 * m;

@@ -19,6 +19,10 @@ pub const BINS: usize = 500;
 /// Grid damping exponent.
 pub const ALPHA: f64 = 1.5;
 
+/// Fewest calls per iteration: below this an iteration's variance comes from a handful of points (a run of
+/// 2 calls once claimed convergence at 0 for an integral of 1), so it is refused.
+pub const MIN_NCALL: u64 = 1000;
+
 #[derive(Debug, Clone)]
 pub struct McubesOptions {
     pub epsrel: f64,
@@ -414,12 +418,20 @@ pub fn integrate(
     sampler: &mut dyn Sampler,
 ) -> Result<Outcome, String> {
     let d = lo.len();
+    if options.ncall < MIN_NCALL || options.max_ncall < options.ncall {
+        return Err(format!(
+            "m-Cubes needs at least {MIN_NCALL} calls per iteration, and a cap at least that: ncall {}, \
+             max_ncall {}",
+            options.ncall, options.max_ncall
+        ));
+    }
     let start = Instant::now();
     let volume: f64 = lo.iter().zip(hi).map(|(a, b)| b - a).product();
     let mut outcome = Outcome::new(integrand, d);
     let mut ncall = options.ncall;
     let mut device_s = 0.0;
     'attempts: loop {
+        let attempt_start = Instant::now();
         let layout = Layout::new(ncall, d);
         let mut grid = uniform_grid(d);
         let mut frozen = Frozen::default();
@@ -433,6 +445,14 @@ pub fn integrate(
                 scale: volume / layout.calls as f64,
                 adapt: i < options.itmax,
             };
+            if options
+                .time_limit_s
+                .is_some_and(|t| start.elapsed().as_secs_f64() > t)
+            {
+                outcome.iterations += it;
+                outcome.stop = Stop::TimeLimit;
+                break 'attempts;
+            }
             if it < options.itmax {
                 let sums = sampler.sample(&spec(it), &grid)?;
                 device_s += sums.device_s;
@@ -451,11 +471,18 @@ pub fn integrate(
             // Frozen iterations in growing batches (5, 5, 10, 20, ...): the answer is the one a
             // one-at-a-time loop gives, since each iteration is checked in order; the rest of a batch is
             // counted in the evaluations but not used.
-            let batch = frozen
+            let mut batch = frozen
                 .values
                 .len()
                 .max(options.min_frozen)
                 .min(options.titer - it);
+            // Within the wall-time budget: no more iterations than the time left allows at the pace so far
+            // (this attempt's iterations cost about the same each).
+            if let Some(limit) = options.time_limit_s {
+                let pace = attempt_start.elapsed().as_secs_f64() / it.max(1) as f64;
+                let left = (limit - start.elapsed().as_secs_f64()) / pace.max(1e-9);
+                batch = batch.min(left.floor().max(1.0) as usize);
+            }
             let specs: Vec<IterationSpec> = (it..it + batch).map(spec).collect();
             let results = sampler.sample_frozen(&specs, &grid)?;
             outcome.evaluations += layout.calls * batch as u64;
@@ -471,7 +498,10 @@ pub fn integrate(
                 outcome.error = sigma;
                 outcome.chi2_dof = Some(chi2_dof);
                 outcome.calls_per_iteration = Some(layout.calls);
+                // Iterations that all summed to exactly 0 saw nothing of the integrand: no claim from them.
+                let informative = frozen.values.iter().any(|&v| v != 0.0);
                 if frozen.values.len() >= options.min_frozen
+                    && informative
                     && (sigma <= options.epsrel * mean.abs() || sigma <= options.epsabs)
                 {
                     if consistent(chi2_dof, frozen.values.len()) {

@@ -633,6 +633,13 @@ pub fn integrate(
         let total_est = finished_est + ev.est;
         let rounding = ROUNDING_FLOOR_ULPS * f64::EPSILON * (finished_abs + ev.abs_est);
         let total_err = finished_err + ev.err + rounding;
+        if !(total_est.is_finite() && total_err.is_finite()) {
+            return Err(format!(
+                "the sums of iteration {} are not finite (estimate {total_est:?}, error {total_err:?}): \
+                 a kernel left regions or their parents unwritten",
+                iteration + 1
+            ));
+        }
         history.push(total_est);
         outcome.estimate = total_est;
         outcome.error = total_err;

@@ -312,6 +312,24 @@ impl Workload for CubatureProblem {
             build_options: String::new(),
         })
     }
+    /// Every model evaluates the same regions (PAGANI) or the same random points (m-Cubes) in the same
+    /// order: where a device took the same path as the `cpu` run (same iterations, evaluations and stop), its
+    /// estimate must equal the cpu's to 1e-12 and its error to 1e-9 (only the math library's last bits and,
+    /// for m-Cubes on GPUs, the order of atomic additions differ). A different path is not compared.
+    fn agrees_with_cpu(&self, run: &Integration, cpu: &Integration) -> Result<(), String> {
+        let (o, c) = (&run.outcome, &cpu.outcome);
+        if (o.iterations, o.evaluations, o.stop) != (c.iterations, c.evaluations, c.stop) {
+            return Ok(());
+        }
+        let rel = |a: f64, b: f64| ((a - b) / b).abs();
+        if !(rel(o.estimate, c.estimate) <= 1e-12 && rel(o.error, c.error) <= 1e-9) {
+            return Err(format!(
+                "same {} evaluations, but estimate {:.15e} ± {:.6e} against the cpu's {:.15e} ± {:.6e}",
+                o.evaluations, o.estimate, o.error, c.estimate, c.error
+            ));
+        }
+        Ok(())
+    }
     fn verify(&self, run: &Integration, truth: &f64, _mode: Precision) -> Verdict<CubatureDetails> {
         let o = &run.outcome;
         let abs = (o.estimate - truth).abs();
