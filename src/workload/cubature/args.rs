@@ -58,6 +58,10 @@ pub struct CubatureArgs {
     /// has settled (docs/cubature.md).
     #[arg(long, default_value_t = WORKING_REGIONS)]
     pub working_regions: u64,
+    /// PAGANI: let regions finish in the first iteration on their raw null-rule errors, as the seed's code
+    /// does (for comparisons with it; the reported error can then be too small, docs/cubature.md).
+    #[arg(long)]
+    pub finish_unrefined: bool,
     /// PAGANI: iteration cap.
     #[arg(long, default_value_t = 700, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_iterations: u64,
@@ -169,6 +173,7 @@ impl WorkloadArgs for CubatureArgs {
                                 memory_limit: self.memory_mib.map(|m| m << 20),
                                 working_regions: self.working_regions,
                                 time_limit_s: max_seconds,
+                                finish_unrefined: self.finish_unrefined,
                             },
                             mcubes: McubesOptions {
                                 epsrel,
