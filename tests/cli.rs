@@ -439,3 +439,41 @@ fn concurrent_runs_share_an_output_folder() {
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
 }
+
+/// `--method auto` (a custom suite's default) picks PAGANI below 9 dimensions and m-Cubes from 9, and says so.
+#[test]
+fn cubature_auto_method_picks_by_dimension() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = astroport(
+        &[
+            "run",
+            "cubature",
+            "--integrand",
+            "f5",
+            "--dim",
+            "3,9",
+            "--epsrel",
+            "1e-3",
+            "--backend",
+            "cpu",
+            "--repeats",
+            "1",
+            "--out",
+            "rows",
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let text = std::fs::read_to_string(dir.path().join("rows/results.jsonl")).unwrap();
+    let sizes: Vec<String> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["size"].to_string())
+        .collect();
+    assert_eq!(
+        sizes,
+        [
+            "\"pagani (auto) f5 3D epsrel 1e-3\"",
+            "\"mcubes (auto) f5 9D epsrel 1e-3\""
+        ]
+    );
+}

@@ -205,6 +205,7 @@ fn every_backend_matches_the_reference() {
         let spec = CubatureProblem {
             preset: "test".into(),
             method,
+            chosen_automatically: false,
             integrand,
             dim,
             pagani: PaganiOptions {
@@ -280,6 +281,7 @@ fn verification_fails_a_false_claim_and_passes_an_honest_stop() {
     let problem = |method| CubatureProblem {
         preset: "test".into(),
         method,
+        chosen_automatically: false,
         integrand: Integrand::F3,
         dim: 3,
         pagani: eps(1e-3),
@@ -292,6 +294,7 @@ fn verification_fails_a_false_claim_and_passes_an_honest_stop() {
         Integration {
             outcome,
             kernels: KernelStats::default(),
+            cold_start_s: None,
         }
     };
     let p = problem(Method::Pagani);
@@ -353,6 +356,7 @@ fn devices_are_checked_against_the_cpu_run() {
     let problem = CubatureProblem {
         preset: "test".into(),
         method: Method::Pagani,
+        chosen_automatically: false,
         integrand: Integrand::F5,
         dim: 4,
         pagani: eps(1e-4),

@@ -5,6 +5,31 @@ use super::mcubes::McubesOptions;
 use super::pagani::{PaganiOptions, WORKING_REGIONS};
 use super::rule::{MAX_DIM, MIN_DIM};
 use super::{CubatureProblem, Integrand, Method};
+
+/// `--method`: an integrator, or `auto`, which picks one from the dimension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MethodChoice {
+    Given(Method),
+    Auto,
+}
+
+impl std::str::FromStr for MethodChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(MethodChoice::Auto),
+            other => other
+                .parse()
+                .map(MethodChoice::Given)
+                .map_err(|_| format!("unknown method '{s}' (expected auto, pagani or mcubes)")),
+        }
+    }
+}
+
+/// From this dimension `auto` picks m-Cubes: PAGANI's region list explodes there (on an H200, 6 of 36
+/// PAGANI runs of f1-f6 in 9D and 10D at 1e-4..1e-6 converged, none in 12D or 15D at 1e-3; m-Cubes
+/// converged f2-f6 in 9-15D at 1e-3 and 1e-4 in 8 ms to 4 s; reports/nvidia-h200/cubature-coverage.md).
+pub const AUTO_MCUBES_DIM: usize = 9;
 use crate::backend::Precision;
 use crate::workload::WorkloadArgs;
 
@@ -25,7 +50,8 @@ pub struct CubatureArgs {
     #[arg(long, default_value = "ci", value_parser = clap::builder::PossibleValuesParser::new(PRESETS),
           conflicts_with_all = ["method", "integrand", "dim", "epsrel"])]
     pub preset: String,
-    /// Integrators, comma-separated: pagani, mcubes (custom suite default: pagani).
+    /// Integrators, comma-separated: auto (PAGANI below 9 dimensions, m-Cubes from 9), pagani, mcubes
+    /// (custom suite default: auto).
     #[arg(long)]
     pub method: Option<String>,
     /// Integrands, comma-separated: sum (the control), f1..f6 (custom suite default: f4).
@@ -98,7 +124,7 @@ impl CubatureArgs {
         let given = |v: &Option<String>, default: &str| v.clone().unwrap_or_else(|| default.into());
         if self.custom() {
             return [
-                given(&self.method, "pagani"),
+                given(&self.method, "auto"),
                 given(&self.integrand, "f4"),
                 given(&self.dim, "5"),
                 given(&self.epsrel, "1e-3"),
@@ -125,7 +151,7 @@ impl WorkloadArgs for CubatureArgs {
     type Workload = CubatureProblem;
     fn build(&self) -> Result<Vec<CubatureProblem>, String> {
         let [methods, integrands, dims, epsrels] = self.lists();
-        let methods: Vec<Method> = parse_list("method", &methods)?;
+        let methods: Vec<MethodChoice> = parse_list("method", &methods)?;
         let integrands: Vec<Integrand> = parse_list("integrand", &integrands)?;
         let dims: Vec<usize> = parse_list("dim", &dims)?;
         if let Some(&d) = dims.iter().find(|&&d| !(MIN_DIM..=MAX_DIM).contains(&d)) {
@@ -157,13 +183,19 @@ impl WorkloadArgs for CubatureArgs {
             PRESET_MAX_NCALL
         });
         let mut problems = Vec::new();
-        for &method in &methods {
+        for &choice in &methods {
             for &integrand in &integrands {
                 for &dim in &dims {
+                    let method = match choice {
+                        MethodChoice::Given(m) => m,
+                        MethodChoice::Auto if dim >= AUTO_MCUBES_DIM => Method::Mcubes,
+                        MethodChoice::Auto => Method::Pagani,
+                    };
                     for &epsrel in &epsrels {
                         problems.push(CubatureProblem {
                             preset: preset.into(),
                             method,
+                            chosen_automatically: choice == MethodChoice::Auto,
                             integrand,
                             dim,
                             pagani: PaganiOptions {

@@ -158,6 +158,8 @@ impl Integrator for MCubes {
 pub struct CubatureProblem {
     pub preset: String,
     pub method: Method,
+    /// The method was picked by `--method auto` (shown in the problem's description).
+    pub chosen_automatically: bool,
     pub integrand: Integrand,
     pub dim: usize,
     pub pagani: PaganiOptions,
@@ -169,6 +171,8 @@ pub struct CubatureProblem {
 pub struct Integration {
     pub outcome: Outcome,
     pub kernels: KernelStats,
+    /// The first integration's wall time over the timed median, when a warm-up ran first.
+    pub cold_start_s: Option<f64>,
 }
 
 /// Cubature's own figures in a row: the answer, its claim and how it compares with the truth.
@@ -186,6 +190,10 @@ pub struct CubatureDetails {
     pub claim: &'static str,
     /// Device jobs run (0 on `cpu`).
     pub jobs: u64,
+    /// With a warm-up: the first integration's wall time over the timed median, seconds (the one-time cost a
+    /// command-line user pays: program builds, module loading, first allocations).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cold_start_s: Option<f64>,
     #[serde(flatten)]
     pub outcome: Outcome,
 }
@@ -219,7 +227,11 @@ impl CubatureProblem {
                 target,
             )?,
         };
-        Ok(Integration { outcome, kernels })
+        Ok(Integration {
+            outcome,
+            kernels,
+            cold_start_s: None,
+        })
     }
 }
 
@@ -253,8 +265,13 @@ impl Workload for CubatureProblem {
     }
     fn describe(&self) -> String {
         format!(
-            "{} {} {}D epsrel {:e}",
+            "{}{} {} {}D epsrel {:e}",
             self.method.name(),
+            if self.chosen_automatically {
+                " (auto)"
+            } else {
+                ""
+            },
             self.integrand,
             self.dim,
             self.epsrel()
@@ -284,12 +301,16 @@ impl Workload for CubatureProblem {
             return Err(RunError::Unsupported("device has no fp64 support".into()));
         }
         // The first integration builds the programs; later ones find them cached.
-        let mut build_s = None;
-        let (run, times) = time_host(opts, "wall clock", || {
+        let (mut build_s, mut first_s) = (None, None);
+        let (mut run, times) = time_host(opts, "wall clock", || {
             let run = self.integrate(target)?;
             build_s.get_or_insert(run.outcome.build_s);
+            first_s.get_or_insert(run.outcome.total_s);
             Ok(run)
         })?;
+        if opts.warmup > 0 {
+            run.cold_start_s = first_s.map(|f| (f - times.median).max(0.0));
+        }
         let Target::Device(_) = target else {
             return Ok(Measured::host(run, times));
         };
@@ -380,6 +401,7 @@ impl Workload for CubatureProblem {
                     Method::Mcubes => "1 sigma",
                 },
                 jobs: run.kernels.jobs,
+                cold_start_s: run.cold_start_s,
                 outcome: o.clone(),
             },
         }
