@@ -9,7 +9,9 @@ use astroport::bench;
 use astroport::exec::RunOptions;
 use astroport::results::{Row, Status};
 use astroport::workload::lens::mock::{mock_systems, MockOptions};
-use astroport::workload::lens::{chi2, Halos, LensMode, LensOptions, LensProblem, Preset};
+use astroport::workload::lens::{
+    chi2, HaloProfile, Halos, LensMode, LensOptions, LensProblem, Preset, TOL_F32_ABS,
+};
 use astroport::workload::Workload;
 
 /// Every mode on every backend found; fails unless every device ran and passed in every mode.
@@ -67,6 +69,35 @@ fn mixed_catalogue_with_dpie_agrees_everywhere() {
             r.precision,
             a.max_rel
         );
+    }
+}
+
+/// The dPIE preset (`--profile dpie`), plus two halos whose foci fall 1e-4″ from a pixel centre (where the
+/// textbook form cancels to 0/0 and float32 used to lose 4e-4″), on every backend: float32 within the SIE
+/// tolerance of 1e-4″, float64 within 1e-10 relative, and the error-budget scheme within its budget.
+#[test]
+fn dpie_preset_and_focus_pixels_on_every_backend() {
+    let opts = LensOptions {
+        profile: HaloProfile::Dpie,
+        ..Default::default()
+    };
+    let base = LensProblem::preset(Preset::Tiny, &opts).unwrap();
+    let mut halos: Halos = base.halos.clone();
+    let (i, j) = (70, 120);
+    for (eps, r_cut, pick) in [(0.2, 150.0, 1.0), (0.04, 60.0, -1.0)] {
+        // theta = 0: the cut radius's focus is at (x0, y0 + 2 r_cut sqrt(eps)).
+        let focus = 2.0 * r_cut * f64::sqrt(eps);
+        let x0 = base.coord(i) + pick * 1e-4;
+        let y0 = base.coord(j) - focus + 1e-4;
+        halos.push_dpie(x0, y0, 15.0, eps, 0.0, 1.5, r_cut);
+    }
+    let p = LensProblem::new("tiny dpie+foci", base.n, base.pixel, base.cosmology, halos).unwrap();
+    assert!(p.describe().contains("34 dPIE"), "{}", p.describe());
+    let rows = run_all(&p, vec![LensMode::F32, LensMode::F64, LensMode::BUDGET]);
+    assert_all_ok(&rows);
+    for r in rows.iter().filter(|r| r.precision == "f32") {
+        let a = r.accuracy.as_ref().unwrap();
+        assert_eq!(a.tolerance_abs, TOL_F32_ABS, "{}", r.backend);
     }
 }
 

@@ -206,6 +206,50 @@ fn dpie_reference_matches_mpmath() {
     assert!(worst < 1e-12, "dPIE worst relative error {worst:e}");
 }
 
+/// dPIE where float arithmetic cancels (tests/data/lens/dpie_focus_vectors.json, mpmath at 50 digits): near
+/// both foci of both radii down to 1e-6″, far along ±v, and over the field, for ε on both sides of the
+/// small-ε switch. Float64 within 1e-12 relative; float32 within the error estimate that the mixed-precision
+/// budget uses (`F32_ERROR_ULPS_DPIE` unit roundoffs of the scale b·r_cut/(r_cut − r_core)). The textbook
+/// form the kernels used before failed both: 1e-6″ in float64 and up to 4e-4″ in float32 on a pixel grid.
+#[test]
+fn dpie_near_foci_matches_mpmath() {
+    use astroport::workload::lens::{dpie_deflection, F32_ERROR_ULPS_DPIE};
+    let o = astroport::oracle::vectors("lens/dpie_focus_vectors.json");
+    let unit = f64::from(f32::EPSILON) / 2.0;
+    let (mut worst64, mut worst32_ulps, mut points) = (0.0f64, 0.0f64, 0);
+    for halo in o["halos"].as_array().unwrap() {
+        let (eps, rc, rcut, scale) = (
+            num(&halo["eps"]),
+            num(&halo["r_core"]),
+            num(&halo["r_cut"]),
+            num(&halo["scale"]),
+        );
+        for p in halo["points"].as_array().unwrap() {
+            let (u, v, gu, gv) = (num(&p[0]), num(&p[1]), num(&p[2]), num(&p[3]));
+            let g64: (f64, f64) = dpie_deflection(u, v, 1.0, 0.0, eps, scale, rc, rcut);
+            worst64 = worst64.max((g64.0 - gu).hypot(g64.1 - gv) / gu.hypot(gv));
+            let f = |x: f64| x as f32;
+            let g32: (f32, f32) =
+                dpie_deflection(f(u), f(v), 1.0, 0.0, f(eps), f(scale), f(rc), f(rcut));
+            let err32 = (f64::from(g32.0) - gu).hypot(f64::from(g32.1) - gv);
+            worst32_ulps = worst32_ulps.max(err32 / (unit * scale));
+            points += 1;
+        }
+    }
+    eprintln!(
+        "dpie focus: {points} points, f64 worst rel {worst64:e}, f32 worst {worst32_ulps:.2} ulps"
+    );
+    assert!(points > 500, "only {points} points read");
+    assert!(
+        worst64 < 1e-12,
+        "dPIE float64 worst relative error {worst64:e}"
+    );
+    assert!(
+        worst32_ulps <= F32_ERROR_ULPS_DPIE,
+        "dPIE float32 worst error {worst32_ulps:.1} unit roundoffs of the scale (estimate {F32_ERROR_ULPS_DPIE})"
+    );
+}
+
 /// The circular dPIE limit (used below ε = 2e-4) meets the elliptical formula continuously.
 #[test]
 fn dpie_circular_limit_is_continuous() {

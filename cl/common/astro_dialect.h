@@ -10,7 +10,7 @@
  * ASTRO_REAL      the working floating type (float or double), chosen by the including kernel
  * ASTRO_GLOBAL    address-space qualifier of kernel buffer pointers (OpenCL __global; empty elsewhere)
  * ASTRO_RESTRICT  no-alias qualifier for buffer pointers
- * ASTRO_SQRT, ASTRO_LOG, ASTRO_ATAN2, ASTRO_FMAX, ASTRO_FMIN   math, float or double overloads
+ * ASTRO_SQRT, ASTRO_LOG, ASTRO_LOG1P, ASTRO_ATAN2, ASTRO_FMAX, ASTRO_FMIN   math, float or double overloads
  * ASTRO_ATOMIC_INC(p)     atomically p[0] += 1 on a global unsigned int, returning the old value
  * ASTRO_ATOMIC_XCHG(p, v) atomically swaps v into a global unsigned int, returning the old value
  * ASTRO_LOCAL             address-space qualifier of work-group local memory (OpenCL __local; empty elsewhere)
@@ -37,6 +37,7 @@
 #  define ASTRO_RSQRT(x) rsqrt(x)
 #  define ASTRO_SQRT(x) sqrt(x)
 #  define ASTRO_LOG(x) log(x)
+#  define ASTRO_LOG1P(x) log1p(x)
 #  define ASTRO_ATAN2(y, x) atan2(y, x)
 #  define ASTRO_FMAX(a, b) fmax(a, b)
 #  define ASTRO_FMIN(a, b) fmin(a, b)
@@ -98,6 +99,7 @@ static __device__ __forceinline__ double astro_rsqrt(double x) { return rsqrt(x)
 #  define ASTRO_RSQRT(x) astro_rsqrt(x)
 #  define ASTRO_SQRT(x) sqrt(x)
 #  define ASTRO_LOG(x) log(x)
+#  define ASTRO_LOG1P(x) log1p(x)
 #  define ASTRO_ATAN2(y, x) atan2(y, x)
 #  define ASTRO_FMAX(a, b) fmax(a, b)
 #  define ASTRO_FMIN(a, b) fmin(a, b)
@@ -128,6 +130,7 @@ static __device__ __forceinline__ void astro_atomic_add_f64(double *p, double v)
 #  define ASTRO_RSQRT(x) sycl::rsqrt(x)
 #  define ASTRO_SQRT(x) sycl::sqrt(x)
 #  define ASTRO_LOG(x) sycl::log(x)
+#  define ASTRO_LOG1P(x) sycl::log1p(x)
 #  define ASTRO_ATAN2(y, x) sycl::atan2(y, x)
 #  define ASTRO_FMAX(a, b) sycl::fmax(a, b)
 #  define ASTRO_FMIN(a, b) sycl::fmin(a, b)
@@ -170,6 +173,7 @@ static inline void astro_atomic_add_f64(double *p, double v)
 #  define ASTRO_RSQRT(x) (1 / sqrt(x))
 #  define ASTRO_SQRT(x) sqrt(x)
 #  define ASTRO_LOG(x) log(x)
+#  define ASTRO_LOG1P(x) log1p(x)
 #  define ASTRO_ATAN2(y, x) atan2(y, x)
 #  define ASTRO_FMAX(a, b) fmax(a, b)
 #  define ASTRO_FMIN(a, b) fmin(a, b)

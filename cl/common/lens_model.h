@@ -13,7 +13,8 @@
  *    N = b^2 R^T diag(1-e, 1+e) R, so that g = N d / sqrt(d^T N d). That g does not
  *    change when d is scaled, so SIE offsets are in pixels: d = (i - i_k + fx, j - j_k + fy), fx = delta_x / h.
  *  dPIE (LENSTOOL type 81), LENS_DPIE_STRIDE reals per halo: cos sin eps K sqrt(eps) cx1 r_core r_cut scale
- *    delta_x delta_y i_k j_k circular 0 0, with K = (1 - eps^2) / (2 sqrt(eps)), cx1 = (1 - eps)/(1 + eps),
+ *    delta_x delta_y i_k j_k circular 1/(1+eps) 1/(1-eps), with K = (1 - eps^2) / (2 sqrt(eps)),
+ *    cx1 = (1 - eps)/(1 + eps),
  *    scale = b r_cut / (r_cut - r_core) (Eliasdottir et al. 2007, App. A), circular = 1 when eps < 2e-4
  *    (arcsec offsets).
  */
@@ -63,20 +64,25 @@ ASTRO_FN void LENS_FN(lens_sie_add)(ASTRO_REAL x, ASTRO_REAL n11, ASTRO_REAL n12
     *gy += my * r;
 }
 
-/* dPIE: the complex potential term I(r) (Kassiola & Kovner 1993; Eliasdottir et al. 2007, App. A) for one
- * radius, in the halo frame (u, v), given rho2 = u^2/(1+eps)^2 + v^2/(1-eps)^2 (shared by both radii).
- * Returns arg w and ln|w| with w = znum / zden, principal branch; the caller multiplies by K. */
-ASTRO_FN void LENS_FN(lens_dpie_term)(ASTRO_REAL u, ASTRO_REAL v, ASTRO_REAL rho2, ASTRO_GLOBAL const ASTRO_REAL *p,
-                                     ASTRO_REAL r, ASTRO_REAL *re, ASTRO_REAL *im)
-{
-    const ASTRO_REAL sqe = p[4], cx1 = p[5];
-    const ASTRO_REAL nr = cx1 * u, ni = 2 * sqe * ASTRO_SQRT(r * r + rho2) - v / cx1;
-    const ASTRO_REAL dr = u, di = 2 * r * sqe - v;
-    const ASTRO_REAL d2 = dr * dr + di * di;
-    const ASTRO_REAL wr = (nr * dr + ni * di) / d2, wi = (ni * dr - nr * di) / d2;
-    *re = ASTRO_ATAN2(wi, wr);
-    *im = (ASTRO_REAL)0.5 * ASTRO_LOG(wr * wr + wi * wi);
-}
+/* dPIE (Kassiola & Kovner 1993; Elíasdóttir et al. 2007, App. A). In the halo frame (u, v) the deflection
+ * is K scale (arg q, -ln|q|) with q = w(r_core) / w(r_cut) and, for each radius r,
+ *   w = num / den,  num = cx1 u + i (2 sqrt(eps) S - v / cx1),  den = u - i (v - f),
+ *   S = sqrt(r^2 + rho^2),  f = 2 r sqrt(eps).
+ * Evaluated as written, float32 lost up to 4e-4" (docs/lens.md, "dPIE in float32"): num and den both vanish
+ * at the focus (0, f), and far along +v the two terms of Im num nearly cancel. Instead:
+ *  - dv = v - f is formed once and used everywhere, so a rounding of v only moves the point;
+ *  - for v >= 0, Im num = nn / nd with nn = 4 eps u^2/(1+eps)^2 - dv (dv + 2 f) and nd = 2 sqrt(eps) S + v/cx1
+ *    (the product with the conjugate; 4 eps r^2 - v^2 factors exactly); for v < 0 both terms already add;
+ *  - eps >= LENS_DPIE_SMALL_EPS: q as one complex ratio, one atan2 and one log (w ~ 0 far along +v when eps
+ *    is large, so w itself must be accurate);
+ *  - eps < LENS_DPIE_SMALL_EPS: w = 1 + O(sqrt eps) while K ~ 1/(2 sqrt eps) magnifies any error in w, so the
+ *    small part e = w - 1 is formed without cancellation (below) and each radius gives atan2(Im e, 1 + Re e)
+ *    and log1p. With S - r = rho^2 / (S + r) and (cx1 - 1) = -2 eps/(1 + eps), times nd (S + r):
+ *      e = 2 sqrt(eps) (-sqrt(eps) u nd (S + r)/(1 + eps) + i h) / (den nd (S + r)),
+ *      h = 2 sqrt(eps) uu (S + r) + dv (rho^2 + sqrt(eps) v (S + r)/(1 - eps))   for v >= 0,
+ *      h = rho^2 - sqrt(eps) v (S + r)/(1 - eps)                                 for v < 0 (sum of positives).
+ * Worst float32 error over 2-400" and near both foci: 17 unit roundoffs of b (old form: 1e8). */
+#define LENS_DPIE_SMALL_EPS 0.1
 
 /* dPIE: adds one halo's deflection at exact offset (dx, dy). */
 ASTRO_FN void LENS_FN(lens_dpie_add)(ASTRO_REAL dx, ASTRO_REAL dy, ASTRO_GLOBAL const ASTRO_REAL *p,
@@ -86,21 +92,59 @@ ASTRO_FN void LENS_FN(lens_dpie_add)(ASTRO_REAL dx, ASTRO_REAL dy, ASTRO_GLOBAL 
     const ASTRO_REAL u = c * dx + s * dy, v = -s * dx + c * dy;
     ASTRO_REAL gu, gv;
     if (p[13] != 0) {
-        /* Circular limit (Lenstool-HPC uses it below eps = 2e-4, where K diverges). */
+        /* Circular limit (Lenstool-HPC uses it below eps = 2e-4, where K diverges), with
+         * sqrt(s2 + r^2) - r = s2 / (sqrt(s2 + r^2) + r): no cancellation near the centre. */
         const ASTRO_REAL s2 = u * u + v * v;
-        const ASTRO_REAL t = s2 > 0 ? scale * (ASTRO_SQRT(s2 + rc * rc) - rc - ASTRO_SQRT(s2 + rcut * rcut) + rcut) / s2
+        const ASTRO_REAL t = s2 > 0 ? scale * (1 / (ASTRO_SQRT(s2 + rc * rc) + rc) - 1 / (ASTRO_SQRT(s2 + rcut * rcut) + rcut))
                                     : (ASTRO_REAL)0;
         gu = t * u;
         gv = t * v;
     } else {
-        const ASTRO_REAL eps = p[2];
-        const ASTRO_REAL rho2 = u * u / ((1 + eps) * (1 + eps)) + v * v / ((1 - eps) * (1 - eps));
-        ASTRO_REAL a1, l1, a2, l2;
-        LENS_FN(lens_dpie_term)(u, v, rho2, p, rc, &a1, &l1);
-        LENS_FN(lens_dpie_term)(u, v, rho2, p, rcut, &a2, &l2);
+        const ASTRO_REAL eps = p[2], sqe = p[4], cx1 = p[5], ip = p[14], im = p[15];
+        const ASTRO_REAL uu = u * u * ip * ip, rho2 = uu + v * v * im * im, v_cx1 = v * (1 + eps) * im;
+        /* Per radius (0: core, 1: cut): num and den scaled by nd, e's numerator, and S + r. */
+        ASTRO_REAL num_re[2], num_im[2], den_re[2], den_im[2], e_re[2], e_im[2], sr[2];
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+            const ASTRO_REAL r = t ? rcut : rc, f = 2 * r * sqe, dv = v - f;
+            const ASTRO_REAL S = ASTRO_SQRT(r * r + rho2);
+            sr[t] = S + r;
+            const ASTRO_REAL nd = v >= 0 ? 2 * sqe * S + v_cx1 : (ASTRO_REAL)1;
+            const ASTRO_REAL nn = v >= 0 ? 4 * eps * uu - dv * (dv + 2 * f) : 2 * sqe * S - v_cx1;
+            const ASTRO_REAL h = v >= 0 ? 2 * sqe * uu * sr[t] + dv * (rho2 + sqe * im * v * sr[t])
+                                        : rho2 - sqe * im * v * sr[t];
+            num_re[t] = cx1 * u * nd;
+            num_im[t] = nn;
+            den_re[t] = u * nd;
+            den_im[t] = -dv * nd;
+            e_re[t] = -2 * eps * ip * u * nd * sr[t];
+            e_im[t] = 2 * sqe * h;
+        }
+        ASTRO_REAL arg_q, ln_q;
+        if (eps >= (ASTRO_REAL)LENS_DPIE_SMALL_EPS) {
+            /* q = (num_0 den_1) / (den_0 num_1) = a / b; arg q = arg(a conj b). */
+            const ASTRO_REAL ar = num_re[0] * den_re[1] - num_im[0] * den_im[1];
+            const ASTRO_REAL ai = num_re[0] * den_im[1] + num_im[0] * den_re[1];
+            const ASTRO_REAL br = den_re[0] * num_re[1] - den_im[0] * num_im[1];
+            const ASTRO_REAL bi = den_re[0] * num_im[1] + den_im[0] * num_re[1];
+            arg_q = ASTRO_ATAN2(ai * br - ar * bi, ar * br + ai * bi);
+            ln_q = (ASTRO_REAL)0.5 * ASTRO_LOG((ar * ar + ai * ai) / (br * br + bi * bi));
+        } else {
+            ASTRO_REAL arg_w[2], ln_w[2];
+#pragma unroll
+            for (int t = 0; t < 2; ++t) {
+                const ASTRO_REAL k = 1 / ((den_re[t] * den_re[t] + den_im[t] * den_im[t]) * sr[t]);
+                const ASTRO_REAL er = (e_re[t] * den_re[t] + e_im[t] * den_im[t]) * k;
+                const ASTRO_REAL ei = (e_im[t] * den_re[t] - e_re[t] * den_im[t]) * k;
+                arg_w[t] = ASTRO_ATAN2(ei, 1 + er);
+                ln_w[t] = (ASTRO_REAL)0.5 * ASTRO_LOG1P(er * (2 + er) + ei * ei);
+            }
+            arg_q = arg_w[0] - arg_w[1];
+            ln_q = ln_w[0] - ln_w[1];
+        }
         const ASTRO_REAL k = p[3] * scale;
-        gu = k * (a1 - a2);
-        gv = -k * (l1 - l2);
+        gu = k * arg_q;
+        gv = -k * ln_q;
     }
     *gx += c * gu - s * gv;
     *gy += s * gu + c * gv;

@@ -22,6 +22,10 @@ pub struct ProblemArgs {
     /// Galaxy velocity-dispersion range in km/s, "LO,HI" (the paper's 10,15; 110,130 is realistic).
     #[arg(long, default_value = "10,15")]
     pub galaxy_sigma: String,
+    /// Profile of the preset's halos: sie (the paper's test) or dpie (as Lenstool-HPC models clusters;
+    /// docs/lens.md gives the radii). Default sie.
+    #[arg(long, value_parser = ["sie", "dpie"])]
+    pub profile: Option<String>,
     /// Halo catalogue (CSV, docs/lens-inputs.md) instead of the preset's halos; the preset still sets the
     /// grid.
     #[arg(long)]
@@ -52,10 +56,20 @@ impl ProblemArgs {
         let opts = LensOptions {
             n: self.size,
             galaxy_sigma: parse_sigma(&self.galaxy_sigma)?,
+            profile: match self.profile.as_deref() {
+                Some("dpie") => lens_io::HaloProfile::Dpie,
+                _ => lens_io::HaloProfile::Sie,
+            },
             ..Default::default()
         };
         let mut problem = LensProblem::preset(preset, &opts).map_err(|e| format!("--size: {e}"))?;
         if let Some(path) = &self.halos {
+            if self.profile.is_some() {
+                return Err(format!(
+                    "--profile sets the preset's halos; {} gives each halo its own profile (drop one of the two)",
+                    path.display()
+                ));
+            }
             let records = lens_io::read_halos(path).map_err(|e| e.to_string())?;
             let model = LensModel::from_catalogue(&records, problem.cosmology)
                 .map_err(|e| format!("{}: {e}", path.display()))?;

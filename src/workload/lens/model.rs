@@ -238,9 +238,14 @@ impl Halos {
     }
 }
 
+/// Below this ε the dPIE deflection is formed from w − 1 per radius (see [`dpie_deflection`]); mirrors
+/// LENS_DPIE_SMALL_EPS in cl/common/lens_model.h.
+pub const DPIE_SMALL_EPS: f64 = 0.1;
+
 /// dPIE deflection of one halo at offset (dx, dy) from its centre, generic over the float type (the CPU
-/// paths); the same formula as `lens_dpie_add` in cl/common/lens_model.h (Kassiola & Kovner 1993;
-/// Elíasdóttir et al. 2007, appendix A). `scale` is b·r_cut/(r_cut − r_core), as stored in the halo tables.
+/// paths); the same arithmetic as `lens_dpie_add` in cl/common/lens_model.h, whose comment derives the
+/// cancellation-free form (Kassiola & Kovner 1993; Elíasdóttir et al. 2007, appendix A). `scale` is
+/// b·r_cut/(r_cut − r_core), as stored in the halo tables.
 #[allow(clippy::too_many_arguments)]
 pub fn dpie_deflection<T: Real>(
     dx: T,
@@ -259,25 +264,69 @@ pub fn dpie_deflection<T: Real>(
     let (gu, gv) = if eps.to_f64() < DPIE_CIRCULAR_EPS {
         let s2 = u * u + v * v;
         if s2.to_f64() > 0.0 {
-            let t = scale * ((s2 + rc * rc).sqrt() - rc - (s2 + rcut * rcut).sqrt() + rcut) / s2;
+            let inv = |r: T| one / ((s2 + r * r).sqrt() + r);
+            let t = scale * (inv(rc) - inv(rcut));
             (t * u, t * v)
         } else {
             (T::ZERO, T::ZERO)
         }
     } else {
         let sqe = eps.sqrt();
+        let (ip, im) = (one / (one + eps), one / (one - eps));
         let cx1 = (one - eps) / (one + eps);
         let k = (one - eps * eps) / (two * sqe);
-        let rho2 = u * u / ((one + eps) * (one + eps)) + v * v / ((one - eps) * (one - eps));
-        let term = |r: T| -> (T, T) {
-            let (nr, ni) = (cx1 * u, two * sqe * (r * r + rho2).sqrt() - v / cx1);
-            let (dr, di) = (u, two * r * sqe - v);
-            let d2 = dr * dr + di * di;
-            let (wr, wi) = ((nr * dr + ni * di) / d2, (ni * dr - nr * di) / d2);
-            (wi.atan2(wr), T::from_f64(0.5) * (wr * wr + wi * wi).ln())
+        let uu = u * u * ip * ip;
+        let rho2 = uu + v * v * im * im;
+        let v_cx1 = v * (one + eps) * im;
+        let upper = v.to_f64() >= 0.0;
+        // Per radius: (num, den) with w = num/den, both scaled by nd; e's numerator; S + r.
+        let parts = |r: T| {
+            let f = two * r * sqe;
+            let dv = v - f;
+            let big_s = (r * r + rho2).sqrt();
+            let sr = big_s + r;
+            let (nd, nn, h) = if upper {
+                (
+                    two * sqe * big_s + v_cx1,
+                    two * two * eps * uu - dv * (dv + two * f),
+                    two * sqe * uu * sr + dv * (rho2 + sqe * im * v * sr),
+                )
+            } else {
+                (one, two * sqe * big_s - v_cx1, rho2 - sqe * im * v * sr)
+            };
+            let num = (cx1 * u * nd, nn);
+            let den = (u * nd, T::ZERO - dv * nd);
+            let e = (T::ZERO - two * eps * ip * u * nd * sr, two * sqe * h);
+            (num, den, e, sr)
         };
-        let ((a1, l1), (a2, l2)) = (term(rc), term(rcut));
-        (k * scale * (a1 - a2), T::ZERO - k * scale * (l1 - l2))
+        let ((num0, den0, e0, sr0), (num1, den1, e1, sr1)) = (parts(rc), parts(rcut));
+        let (arg_q, ln_q) = if eps.to_f64() >= DPIE_SMALL_EPS {
+            let (ar, ai) = (
+                num0.0 * den1.0 - num0.1 * den1.1,
+                num0.0 * den1.1 + num0.1 * den1.0,
+            );
+            let (br, bi) = (
+                den0.0 * num1.0 - den0.1 * num1.1,
+                den0.0 * num1.1 + den0.1 * num1.0,
+            );
+            (
+                (ai * br - ar * bi).atan2(ar * br + ai * bi),
+                T::from_f64(0.5) * ((ar * ar + ai * ai) / (br * br + bi * bi)).ln(),
+            )
+        } else {
+            let log_w = |e: (T, T), den: (T, T), sr: T| {
+                let kk = one / ((den.0 * den.0 + den.1 * den.1) * sr);
+                let er = (e.0 * den.0 + e.1 * den.1) * kk;
+                let ei = (e.1 * den.0 - e.0 * den.1) * kk;
+                (
+                    ei.atan2(one + er),
+                    T::from_f64(0.5) * (er * (two + er) + ei * ei).ln_1p(),
+                )
+            };
+            let ((a0, l0), (a1, l1)) = (log_w(e0, den0, sr0), log_w(e1, den1, sr1));
+            (a0 - a1, l0 - l1)
+        };
+        (k * scale * arg_q, T::ZERO - k * scale * ln_q)
     };
     (c * gu - s * gv, s * gu + c * gv)
 }
@@ -365,6 +414,7 @@ pub trait Real:
     fn to_f64(self) -> f64;
     fn sqrt(self) -> Self;
     fn ln(self) -> Self;
+    fn ln_1p(self) -> Self;
     fn atan2(self, x: Self) -> Self;
     fn max(self, other: Self) -> Self;
 }
@@ -388,6 +438,9 @@ macro_rules! impl_real {
             }
             fn ln(self) -> Self {
                 <$t>::ln(self)
+            }
+            fn ln_1p(self) -> Self {
+                <$t>::ln_1p(self)
             }
             fn atan2(self, x: Self) -> Self {
                 <$t>::atan2(self, x)

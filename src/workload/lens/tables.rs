@@ -83,8 +83,8 @@ impl LensProblem {
                             ix,
                             iy,
                             circular,
-                            0.0,
-                            0.0,
+                            1.0 / (1.0 + eps),
+                            1.0 / (1.0 - eps),
                         ]
                         .map(&cast),
                     );
