@@ -14,6 +14,8 @@ rust::String cuda_runtime_version() { return rust::String(astroport_cuda::runtim
 
 uint64_t cuda_free_memory(int32_t device) { return astroport_cuda::free_memory(static_cast<int>(device)); }
 
+double cuda_prepare(int32_t device) { return astroport_cuda::prepare(static_cast<int>(device)); }
+
 void cuda_release(int32_t device, rust::Slice<const uint64_t> ids) {
     astroport_cuda::release(static_cast<int>(device), std::vector<uint64_t>(ids.begin(), ids.end()));
 }

@@ -78,12 +78,13 @@ pub fn pipe_floor(
     Some((
         units / rate,
         format!(
-            "{} {} pipe: {} SMs x {} lanes x {:.2} GHz / {instr} instr per unit",
+            "{} {} pipe: {} SMs x {} lanes x {:.2} GHz / {} instr per unit",
             p.name,
             precision.name().to_uppercase(),
             info.compute_units,
             lanes,
-            p.clock_hz / 1e9
+            p.clock_hz / 1e9,
+            (instr * 10.0).round() / 10.0
         ),
     ))
 }

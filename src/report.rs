@@ -323,6 +323,7 @@ mod tests {
             reason: reason.into(),
             time_s: None,
             build_s: None,
+            context_s: None,
             throughput: None,
             limit: None,
             accuracy: None,

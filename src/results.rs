@@ -110,6 +110,10 @@ pub struct Row {
     pub reason: String,
     pub time_s: Option<TimeStats>,
     pub build_s: Option<f64>,
+    /// Seconds spent creating the device's context and queue before this row's timed work, where this row
+    /// was the first on its device in the process (CUDA: ~0.1-0.2 s); never part of `time_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_s: Option<f64>,
     pub throughput: Option<Throughput>,
     pub limit: Option<Limit>,
     pub accuracy: Option<Accuracy>,

@@ -101,6 +101,30 @@ fn dpie_preset_and_focus_pixels_on_every_backend() {
     }
 }
 
+/// The hardware floor counts each halo at its own profile's cost: 10 FP32-pipe instructions per SIE
+/// interaction (18 in float64), 80 per dPIE one, averaged over the catalogue.
+#[test]
+fn floor_counts_each_profile() {
+    let sie = LensProblem::preset(Preset::Tiny, &LensOptions::default()).unwrap();
+    assert_eq!(sie.pipe_instructions(LensMode::F32), Some(10.0));
+    assert_eq!(sie.pipe_instructions(LensMode::F64), Some(18.0));
+    let dpie_opts = LensOptions {
+        profile: HaloProfile::Dpie,
+        ..Default::default()
+    };
+    let dpie = LensProblem::preset(Preset::Tiny, &dpie_opts).unwrap();
+    assert_eq!(dpie.pipe_instructions(LensMode::F32), Some(80.0));
+    assert_eq!(dpie.pipe_instructions(LensMode::BUDGET), Some(80.0));
+    let mut halos: Halos = sie.halos.clone();
+    let n = halos.len() as f64 + 2.0;
+    halos.push_dpie(1.0, 2.0, 15.0, 0.2, 0.0, 1.5, 150.0);
+    halos.push_dpie(-1.0, 2.0, 15.0, 0.04, 0.0, 1.5, 60.0);
+    let mixed = LensProblem::new("tiny sie+2 dpie", sie.n, sie.pixel, sie.cosmology, halos).unwrap();
+    let want = (10.0 * (n - 2.0) + 80.0 * 2.0) / n;
+    let got = mixed.pipe_instructions(LensMode::F32).unwrap();
+    assert!((got - want).abs() < 1e-12, "{got} != {want}");
+}
+
 /// Every mixed scheme passes on every backend: f32 tolerance, no pixel over the paper's budget, and a
 /// recomputed fraction reported; the device flags the same pixels as the cpu (same fraction).
 #[test]

@@ -493,6 +493,19 @@ std::vector<Device> devices() {
     return out;
 }
 
+double prepare(int device) {
+    const auto start = std::chrono::steady_clock::now();
+    const int n_dev = device_count();
+    if (device < 0 || device >= n_dev)
+        throw std::runtime_error("CUDA device " + std::to_string(device) + " out of range (" +
+                                 std::to_string(n_dev) + " devices)");
+    std::lock_guard<std::mutex> lock(g_job_mutex);
+    ASTRO_CUDA_CHECK(cudaSetDevice(device));
+    ASTRO_CUDA_CHECK(cudaFree(nullptr));
+    (void)device_stream(device);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 uint64_t free_memory(int device) {
     ASTRO_CUDA_CHECK(cudaSetDevice(device));
     size_t free_bytes = 0, total_bytes = 0;

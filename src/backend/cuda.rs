@@ -1,7 +1,7 @@
 //! The `cuda` model: kernels in `ports/cuda/*.cu` compiled by nvcc at build time; host plumbing in
 //! `ports/cuda/cuda_host.cu`, reached through the g++ bridge `cpp/cuda_bridge.cpp`.
 
-use super::native::discover_native;
+use super::native::{discover_native, NativeFns};
 use super::{Absent, Accelerator, Model};
 
 #[cxx::bridge(namespace = "astroport")]
@@ -17,6 +17,7 @@ mod ffi {
         fn cuda_devices() -> Result<Vec<NativeDevice>>;
         fn cuda_runtime_version() -> Result<String>;
         fn cuda_free_memory(device: i32) -> Result<u64>;
+        fn cuda_prepare(device: i32) -> Result<f64>;
         fn cuda_release(device: i32, ids: &[u64]) -> Result<()>;
         fn cuda_run_job(
             device: i32,
@@ -41,8 +42,11 @@ pub fn discover() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
         Model::Cuda,
         ffi::cuda_devices(),
         toolchain,
-        ffi::cuda_run_job,
-        ffi::cuda_release,
-        Some(ffi::cuda_free_memory),
+        NativeFns {
+            run_job: ffi::cuda_run_job,
+            release: ffi::cuda_release,
+            free_memory: Some(ffi::cuda_free_memory),
+            prepare: Some(ffi::cuda_prepare),
+        },
     )
 }

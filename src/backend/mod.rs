@@ -671,6 +671,11 @@ pub trait Accelerator: Send + Sync {
     fn free_memory(&self) -> Option<u64> {
         None
     }
+    /// Creates the device's context and queue now, so that timed work does not pay for them; returns the
+    /// seconds it took (0 where discovery already did it, as OpenCL's does, and after the first call).
+    fn prepare(&self) -> Result<f64, BackendError> {
+        Ok(0.0)
+    }
 }
 
 /// A runnable target: the Rust `cpu` model or a device of another model.

@@ -133,15 +133,26 @@ pub type FreeMemoryFn = fn(i32) -> Result<u64, cxx::Exception>;
 /// Frees resident buffers of one device (`Accelerator::release`).
 pub type ReleaseFn = fn(i32, &[u64]) -> Result<(), cxx::Exception>;
 
+/// Creates one device's context and queue ahead of timed work (`Accelerator::prepare`); seconds taken.
+pub type PrepareFn = fn(i32) -> Result<f64, cxx::Exception>;
+
+/// The entry points a C++-hosted model's bridge provides; the optional ones are `None` where the runtime has
+/// no such call.
+#[derive(Clone, Copy)]
+pub struct NativeFns {
+    pub run_job: RunJobFn,
+    pub release: ReleaseFn,
+    pub free_memory: Option<FreeMemoryFn>,
+    pub prepare: Option<PrepareFn>,
+}
+
 /// A device of a C++-hosted model (CUDA or SYCL). The Rust half of the host plumbing, written once.
 pub struct NativeAccelerator {
     pub model: Model,
     pub index: i32,
     pub info: DeviceInfo,
     pub toolchain: String,
-    pub run_job: RunJobFn,
-    pub release: ReleaseFn,
-    pub free_memory: Option<FreeMemoryFn>,
+    pub fns: NativeFns,
 }
 
 impl NativeAccelerator {
@@ -150,9 +161,7 @@ impl NativeAccelerator {
         d: &ffi::NativeDevice,
         platform: &str,
         toolchain: String,
-        run_job: RunJobFn,
-        release: ReleaseFn,
-        free_memory: Option<FreeMemoryFn>,
+        fns: NativeFns,
     ) -> Self {
         NativeAccelerator {
             model,
@@ -169,9 +178,7 @@ impl NativeAccelerator {
                 fp64: d.fp64,
             },
             toolchain,
-            run_job,
-            release,
-            free_memory,
+            fns,
         }
     }
 }
@@ -348,11 +355,17 @@ impl Accelerator for NativeAccelerator {
         self.toolchain.clone()
     }
     fn free_memory(&self) -> Option<u64> {
-        self.free_memory.and_then(|f| f(self.index).ok())
+        self.fns.free_memory.and_then(|f| f(self.index).ok())
+    }
+    fn prepare(&self) -> Result<f64, BackendError> {
+        match self.fns.prepare {
+            Some(f) => f(self.index).map_err(|e| BackendError::Runtime(e.what().to_string())),
+            None => Ok(0.0),
+        }
     }
     fn release(&self, ids: &[u64]) {
         // Only fails when the runtime is already broken; the buffers go with the process then.
-        let _ = (self.release)(self.index, ids);
+        let _ = (self.fns.release)(self.index, ids);
     }
     fn run(&self, job: &KernelJob) -> Result<JobOutput, BackendError> {
         job.validate()?;
@@ -362,7 +375,7 @@ impl Accelerator for NativeAccelerator {
         };
         let flat = flatten(job, source);
         let mut out_bytes = vec![0u8; job.output_bytes()];
-        let outcome = (self.run_job)(
+        let outcome = (self.fns.run_job)(
             self.index,
             &flat.job,
             &flat.buffers,
@@ -393,9 +406,7 @@ pub fn discover_native(
     model: Model,
     devices: Result<Vec<ffi::NativeDevice>, cxx::Exception>,
     toolchain: String,
-    run_job: RunJobFn,
-    release: ReleaseFn,
-    free_memory: Option<FreeMemoryFn>,
+    fns: NativeFns,
 ) -> Result<Vec<Box<dyn Accelerator>>, super::Absent> {
     let absent = |why, reason: String| super::Absent {
         model,
@@ -428,9 +439,7 @@ pub fn discover_native(
                 d,
                 &platform,
                 toolchain.clone(),
-                run_job,
-                release,
-                free_memory,
+                fns,
             )) as Box<dyn Accelerator>
         })
         .collect())

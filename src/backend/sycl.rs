@@ -1,7 +1,7 @@
 //! The `sycl` model: SYCL 2020 free-function kernels in `ports/sycl/`, compiled at run time by the DPC++
 //! runtime; host plumbing in `cpp/sycl_host.cpp`, reached through `cpp/sycl_bridge.cpp`.
 
-use super::native::discover_native;
+use super::native::{discover_native, NativeFns};
 use super::{Absent, Accelerator, Model};
 
 #[cxx::bridge(namespace = "astroport")]
@@ -36,8 +36,11 @@ pub fn discover() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
         Model::Sycl,
         ffi::sycl_devices(),
         toolchain,
-        ffi::sycl_run_job,
-        ffi::sycl_release,
-        None,
+        NativeFns {
+            run_job: ffi::sycl_run_job,
+            release: ffi::sycl_release,
+            free_memory: None,
+            prepare: None,
+        },
     )
 }

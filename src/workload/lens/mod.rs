@@ -102,6 +102,9 @@ impl Default for LensOptions {
 /// Largest grid side accepted (index arithmetic is 32-bit in the kernels; tiling covers memory).
 pub const MAX_N: usize = 46_000;
 
+/// FP32-pipe instructions of one dPIE interaction, counted by hand (see `pipe_instructions`).
+const DPIE_PIPE_INSTRUCTIONS: f64 = 80.0;
+
 /// A lens model on a square pixel grid: what one deflection run computes. Built from a [`Preset`] or from a
 /// model and a grid; holds the halos in the kernels' order and their tables in every precision.
 #[derive(Debug, Clone)]
@@ -359,13 +362,18 @@ impl Workload for LensProblem {
         })
     }
     fn pipe_instructions(&self, mode: LensMode) -> Option<f64> {
-        // 10 FP32-pipe instructions per interaction (+1 MUFU rsqrt, on its own pipe); FP64 has no hardware
-        // rsqrt, about 18 DFMA-pipe instructions with the Newton steps (docs/lens.md). Mixed modes are bounded
-        // by their float32 pass. (dPIE halos cost about 10× more; the floor assumes SIE.)
-        Some(match mode {
+        // Per interaction, averaged over the catalogue's profiles. SIE: 10 FP32-pipe instructions (+1 MUFU
+        // rsqrt, on its own pipe); FP64 has no hardware rsqrt, about 18 DFMA-pipe instructions with the Newton
+        // steps (docs/lens.md). dPIE: about 80 FP32-pipe instructions, counted by hand on the eps >= 0.1 path
+        // of lens_dpie_add (two square roots, one division, one atan2, one log; docs/perf-notes.md); float64
+        // uses the same count, a floor it cannot beat. Mixed modes are bounded by their float32 pass.
+        let sie = match mode {
             LensMode::F64 => 18.0,
             _ => 10.0,
-        })
+        };
+        let (n_sie, n_dpie) = (self.tables64.n_sie as f64, self.tables64.n_dpie as f64);
+        let n = (n_sie + n_dpie).max(1.0);
+        Some((sie * n_sie + DPIE_PIPE_INSTRUCTIONS * n_dpie) / n)
     }
     fn reference(&self) -> Field {
         self.cpu_grid(&self.tables64)
