@@ -142,6 +142,7 @@ fn run_row<W: Workload>(
         Err(e) => {
             r.status = match e {
                 RunError::Unsupported(_) => Status::NoDevice,
+                RunError::NotBuilt(_) => Status::NotBuilt,
                 RunError::Failed(_) => Status::Failed,
             };
             r.reason = e.to_string();

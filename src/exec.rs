@@ -159,7 +159,10 @@ impl<T> Measured<T> {
 /// Why a run produced no result: the device cannot do it (a `no_device` row), or it failed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunError {
+    /// The device cannot run this mode (no float64): the row is `no_device`.
     Unsupported(String),
+    /// This model has no kernels for this workload yet: the row is `not_built`, with the reason.
+    NotBuilt(String),
     Failed(String),
 }
 
@@ -172,7 +175,9 @@ impl From<String> for RunError {
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RunError::Unsupported(why) | RunError::Failed(why) => f.write_str(why),
+            RunError::Unsupported(why) | RunError::NotBuilt(why) | RunError::Failed(why) => {
+                f.write_str(why)
+            }
         }
     }
 }

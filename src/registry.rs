@@ -3,14 +3,15 @@
 //! workload adds one line to [`WORKLOADS`] (docs/architecture.md has the whole checklist).
 
 use crate::bench::{Planned, Runnable};
-use crate::workload::{cubature, lens, lombscargle, Tool, Workload, WorkloadArgs};
+use crate::workload::{cubature, lens, lombscargle, sht, Tool, Workload, WorkloadArgs};
 
 /// Every workload, in the order `bench` runs them.
-pub static WORKLOADS: [Entry; 4] = [
+pub static WORKLOADS: [Entry; 5] = [
     Entry::of::<lens::args::LensArgs>(),
     Entry::of::<lens::args::Chi2Args>(),
     Entry::of::<lombscargle::args::LombScargleArgs>(),
     Entry::of::<cubature::args::CubatureArgs>(),
+    Entry::of::<sht::args::ShtArgs>(),
 ];
 
 /// One workload as the command line sees it.

@@ -119,7 +119,8 @@ fn floor_counts_each_profile() {
     let n = halos.len() as f64 + 2.0;
     halos.push_dpie(1.0, 2.0, 15.0, 0.2, 0.0, 1.5, 150.0);
     halos.push_dpie(-1.0, 2.0, 15.0, 0.04, 0.0, 1.5, 60.0);
-    let mixed = LensProblem::new("tiny sie+2 dpie", sie.n, sie.pixel, sie.cosmology, halos).unwrap();
+    let mixed =
+        LensProblem::new("tiny sie+2 dpie", sie.n, sie.pixel, sie.cosmology, halos).unwrap();
     let want = (10.0 * (n - 2.0) + 80.0 * 2.0) / n;
     let got = mixed.pipe_instructions(LensMode::F32).unwrap();
     assert!((got - want).abs() < 1e-12, "{got} != {want}");

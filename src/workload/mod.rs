@@ -5,6 +5,7 @@
 pub mod cubature;
 pub mod lens;
 pub mod lombscargle;
+pub mod sht;
 
 use crate::backend::{Discovery, Selector, Target};
 use crate::exec::{Measured, Mode, RunError, RunOptions};

@@ -1,0 +1,221 @@
+//! The `cpu` model's transforms, float64: the seed's CPU structure. The Legendre stage runs m-outermost, each
+//! rayon task taking the pair (m, mmax − m) so that tasks hold equal work; every ring pair shares one
+//! recurrence (equatorial symmetry). The ring stage is one real FFT per ring (`realfft`), any length.
+//!
+//! Between the stages sits Δ_m(ring) = Σ_l a_lm λ_lm(θ_ring), the array S2HAT's all-to-all moves between
+//! processes: m-major after synthesis's Legendre stage, ring-major after analysis's FFT stage, so that each
+//! stage's tasks write only their own rows.
+
+use super::grid::RingGrid;
+use super::legendre::{start_factors, MRecurrence};
+use super::Alm;
+use rayon::prelude::*;
+use realfft::num_complex::Complex64;
+use realfft::RealFftPlanner;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+const ZERO: Complex64 = Complex64 { re: 0.0, im: 0.0 };
+
+/// Synthesis (alm2map): the map on `grid` of the band-limited function with coefficients `alm`.
+pub fn alm2map(grid: &RingGrid, alm: &Alm) -> Vec<f64> {
+    let delta = legendre_synthesis(grid, alm);
+    rings_from_delta(grid, alm.mmax, &delta)
+}
+
+/// Adjoint synthesis: a_lm = Σ_p w_p f_p Y*_lm(p), with the grid's quadrature weights w_p (map2alm with
+/// iter = 0; exact on Gauss-Legendre for band-limited maps).
+pub fn adjoint(grid: &RingGrid, map: &[f64], lmax: usize, mmax: usize) -> Alm {
+    let g = rings_to_phases(grid, map, mmax);
+    legendre_analysis(grid, &g, lmax, mmax)
+}
+
+/// Analysis (map2alm) with `iter` Jacobi refinements, as healpy's `map2alm(iter=N)`:
+/// a ← a + adjoint(map − alm2map(a)).
+pub fn map2alm(grid: &RingGrid, map: &[f64], lmax: usize, mmax: usize, iter: usize) -> Alm {
+    let mut alm = adjoint(grid, map, lmax, mmax);
+    for _ in 0..iter {
+        let model = alm2map(grid, &alm);
+        let residual: Vec<f64> = map.iter().zip(&model).map(|(f, g)| f - g).collect();
+        let correction = adjoint(grid, &residual, lmax, mmax);
+        for (a, c) in alm.coeffs.iter_mut().zip(&correction.coeffs) {
+            *a += c;
+        }
+    }
+    alm
+}
+
+/// One row per m (0..=mmax), handed out as the seed's min-max pairs (m, mmax − m): every task then holds
+/// about the same number of (l, m) terms.
+fn min_max_pairs<T>(rows: Vec<&mut [T]>) -> Vec<Vec<(usize, &mut [T])>> {
+    let mmax = rows.len().saturating_sub(1);
+    let mut rows: Vec<Option<&mut [T]>> = rows.into_iter().map(Some).collect();
+    (0..=mmax / 2)
+        .map(|k| {
+            [k, mmax - k]
+                .into_iter()
+                .filter_map(|m| rows[m].take().map(|row| (m, row)))
+                .collect()
+        })
+        .collect()
+}
+
+/// Δ_m(ring) for every m and ring, m-major.
+fn legendre_synthesis(grid: &RingGrid, alm: &Alm) -> Vec<Complex64> {
+    let nr = grid.rings.len();
+    let c = start_factors(alm.mmax);
+    let mut delta = vec![ZERO; (alm.mmax + 1) * nr];
+    min_max_pairs(delta.chunks_mut(nr.max(1)).collect())
+        .into_par_iter()
+        .for_each(|task| {
+            for (m, row) in task {
+                let rec = MRecurrence::new(m, alm.lmax, c[m]);
+                let coeffs = alm.m_slice(m);
+                for pair in &grid.pairs {
+                    let (mut even, mut odd) = (ZERO, ZERO);
+                    rec.walk(pair.cos, pair.sin, |l, lambda| {
+                        if (l - m) % 2 == 0 {
+                            even += coeffs[l - m] * lambda;
+                        } else {
+                            odd += coeffs[l - m] * lambda;
+                        }
+                    });
+                    // λ_lm(π − θ) = (−1)^(l+m) λ_lm(θ).
+                    row[pair.north] = even + odd;
+                    if let Some(s) = pair.south {
+                        row[s] = even - odd;
+                    }
+                }
+            }
+        });
+    delta
+}
+
+/// a_lm = Σ_pairs λ_lm(θ) (G_north ± G_south), from the ring-major phases G_m(ring).
+fn legendre_analysis(grid: &RingGrid, g: &[Complex64], lmax: usize, mmax: usize) -> Alm {
+    let nm = mmax + 1;
+    let c = start_factors(mmax);
+    let mut alm = Alm::zeros(lmax, mmax);
+    let mut blocks = Vec::with_capacity(nm);
+    let mut rest: &mut [Complex64] = &mut alm.coeffs;
+    for m in 0..=mmax {
+        let (block, tail) = rest.split_at_mut(lmax + 1 - m);
+        blocks.push(block);
+        rest = tail;
+    }
+    let tasks = min_max_pairs(blocks);
+    tasks.into_par_iter().for_each(|task| {
+        for (m, out) in task {
+            let rec = MRecurrence::new(m, lmax, c[m]);
+            for pair in &grid.pairs {
+                let north = g[pair.north * nm + m];
+                let south = pair.south.map_or(ZERO, |s| g[s * nm + m]);
+                let (even, odd) = (north + south, north - south);
+                rec.walk(pair.cos, pair.sin, |l, lambda| {
+                    out[l - m] += if (l - m) % 2 == 0 { even } else { odd } * lambda;
+                });
+            }
+        }
+    });
+    alm
+}
+
+/// One plan per ring length, made before the parallel loops.
+fn plans<T>(grid: &RingGrid, mut make: impl FnMut(usize) -> Arc<T>) -> HashMap<usize, Arc<T>>
+where
+    T: ?Sized,
+{
+    let mut out = HashMap::new();
+    for r in &grid.rings {
+        out.entry(r.nphi).or_insert_with(|| make(r.nphi));
+    }
+    out
+}
+
+/// The map's rings as disjoint mutable slices, in ring order.
+fn ring_slices<'a>(grid: &RingGrid, map: &'a mut [f64]) -> Vec<&'a mut [f64]> {
+    let mut out = Vec::with_capacity(grid.rings.len());
+    let mut rest = map;
+    let mut pos = 0;
+    for r in &grid.rings {
+        let (_, tail) = rest.split_at_mut(r.offset - pos);
+        let (ring, tail) = tail.split_at_mut(r.nphi);
+        out.push(ring);
+        rest = tail;
+        pos = r.offset + r.nphi;
+    }
+    out
+}
+
+/// The ring stage of synthesis: each ring's pixels from its Δ_m, Σ_m Δ_m e^{imφ} folded onto the ring's
+/// nφ frequencies (m ≥ nφ/2 aliases, as it must on short polar rings) and one inverse real FFT.
+fn rings_from_delta(grid: &RingGrid, mmax: usize, delta: &[Complex64]) -> Vec<f64> {
+    let nr = grid.rings.len();
+    let mut planner = RealFftPlanner::<f64>::new();
+    let plans = plans(grid, |n| planner.plan_fft_inverse(n));
+    let mut map = vec![0.0; grid.npix];
+    ring_slices(grid, &mut map)
+        .into_par_iter()
+        .zip(grid.rings.par_iter().enumerate())
+        .for_each(|(out, (r, ring))| {
+            let n = ring.nphi;
+            let mut spectrum = vec![ZERO; n / 2 + 1];
+            for m in 0..=mmax {
+                let d = delta[m * nr + r];
+                if m == 0 {
+                    spectrum[0].re += d.re;
+                    continue;
+                }
+                let f = d * Complex64::from_polar(1.0, m as f64 * ring.phi0);
+                let k = m % n;
+                if k <= n / 2 {
+                    spectrum[k] += f;
+                }
+                let mirror = (n - k) % n;
+                if mirror <= n / 2 {
+                    spectrum[mirror] += f.conj();
+                }
+            }
+            // The folded spectrum is Hermitian by construction; C2R wants the exact zeros it implies.
+            spectrum[0].im = 0.0;
+            if n % 2 == 0 {
+                spectrum[n / 2].im = 0.0;
+            }
+            plans[&n]
+                .process(&mut spectrum, out)
+                .expect("spectrum length and Hermitian ends are set above");
+        });
+    map
+}
+
+/// The ring stage of analysis: G_m(ring) = w Σ_j f_j e^{−imφ_j} for m = 0..=mmax, ring-major, from one
+/// forward real FFT per ring.
+fn rings_to_phases(grid: &RingGrid, map: &[f64], mmax: usize) -> Vec<Complex64> {
+    let nm = mmax + 1;
+    let mut planner = RealFftPlanner::<f64>::new();
+    let plans = plans(grid, |n| planner.plan_fft_forward(n));
+    let mut g = vec![ZERO; grid.rings.len() * nm];
+    g.par_chunks_mut(nm)
+        .zip(grid.rings.par_iter())
+        .for_each(|(row, ring)| {
+            let n = ring.nphi;
+            let mut pixels: Vec<f64> = map[ring.offset..ring.offset + n]
+                .iter()
+                .map(|f| f * ring.weight)
+                .collect();
+            let mut spectrum = vec![ZERO; n / 2 + 1];
+            plans[&n]
+                .process(&mut pixels, &mut spectrum)
+                .expect("buffer lengths match the plan");
+            for (m, out) in row.iter_mut().enumerate() {
+                let k = m % n;
+                let x = if k <= n / 2 {
+                    spectrum[k]
+                } else {
+                    spectrum[n - k].conj()
+                };
+                *out = x * Complex64::from_polar(1.0, -(m as f64) * ring.phi0);
+            }
+        });
+    g
+}

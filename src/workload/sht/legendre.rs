@@ -1,0 +1,219 @@
+//! The normalised associated Legendre functions λ_lm(cos θ) (orthonormal, Condon-Shortley phase; healpy and
+//! ducc0's convention, tests/data/sht/CONVENTIONS.md), by the three-term recurrence in l:
+//!
+//! λ_mm = (−1)^m c_m sin^m θ, c_m = sqrt((2m+1)/4π · Π_{k≤m} (2k−1)/2k),
+//! λ_lm = a_l cos θ λ_{l−1,m} − b_l λ_{l−2,m}, a_l = sqrt((4l²−1)/(l²−m²)), b_l = a_l / a_{l−1}.
+//!
+//! λ_mm underflows a double for large m near the poles (1e-496 at m = 2000, θ = 0.6) while λ_lm at high l is
+//! O(1): the recurrence starts on a value carried with an extended exponent, v·2^(−600k), and rescales by
+//! 2^600 whenever |v| passes 2^300, until k = 0 (research/sht.md §5, as ducc0 and libsharp do). Only terms
+//! with k = 0 enter the sums; the ones dropped are below 2^−300 ≈ 5e-91 in true value.
+
+use std::f64::consts::PI;
+
+/// Bits of one step of the extended exponent.
+pub const SCALE_BITS: i32 = 600;
+/// |v| above this while k > 0: rescale.
+const RESCALE_ABOVE: f64 = f64::from_bits(((1023 + 300) as u64) << 52);
+/// 2^−600.
+const SCALE_DOWN: f64 = f64::from_bits(((1023 - SCALE_BITS) as u64) << 52);
+
+/// The recurrence of one m up to lmax: a_l and b_l for l = m+1..=lmax (index l − m − 1), and c_m.
+#[derive(Debug, Clone)]
+pub struct MRecurrence {
+    pub m: usize,
+    pub lmax: usize,
+    pub c_mm: f64,
+    /// (a_l, b_l) for l = m+1..=lmax; b_{m+1} = 0.
+    pub ab: Vec<(f64, f64)>,
+}
+
+impl MRecurrence {
+    pub fn new(m: usize, lmax: usize, c_mm: f64) -> MRecurrence {
+        let mf = m as f64;
+        let mut ab = Vec::with_capacity(lmax.saturating_sub(m));
+        let mut a_prev = 0.0f64;
+        for l in m + 1..=lmax {
+            let lf = l as f64;
+            let a = ((4.0 * lf * lf - 1.0) / ((lf - mf) * (lf + mf))).sqrt();
+            let b = if l == m + 1 { 0.0 } else { a / a_prev };
+            ab.push((a, b));
+            a_prev = a;
+        }
+        MRecurrence { m, lmax, c_mm, ab }
+    }
+
+    /// λ_mm at sin θ as (v, k): λ_mm = v·2^(−600k), |v| ≥ 2^−300 whenever k > 0.
+    pub fn start(&self, sin: f64) -> (f64, i32) {
+        let (mant, e) = pow_scaled(sin, self.m);
+        let sign = if self.m % 2 == 1 { -1.0 } else { 1.0 };
+        let v = sign * self.c_mm * mant; // |v| in [c_m/2, c_m)
+        if e >= -300 {
+            (v * two_pow(e as i32), 0)
+        } else {
+            let step = SCALE_BITS as i64;
+            let k = (-300 - e + step - 1) / step; // e < −300: a positive ceiling division
+            (v * two_pow((e + SCALE_BITS as i64 * k) as i32), k as i32)
+        }
+    }
+
+    /// Walks l = m..=lmax at (cos θ, sin θ), calling `visit(l, λ_lm)` for every l whose λ is within double
+    /// range (k = 0); earlier l are skipped (their λ is below 2^−300).
+    #[inline]
+    pub fn walk(&self, cos: f64, sin: f64, mut visit: impl FnMut(usize, f64)) {
+        let (mut p, mut k) = self.start(sin);
+        let mut p_prev = 0.0;
+        let m = self.m;
+        if k == 0 {
+            visit(m, p);
+        }
+        let mut l = m + 1;
+        // Scaled phase: checks and rescales until k = 0.
+        while k > 0 && l <= self.lmax {
+            let (a, b) = self.ab[l - m - 1];
+            let mut next = a * cos * p - b * p_prev;
+            if next.abs() > RESCALE_ABOVE {
+                next *= SCALE_DOWN;
+                p *= SCALE_DOWN;
+                k -= 1;
+            }
+            p_prev = p;
+            p = next;
+            if k == 0 {
+                visit(l, p);
+            }
+            l += 1;
+        }
+        // Plain phase: no checks.
+        for &(a, b) in &self.ab[(l - m - 1).min(self.ab.len())..] {
+            let next = a * cos * p - b * p_prev;
+            p_prev = p;
+            p = next;
+            visit(l, p);
+            l += 1;
+        }
+    }
+}
+
+/// c_m = sqrt((2m+1)/4π · Π_{k=1..m} (2k−1)/2k) for m = 0..=mmax (no underflow: the product is about
+/// 1/sqrt(πm)).
+pub fn start_factors(mmax: usize) -> Vec<f64> {
+    let mut prod = 1.0f64;
+    (0..=mmax)
+        .map(|m| {
+            if m > 0 {
+                prod *= (2 * m - 1) as f64 / (2 * m) as f64;
+            }
+            ((2 * m + 1) as f64 / (4.0 * PI) * prod).sqrt()
+        })
+        .collect()
+}
+
+/// λ_lm(θ) alone, with its extended exponent kept to the end: (mantissa, log2 scale) so that
+/// λ = v·2^(−600k) even where it underflows (the spot checks against the mpmath oracle use it).
+pub fn lambda_lm(l: usize, m: usize, theta: f64) -> (f64, i32) {
+    assert!(m <= l);
+    let c = start_factors(m)[m];
+    let rec = MRecurrence::new(m, l, c);
+    let (cos, sin) = (theta.cos(), theta.sin());
+    let (mut p, mut k) = rec.start(sin);
+    let mut p_prev = 0.0;
+    for &(a, b) in &rec.ab {
+        let mut next = a * cos * p - b * p_prev;
+        if k > 0 && next.abs() > RESCALE_ABOVE {
+            next *= SCALE_DOWN;
+            p *= SCALE_DOWN;
+            k -= 1;
+        }
+        p_prev = p;
+        p = next;
+    }
+    (p, k)
+}
+
+/// 2^e for e in the normal range.
+fn two_pow(e: i32) -> f64 {
+    debug_assert!((-1022..=1023).contains(&e));
+    f64::from_bits(((1023 + e) as u64) << 52)
+}
+
+/// x > 0 as (mantissa in [0.5, 1), exponent).
+fn frexp(x: f64) -> (f64, i64) {
+    let bits = x.to_bits();
+    let biased = ((bits >> 52) & 0x7ff) as i64;
+    if biased == 0 {
+        let (m, e) = frexp(x * two_pow(64));
+        return (m, e - 64);
+    }
+    let mant = f64::from_bits((bits & !(0x7ffu64 << 52)) | (1022u64 << 52));
+    (mant, biased - 1022)
+}
+
+/// x^n for 0 < x ≤ 1 as (mantissa in [0.5, 1), exponent), by squaring with the exponent kept apart: no
+/// underflow for any n, about log2(n) roundings.
+fn pow_scaled(x: f64, n: usize) -> (f64, i64) {
+    let (mut base, mut base_e) = frexp(x);
+    let (mut acc, mut acc_e) = (0.5f64, 1i64); // 1.0
+    let mut n = n;
+    while n > 0 {
+        if n & 1 == 1 {
+            let (m, e) = frexp(acc * base);
+            acc = m;
+            acc_e += base_e + e;
+        }
+        n >>= 1;
+        if n > 0 {
+            let (m, e) = frexp(base * base);
+            base = m;
+            base_e = 2 * base_e + e;
+        }
+    }
+    (acc, acc_e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn low_degrees_match_closed_forms() {
+        let theta: f64 = 0.7;
+        let value = |l, m| {
+            let (v, k) = lambda_lm(l, m, theta);
+            assert_eq!(k, 0);
+            v
+        };
+        let (c, s) = (theta.cos(), theta.sin());
+        assert!((value(0, 0) - 1.0 / (4.0 * PI).sqrt()).abs() < 1e-16);
+        assert!((value(1, 0) - (3.0 / (4.0 * PI)).sqrt() * c).abs() < 1e-15);
+        assert!((value(1, 1) + (3.0 / (8.0 * PI)).sqrt() * s).abs() < 1e-15);
+        // λ_20 = sqrt(5/4π) (3c² − 1)/2.
+        let l20 = (5.0 / (4.0 * PI)).sqrt() * (3.0 * c * c - 1.0) / 2.0;
+        assert!((value(2, 0) - l20).abs() < 1e-15);
+    }
+
+    #[test]
+    fn pow_scaled_reaches_far_below_double_range() {
+        let (m, e) = pow_scaled(0.5, 3000);
+        assert_eq!((m, e), (0.5, -2999));
+        let (m, e) = pow_scaled(0.3, 7);
+        assert!((m * 2f64.powi(e as i32) - 0.3f64.powi(7)).abs() < 1e-20);
+    }
+
+    #[test]
+    fn walk_agrees_with_single_values() {
+        let (lmax, m, theta) = (300usize, 120usize, 0.2f64);
+        let rec = MRecurrence::new(m, lmax, start_factors(m)[m]);
+        let mut seen = Vec::new();
+        rec.walk(theta.cos(), theta.sin(), |l, v| seen.push((l, v)));
+        assert!(!seen.is_empty());
+        for (l, v) in seen {
+            let (w, k) = lambda_lm(l, m, theta);
+            assert_eq!(k, 0, "l {l}");
+            assert!(
+                (v - w).abs() <= 1e-14 * w.abs().max(1e-300),
+                "l {l}: {v} {w}"
+            );
+        }
+    }
+}

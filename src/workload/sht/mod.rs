@@ -1,0 +1,316 @@
+//! Spherical harmonic transforms (seed 002: S2HAT and its GPU port; research/sht.md; docs/sht.md):
+//! `alm2map` (synthesis) and `map2alm` (analysis, with healpy's Jacobi iterations) on iso-latitude ring
+//! grids, in healpy and ducc0's conventions (orthonormal Y_lm with the Condon-Shortley phase, m-major a_lm,
+//! HEALPix RING order; tests/data/sht/CONVENTIONS.md).
+//!
+//! The library: [`RingGrid`] (HEALPix, Gauss-Legendre, any ring list), [`Alm`], and [`alm2map`] /
+//! [`map2alm`] on the `cpu` model. The workload: [`ShtProblem`], one transform of a preset, run and checked
+//! by the driver like every other.
+
+pub mod args;
+pub mod cpu;
+pub mod grid;
+pub mod legendre;
+
+pub use cpu::{adjoint, alm2map, map2alm};
+pub use grid::{Ring, RingGrid};
+
+use crate::backend::{Precision, Target};
+use crate::exec::{time_host, Measured, RunError, RunOptions};
+use crate::workload::{Accuracy, Verdict, Work, Workload};
+use rand::{Rng, SeedableRng};
+use realfft::num_complex::Complex64;
+use serde::Serialize;
+
+/// Spherical harmonic coefficients a_lm for 0 ≤ m ≤ mmax, m ≤ l ≤ lmax, m-major as healpy's
+/// `Alm.getidx`: index(l, m) = m (2 lmax + 1 − m) / 2 + l. Real maps: a_{l,−m} = (−1)^m conj(a_lm).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Alm {
+    pub lmax: usize,
+    pub mmax: usize,
+    pub coeffs: Vec<Complex64>,
+}
+
+impl Alm {
+    pub fn zeros(lmax: usize, mmax: usize) -> Alm {
+        assert!(mmax <= lmax);
+        Alm {
+            lmax,
+            mmax,
+            coeffs: vec![Complex64::new(0.0, 0.0); Alm::len_for(lmax, mmax)],
+        }
+    }
+
+    /// Number of coefficients for (lmax, mmax).
+    pub fn len_for(lmax: usize, mmax: usize) -> usize {
+        (mmax + 1) * (2 * lmax + 2 - mmax) / 2
+    }
+
+    pub fn index(&self, l: usize, m: usize) -> usize {
+        m * (2 * self.lmax + 1 - m) / 2 + l
+    }
+
+    /// a_lm for l = m..=lmax.
+    pub fn m_slice(&self, m: usize) -> &[Complex64] {
+        let start = self.index(m, m);
+        &self.coeffs[start..start + self.lmax + 1 - m]
+    }
+
+    /// White coefficients of unit variance (a_l0 real), from a fixed seed: the presets' input.
+    pub fn random(lmax: usize, mmax: usize, seed: u64) -> Alm {
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(seed);
+        let mut gauss = move || {
+            // Box-Muller: two uniforms to one standard normal.
+            let u: f64 = rng.random::<f64>().max(f64::MIN_POSITIVE);
+            let v: f64 = rng.random();
+            (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+        };
+        let mut alm = Alm::zeros(lmax, mmax);
+        for m in 0..=mmax {
+            for l in m..=lmax {
+                let k = alm.index(l, m);
+                alm.coeffs[k] = if m == 0 {
+                    Complex64::new(gauss(), 0.0)
+                } else {
+                    Complex64::new(gauss(), gauss()) / std::f64::consts::SQRT_2
+                };
+            }
+        }
+        alm
+    }
+
+    /// (re, im) pairs, flattened.
+    pub fn to_flat(&self) -> Vec<f64> {
+        self.coeffs.iter().flat_map(|c| [c.re, c.im]).collect()
+    }
+}
+
+/// Which transform a problem times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transform {
+    Alm2Map,
+    /// Analysis with `iter` Jacobi refinements (0: the adjoint alone, one transform).
+    Map2Alm {
+        iter: usize,
+    },
+}
+
+impl Transform {
+    pub fn name(self) -> String {
+        match self {
+            Transform::Alm2Map => "alm2map".into(),
+            Transform::Map2Alm { iter: 0 } => "map2alm".into(),
+            Transform::Map2Alm { iter } => format!("map2alm iter {iter}"),
+        }
+    }
+}
+
+/// The presets: (name, grid, lmax). `tiny` is the oracle's size; `planck` the seed's; `highl` the stability
+/// case (Gauss-Legendre to l = 8192).
+pub const PRESETS: [&str; 4] = ["tiny", "ci", "planck", "highl"];
+
+/// One transform of one preset's input, with the input prepared (the map of map2alm is the preset's
+/// coefficients synthesised on the `cpu` model).
+pub struct ShtProblem {
+    pub preset: String,
+    pub grid: RingGrid,
+    pub lmax: usize,
+    pub mmax: usize,
+    pub transform: Transform,
+    /// The coefficients synthesised (alm2map's input; the map2alm input's origin).
+    pub alm_in: Alm,
+    /// map2alm's input.
+    pub map_in: Vec<f64>,
+}
+
+impl ShtProblem {
+    pub fn preset(name: &str, transform: Transform) -> Result<ShtProblem, String> {
+        let (grid, lmax) = match name {
+            "tiny" => (RingGrid::healpix(32)?, 64),
+            "ci" => (RingGrid::healpix(256)?, 512),
+            "planck" => (RingGrid::healpix(2048)?, 4096),
+            "highl" => (RingGrid::gauss_legendre(8193, 16386)?, 8192),
+            other => {
+                return Err(format!(
+                    "unknown sht preset '{other}' (expected one of {})",
+                    PRESETS.join(", ")
+                ))
+            }
+        };
+        ShtProblem::new(name, grid, lmax, transform)
+    }
+
+    pub fn new(
+        preset: &str,
+        grid: RingGrid,
+        lmax: usize,
+        transform: Transform,
+    ) -> Result<ShtProblem, String> {
+        let alm_in = Alm::random(lmax, lmax, 1);
+        let map_in = match transform {
+            Transform::Alm2Map => Vec::new(),
+            Transform::Map2Alm { .. } => alm2map(&grid, &alm_in),
+        };
+        Ok(ShtProblem {
+            preset: preset.into(),
+            grid,
+            lmax,
+            mmax: lmax,
+            transform,
+            alm_in,
+            map_in,
+        })
+    }
+
+    /// (ring pair, l, m) triples of one Legendre stage: its work.
+    pub fn triples(&self) -> f64 {
+        let lm = (self.mmax + 1) * (2 * self.lmax + 2 - self.mmax) / 2;
+        lm as f64 * self.grid.pairs.len() as f64
+    }
+
+    /// The transform on the `cpu` model, flattened: the map, or the coefficients as (re, im).
+    fn cpu_output(&self) -> Vec<f64> {
+        match self.transform {
+            Transform::Alm2Map => alm2map(&self.grid, &self.alm_in),
+            Transform::Map2Alm { iter } => {
+                map2alm(&self.grid, &self.map_in, self.lmax, self.mmax, iter).to_flat()
+            }
+        }
+    }
+}
+
+/// A row's own figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShtDetails {
+    pub transform: String,
+    pub lmax: usize,
+    pub grid: String,
+    /// map2alm only: relative L2 distance of the result from the coefficients the input map was made from
+    /// (the quadrature's own error: exact on Gauss-Legendre, about 1e-3 at iter 0 on HEALPix).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_recovery_rel_l2: Option<f64>,
+}
+
+/// Relative tolerance against the float64 reference (maximum error over the largest reference value).
+pub const TOL_F64_REL: f64 = 1e-12;
+
+impl Workload for ShtProblem {
+    type Mode = Precision;
+    type Output = Vec<f64>;
+    type Reference = Vec<f64>;
+    type Details = ShtDetails;
+
+    fn name(&self) -> &'static str {
+        "sht"
+    }
+    fn preset(&self) -> &str {
+        &self.preset
+    }
+    fn describe(&self) -> String {
+        format!(
+            "{}, lmax {}, {}",
+            self.grid.describe(),
+            self.lmax,
+            self.transform.name()
+        )
+    }
+    fn modes(&self) -> Vec<Precision> {
+        vec![Precision::F64]
+    }
+    fn work(&self, _output: &Vec<f64>) -> Option<Work> {
+        let passes = match self.transform {
+            Transform::Alm2Map => 1.0,
+            Transform::Map2Alm { iter } => 1.0 + 2.0 * iter as f64,
+        };
+        Some(Work {
+            units: passes * self.triples(),
+            unit_name: "(ring pair, l, m) terms",
+        })
+    }
+    fn pipe_instructions(&self, _mode: Precision) -> Option<f64> {
+        // 3 FMA per term: one for the recurrence, two for the complex accumulation (research/sht.md §4).
+        Some(3.0)
+    }
+    fn reference(&self) -> Vec<f64> {
+        self.cpu_output()
+    }
+    fn execute(
+        &self,
+        target: &Target,
+        mode: Precision,
+        opts: &RunOptions,
+    ) -> Result<Measured<Vec<f64>>, RunError> {
+        if mode != Precision::F64 {
+            return Err(RunError::NotBuilt("sht runs in float64 only so far".into()));
+        }
+        match target {
+            Target::Cpu(_) => {
+                let (out, times) = time_host(opts, "host clock", || Ok(self.cpu_output()))?;
+                Ok(Measured::host(out, times))
+            }
+            Target::Device(d) => Err(RunError::NotBuilt(format!(
+                "the sht kernels are not written for the {} model yet (cpu only; issue 14)",
+                d.model()
+            ))),
+        }
+    }
+    fn verify(
+        &self,
+        output: &Vec<f64>,
+        reference: &Vec<f64>,
+        _mode: Precision,
+    ) -> Verdict<ShtDetails> {
+        let accuracy = relative_errors(output, reference, TOL_F64_REL);
+        let input_recovery_rel_l2 = match self.transform {
+            Transform::Alm2Map => None,
+            Transform::Map2Alm { .. } => Some(rel_l2(output, &self.alm_in.to_flat())),
+        };
+        Verdict {
+            accuracy,
+            unconverged: None,
+            failure: None,
+            details: ShtDetails {
+                transform: self.transform.name(),
+                lmax: self.lmax,
+                grid: self.grid.describe(),
+                input_recovery_rel_l2,
+            },
+        }
+    }
+}
+
+/// Errors of a flattened output against its reference, relative to the reference's largest magnitude.
+pub fn relative_errors(output: &[f64], reference: &[f64], tol_rel: f64) -> Accuracy {
+    let scale = reference
+        .iter()
+        .fold(0.0f64, |a, v| a.max(v.abs()))
+        .max(1e-300);
+    let (mut max_abs, mut sum2, mut non_finite) = (0.0f64, 0.0f64, 0u64);
+    for (i, r) in reference.iter().enumerate() {
+        let v = output.get(i).copied().unwrap_or(f64::NAN);
+        if !v.is_finite() {
+            non_finite += 1;
+            continue;
+        }
+        max_abs = max_abs.max((v - r).abs());
+        sum2 += (v - r) * (v - r);
+    }
+    let max_rel = max_abs / scale;
+    Accuracy {
+        max_abs,
+        max_rel,
+        rms_abs: (sum2 / reference.len().max(1) as f64).sqrt(),
+        non_finite,
+        tolerance_abs: f64::INFINITY,
+        tolerance_rel: tol_rel,
+        unit: "relative to max |reference|".into(),
+        pass: non_finite == 0 && output.len() == reference.len() && max_rel <= tol_rel,
+    }
+}
+
+/// ‖a − b‖₂ / ‖b‖₂.
+pub fn rel_l2(a: &[f64], b: &[f64]) -> f64 {
+    let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
+    let den: f64 = b.iter().map(|y| y * y).sum();
+    (num / den.max(1e-300)).sqrt()
+}

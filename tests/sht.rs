@@ -1,0 +1,183 @@
+//! The spherical-harmonic reference (the `cpu` model, float64) against independent oracles:
+//! healpy 1.20.1 / ducc0 0.42 maps and coefficients and mpmath's 40-digit λ_lm (tests/data/sht/, made by
+//! make_vectors.py and converted by npz_to_json.py), and exact round trips on Gauss-Legendre grids.
+
+use astroport::oracle;
+use astroport::workload::sht::legendre::lambda_lm;
+use astroport::workload::sht::{alm2map, map2alm, rel_l2, Alm, RingGrid};
+use realfft::num_complex::Complex64;
+use serde_json::Value;
+
+fn data() -> Value {
+    oracle::vectors("sht/sht_vectors.json")
+}
+
+fn floats(v: &Value) -> Vec<f64> {
+    match v {
+        Value::Array(items) => items.iter().flat_map(floats).collect(),
+        Value::Number(n) => vec![n.as_f64().unwrap()],
+        other => panic!("expected numbers, got {other}"),
+    }
+}
+
+fn alm_from(v: &Value, lmax: usize) -> Alm {
+    let flat = floats(v);
+    let mut alm = Alm::zeros(lmax, lmax);
+    assert_eq!(flat.len(), 2 * alm.coeffs.len());
+    for (c, pair) in alm.coeffs.iter_mut().zip(flat.chunks(2)) {
+        *c = Complex64::new(pair[0], pair[1]);
+    }
+    alm
+}
+
+/// max |a − b| / max |b|.
+fn max_rel(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let scale = b.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    a.iter()
+        .zip(b)
+        .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()))
+        / scale
+}
+
+#[test]
+fn healpix_geometry_matches_healpy() {
+    let d = data();
+    let g = RingGrid::healpix(32).unwrap();
+    let theta = floats(&d["hp32_ring_theta"]);
+    let nphi = floats(&d["hp32_ring_nphi"]);
+    let phi0 = floats(&d["hp32_ring_phi0"]);
+    let start = floats(&d["hp32_ring_start"]);
+    assert_eq!(g.rings.len(), theta.len());
+    for (i, r) in g.rings.iter().enumerate() {
+        assert!(
+            (r.theta - theta[i]).abs() < 1e-14,
+            "ring {i}: {} {}",
+            r.theta,
+            theta[i]
+        );
+        assert_eq!(r.nphi as f64, nphi[i], "ring {i}");
+        assert!(
+            (r.phi0 - phi0[i]).abs() < 1e-15,
+            "ring {i}: {} {}",
+            r.phi0,
+            phi0[i]
+        );
+        assert_eq!(r.offset as f64, start[i], "ring {i}");
+    }
+}
+
+#[test]
+fn healpix_synthesis_and_analysis_match_healpy() {
+    let d = data();
+    let lmax = 64;
+    let g = RingGrid::healpix(32).unwrap();
+    let alm = alm_from(&d["hp32_alm_in"], lmax);
+    let map = alm2map(&g, &alm);
+    let want_map = floats(&d["hp32_map"]);
+    let err = max_rel(&map, &want_map);
+    eprintln!("HEALPix nside 32 alm2map against healpy: {err:.2e}");
+    assert!(err <= 1e-12, "alm2map: {err:.2e}");
+    // Analysis of the oracle's own map, so that each check sees one transform's error only.
+    for (iter, key) in [(0, "hp32_alm_iter0"), (3, "hp32_alm_iter3")] {
+        let got = map2alm(&g, &want_map, lmax, lmax, iter).to_flat();
+        let want = alm_from(&d[key], lmax).to_flat();
+        let err = max_rel(&got, &want);
+        eprintln!("HEALPix nside 32 map2alm iter {iter} against healpy: {err:.2e}");
+        assert!(err <= 1e-12, "map2alm iter {iter}: {err:.2e}");
+    }
+}
+
+#[test]
+fn gauss_legendre_matches_ducc0_and_is_exact() {
+    let d = data();
+    let lmax = 31;
+    let g = RingGrid::gauss_legendre(32, 64).unwrap();
+    let theta = floats(&d["gl_theta"]);
+    let weight = floats(&d["gl_weight_ring"]);
+    for (i, r) in g.rings.iter().enumerate() {
+        assert!((r.theta - theta[i]).abs() < 1e-14, "ring {i}");
+        let ring_weight = r.weight * r.nphi as f64;
+        assert!(
+            (ring_weight - weight[i]).abs() < 1e-14 * weight[i],
+            "ring {i}: {ring_weight} {}",
+            weight[i]
+        );
+    }
+    let alm = alm_from(&d["gl_alm_in"], lmax);
+    let map = alm2map(&g, &alm);
+    let err = max_rel(&map, &floats(&d["gl_map"]));
+    eprintln!("GL lmax 31 alm2map against ducc0: {err:.2e}");
+    assert!(err <= 1e-12, "alm2map: {err:.2e}");
+    let back = map2alm(&g, &map, lmax, lmax, 0).to_flat();
+    let err = max_rel(&back, &alm_from(&d["gl_alm_analysis"], lmax).to_flat());
+    assert!(err <= 1e-12, "map2alm against ducc0: {err:.2e}");
+    let round_trip = rel_l2(&back, &alm.to_flat());
+    eprintln!("GL lmax 31 map2alm against ducc0: {err:.2e}; round trip {round_trip:.2e}");
+    assert!(round_trip <= 1e-13, "round trip {round_trip:.2e}");
+}
+
+/// 22 values of λ_lm up to l = 8192 against mpmath, 8 of them starting from a λ_mm below 1e-308: every one
+/// to 1e-10 relative, including those below double range (the extended exponent is kept to the end).
+#[test]
+fn legendre_spot_values_match_mpmath_to_l_8192() {
+    let d = data();
+    let (ls, ms, thetas) = (
+        floats(&d["ylm_l"]),
+        floats(&d["ylm_m"]),
+        floats(&d["ylm_theta"]),
+    );
+    let (log10abs, signs) = (floats(&d["ylm_log10abs"]), floats(&d["ylm_sign"]));
+    let underflowing_starts = floats(&d["ylm_log10abs_lambda_mm"])
+        .iter()
+        .filter(|v| **v < -308.0)
+        .count();
+    assert_eq!(underflowing_starts, 8);
+    for i in 0..ls.len() {
+        let (l, m) = (ls[i] as usize, ms[i] as usize);
+        let (v, k) = lambda_lm(l, m, thetas[i]);
+        assert!(v != 0.0, "case {i}: l {l} m {m} gave 0");
+        let log10 = v.abs().log10() - 600.0 * k as f64 * std::f64::consts::LOG10_2;
+        // |Δ log10| ≤ 1e-10 / ln 10 is a relative error ≤ 1e-10.
+        let rel = (log10 - log10abs[i]).abs() * std::f64::consts::LN_10;
+        eprintln!(
+            "lambda l {l} m {m} theta {}: relative error {rel:.2e}",
+            thetas[i]
+        );
+        assert!(
+            rel <= 1e-10,
+            "case {i}: l {l} m {m}: relative error {rel:.2e}"
+        );
+        assert_eq!(v.signum(), signs[i], "case {i}: sign");
+    }
+}
+
+/// Beyond the oracle's sizes: a Gauss-Legendre round trip at lmax 511 (exact quadrature), and HEALPix
+/// maps of another nside agreeing with a Gauss-Legendre synthesis of the same coefficients ring by ring.
+#[test]
+fn round_trips_beyond_the_oracle() {
+    let lmax = 511;
+    let g = RingGrid::gauss_legendre(lmax + 1, 2 * lmax + 2).unwrap();
+    let alm = Alm::random(lmax, lmax, 7);
+    let map = alm2map(&g, &alm);
+    let back = map2alm(&g, &map, lmax, lmax, 0);
+    let err = rel_l2(&back.to_flat(), &alm.to_flat());
+    eprintln!("GL lmax {lmax} round trip: {err:.2e}");
+    assert!(err <= 1e-12, "GL lmax {lmax} round trip {err:.2e}");
+
+    // A band-limited map evaluated on any ring depends only on (θ, φ): the HEALPix equator ring of nside 16
+    // equals the same ring given as a one-ring grid.
+    let lmax = 40;
+    let alm = Alm::random(lmax, lmax, 3);
+    let hp = RingGrid::healpix(16).unwrap();
+    let full = alm2map(&hp, &alm);
+    let eq = hp.rings[2 * 16 - 1].clone();
+    let one = RingGrid::from_rings(vec![astroport::workload::sht::Ring {
+        offset: 0,
+        ..eq.clone()
+    }])
+    .unwrap();
+    let ring = alm2map(&one, &alm);
+    let err = max_rel(&ring, &full[eq.offset..eq.offset + eq.nphi]);
+    assert!(err <= 1e-13, "equator ring: {err:.2e}");
+}
