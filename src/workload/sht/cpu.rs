@@ -71,28 +71,64 @@ fn legendre_synthesis(grid: &RingGrid, alm: &Alm) -> Vec<Complex64> {
         .for_each(|task| {
             for (m, row) in task {
                 let rec = MRecurrence::new(m, alm.lmax, c[m]);
-                for chunk in grid.pairs.chunks(LANES) {
-                    let (cos, sin) = lane_angles(chunk);
-                    let mut sums = SynthesisSums {
-                        m,
-                        coeffs: alm.m_slice(m),
-                        even: Default::default(),
-                        odd: Default::default(),
-                    };
-                    rec.walk_lanes(&cos, &sin, &mut sums);
-                    for (lane, pair) in chunk.iter().enumerate() {
-                        let even = Complex64::new(sums.even.re[lane], sums.even.im[lane]);
-                        let odd = Complex64::new(sums.odd.re[lane], sums.odd.im[lane]);
-                        // λ_lm(π − θ) = (−1)^(l+m) λ_lm(θ).
-                        row[pair.north] = even + odd;
-                        if let Some(s) = pair.south {
-                            row[s] = even - odd;
-                        }
-                    }
-                }
+                synthesis_row(grid, &rec, alm.m_slice(m), row);
             }
         });
     delta
+}
+
+/// Δ_m of every ring for one m: the ring pairs in groups of LANES.
+#[inline(always)]
+fn synthesis_row(grid: &RingGrid, rec: &MRecurrence, coeffs: &[Complex64], row: &mut [Complex64]) {
+    for chunk in grid.pairs.chunks(LANES) {
+        let (cos, sin) = lane_angles(chunk);
+        let mut sums = SynthesisSums {
+            m: rec.m,
+            coeffs,
+            even: Default::default(),
+            odd: Default::default(),
+        };
+        rec.walk_lanes(&cos, &sin, &mut sums);
+        for (lane, pair) in chunk.iter().enumerate() {
+            let even = Complex64::new(sums.even.re[lane], sums.even.im[lane]);
+            let odd = Complex64::new(sums.odd.re[lane], sums.odd.im[lane]);
+            // λ_lm(π − θ) = (−1)^(l+m) λ_lm(θ).
+            row[pair.north] = even + odd;
+            if let Some(s) = pair.south {
+                row[s] = even - odd;
+            }
+        }
+    }
+}
+
+/// a_lm of one m from the phases of every ring.
+#[inline(always)]
+fn analysis_row(
+    grid: &RingGrid,
+    rec: &MRecurrence,
+    g: &[Complex64],
+    nm: usize,
+    out: &mut [Complex64],
+) {
+    let m = rec.m;
+    let mut sums = AnalysisSums {
+        m,
+        even: Default::default(),
+        odd: Default::default(),
+        out,
+    };
+    for chunk in grid.pairs.chunks(LANES) {
+        let (cos, sin) = lane_angles(chunk);
+        sums.even = Default::default();
+        sums.odd = Default::default();
+        for (lane, pair) in chunk.iter().enumerate() {
+            let north = g[pair.north * nm + m];
+            let south = pair.south.map_or(ZERO, |s| g[s * nm + m]);
+            sums.even.set(lane, north + south);
+            sums.odd.set(lane, north - south);
+        }
+        rec.walk_lanes(&cos, &sin, &mut sums);
+    }
 }
 
 /// a_lm = Σ_pairs λ_lm(θ) (G_north ± G_south), from the ring-major phases G_m(ring).
@@ -111,28 +147,7 @@ fn legendre_analysis(grid: &RingGrid, g: &[Complex64], lmax: usize, mmax: usize)
     tasks.into_par_iter().for_each(|task| {
         for (m, out) in task {
             let rec = MRecurrence::new(m, lmax, c[m]);
-            let mut sums = AnalysisSums {
-                m,
-                even: Default::default(),
-                odd: Default::default(),
-                re: vec![[0.0; LANES]; lmax + 1 - m],
-                im: vec![[0.0; LANES]; lmax + 1 - m],
-            };
-            for chunk in grid.pairs.chunks(LANES) {
-                let (cos, sin) = lane_angles(chunk);
-                sums.even = Default::default();
-                sums.odd = Default::default();
-                for (lane, pair) in chunk.iter().enumerate() {
-                    let north = g[pair.north * nm + m];
-                    let south = pair.south.map_or(ZERO, |s| g[s * nm + m]);
-                    sums.even.set(lane, north + south);
-                    sums.odd.set(lane, north - south);
-                }
-                rec.walk_lanes(&cos, &sin, &mut sums);
-            }
-            for (k, a) in out.iter_mut().enumerate() {
-                *a = Complex64::new(sums.re[k].iter().sum(), sums.im[k].iter().sum());
-            }
+            analysis_row(grid, &rec, g, nm, out);
         }
     });
     alm
@@ -173,55 +188,52 @@ struct SynthesisSums<'a> {
 
 impl LaneVisitor for SynthesisSums<'_> {
     #[inline(always)]
-    fn one(&mut self, lane: usize, l: usize, lambda: f64) {
-        let a = self.coeffs[l - self.m];
-        let sums = if (l - self.m) % 2 == 0 {
-            &mut self.even
-        } else {
-            &mut self.odd
-        };
-        sums.re[lane] += a.re * lambda;
-        sums.im[lane] += a.im * lambda;
-    }
-    #[inline(always)]
     fn all<const ODD: bool>(&mut self, l: usize, lambda: &[f64; LANES]) {
         let a = self.coeffs[l - self.m];
         let sums = if ODD { &mut self.odd } else { &mut self.even };
-        for lane in 0..LANES {
-            sums.re[lane] += a.re * lambda[lane];
-            sums.im[lane] += a.im * lambda[lane];
+        for (lane, &lambda) in lambda.iter().enumerate() {
+            sums.re[lane] = a.re.mul_add(lambda, sums.re[lane]);
+            sums.im[lane] = a.im.mul_add(lambda, sums.im[lane]);
         }
     }
 }
 
-/// Analysis: a_lm += λ_lm G per lane (G = G_north ± G_south by the parity of l − m), kept per lane and
-/// summed over lanes at the end of the m (a fixed order: deterministic).
-struct AnalysisSums {
+/// Analysis: a_lm += Σ_lanes λ_lm G (G = G_north ± G_south by the parity of l − m), the lanes summed as a
+/// fixed tree (deterministic).
+struct AnalysisSums<'a> {
     m: usize,
     even: LaneComplex,
     odd: LaneComplex,
-    re: Vec<[f64; LANES]>,
-    im: Vec<[f64; LANES]>,
+    out: &'a mut [Complex64],
 }
 
-impl LaneVisitor for AnalysisSums {
-    #[inline(always)]
-    fn one(&mut self, lane: usize, l: usize, lambda: f64) {
-        let k = l - self.m;
-        let g = if k % 2 == 0 { &self.even } else { &self.odd };
-        self.re[k][lane] += g.re[lane] * lambda;
-        self.im[k][lane] += g.im[lane] * lambda;
-    }
+impl LaneVisitor for AnalysisSums<'_> {
     #[inline(always)]
     fn all<const ODD: bool>(&mut self, l: usize, lambda: &[f64; LANES]) {
-        let k = l - self.m;
         let g = if ODD { &self.odd } else { &self.even };
-        let (re, im) = (&mut self.re[k], &mut self.im[k]);
+        let (mut re, mut im) = ([0.0f64; LANES], [0.0f64; LANES]);
         for lane in 0..LANES {
-            re[lane] += g.re[lane] * lambda[lane];
-            im[lane] += g.im[lane] * lambda[lane];
+            re[lane] = g.re[lane] * lambda[lane];
+            im[lane] = g.im[lane] * lambda[lane];
         }
+        let out = &mut self.out[l - self.m];
+        out.re += lane_sum(&re);
+        out.im += lane_sum(&im);
     }
+}
+
+/// Σ of LANES values as a fixed pairwise tree (the compiler keeps it in vector registers).
+#[inline(always)]
+fn lane_sum(v: &[f64; LANES]) -> f64 {
+    let mut half = [0.0f64; LANES / 2];
+    for i in 0..LANES / 2 {
+        half[i] = v[i] + v[i + LANES / 2];
+    }
+    let mut quarter = [0.0f64; LANES / 4];
+    for i in 0..LANES / 4 {
+        quarter[i] = half[i] + half[i + LANES / 4];
+    }
+    quarter[0] + quarter[1]
 }
 
 /// One plan per ring length, made before the parallel loops.
@@ -272,10 +284,13 @@ fn rings_from_delta(grid: &RingGrid, mmax: usize, delta: &[Complex64]) -> Vec<f6
             let rings = &grid.rings[r0..r0 + outs.len()];
             let mut spectra: Vec<Vec<Complex64>> =
                 rings.iter().map(|r| vec![ZERO; r.nphi / 2 + 1]).collect();
+            let mut phases: Vec<Phase> = rings.iter().map(|r| Phase::new(r.phi0)).collect();
             for m in 0..=mmax {
                 let row = &delta[m * nr + r0..m * nr + r0 + rings.len()];
-                for ((ring, spectrum), d) in rings.iter().zip(&mut spectra).zip(row) {
-                    fold(spectrum, ring.nphi, m, ring.phi0, *d);
+                for (((ring, spectrum), phase), d) in
+                    rings.iter().zip(&mut spectra).zip(&mut phases).zip(row)
+                {
+                    fold(spectrum, ring.nphi, m, *d * phase.next());
                 }
             }
             for ((ring, spectrum), out) in rings.iter().zip(&mut spectra).zip(outs.iter_mut()) {
@@ -293,19 +308,48 @@ fn rings_from_delta(grid: &RingGrid, mmax: usize, delta: &[Complex64]) -> Vec<f6
     map
 }
 
-/// Adds Δ_m e^{imφ0} and its conjugate (the m < 0 half of a real map) to a ring's half spectrum of n
+/// e^{imφ0} for m = 0, 1, 2, ... by repeated rotation, recomputed exactly every PHASE_RESET steps so that
+/// no more than that many roundings accumulate (a sincos per ring and m was a third of the ring stage).
+struct Phase {
+    phi0: f64,
+    step: Complex64,
+    current: Complex64,
+    m: usize,
+}
+
+const PHASE_RESET: usize = 32;
+
+impl Phase {
+    fn new(phi0: f64) -> Phase {
+        Phase {
+            phi0,
+            step: Complex64::from_polar(1.0, phi0),
+            current: Complex64::new(1.0, 0.0),
+            m: 0,
+        }
+    }
+    /// e^{imφ0} for the next m.
+    #[inline]
+    fn next(&mut self) -> Complex64 {
+        let z = if self.m.is_multiple_of(PHASE_RESET) {
+            Complex64::from_polar(1.0, self.m as f64 * self.phi0)
+        } else {
+            self.current * self.step
+        };
+        self.current = z;
+        self.m += 1;
+        z
+    }
+}
+
+/// Adds f = Δ_m e^{imφ0} and its conjugate (the m < 0 half of a real map) to a ring's half spectrum of n
 /// frequencies, at m mod n and −m mod n.
 #[inline]
-fn fold(spectrum: &mut [Complex64], n: usize, m: usize, phi0: f64, d: Complex64) {
+fn fold(spectrum: &mut [Complex64], n: usize, m: usize, f: Complex64) {
     if m == 0 {
-        spectrum[0].re += d.re;
+        spectrum[0].re += f.re;
         return;
     }
-    let f = if phi0 == 0.0 {
-        d
-    } else {
-        d * Complex64::from_polar(1.0, m as f64 * phi0)
-    };
     let k = m % n;
     if k <= n / 2 {
         spectrum[k] += f;
@@ -335,6 +379,7 @@ fn rings_to_phases(grid: &RingGrid, map: &[f64], mmax: usize) -> Vec<Complex64> 
             plans[&n]
                 .process(&mut pixels, &mut spectrum)
                 .expect("buffer lengths match the plan");
+            let mut phase = Phase::new(-ring.phi0);
             for (m, out) in row.iter_mut().enumerate() {
                 let k = m % n;
                 let x = if k <= n / 2 {
@@ -342,7 +387,7 @@ fn rings_to_phases(grid: &RingGrid, map: &[f64], mmax: usize) -> Vec<Complex64> 
                 } else {
                     spectrum[n - k].conj()
                 };
-                *out = x * Complex64::from_polar(1.0, -(m as f64) * ring.phi0);
+                *out = x * phase.next();
             }
         });
     g
