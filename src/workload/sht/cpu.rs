@@ -6,10 +6,10 @@
 //! processes: m-major after synthesis's Legendre stage, ring-major after analysis's FFT stage, so that each
 //! stage's tasks write only their own rows.
 
+use super::alm::Alm;
 use super::grid::RingGrid;
 use super::grid::RingPair;
 use super::legendre::{start_factors, LaneVisitor, MRecurrence, LANES};
-use super::Alm;
 use rayon::prelude::*;
 use realfft::num_complex::Complex64;
 use realfft::RealFftPlanner;

@@ -7,83 +7,20 @@
 //! [`map2alm`] on the `cpu` model. The workload: [`ShtProblem`], one transform of a preset, run and checked
 //! by the driver like every other.
 
+pub mod alm;
 pub mod args;
 pub mod cpu;
 pub mod grid;
 pub mod legendre;
 
+pub use alm::Alm;
 pub use cpu::{adjoint, alm2map, map2alm};
 pub use grid::{Ring, RingGrid};
 
 use crate::backend::{Precision, Target};
 use crate::exec::{time_host, Measured, RunError, RunOptions};
 use crate::workload::{Accuracy, Verdict, Work, Workload};
-use rand::{Rng, SeedableRng};
-use realfft::num_complex::Complex64;
 use serde::Serialize;
-
-/// Spherical harmonic coefficients a_lm for 0 ≤ m ≤ mmax, m ≤ l ≤ lmax, m-major as healpy's
-/// `Alm.getidx`: index(l, m) = m (2 lmax + 1 − m) / 2 + l. Real maps: a_{l,−m} = (−1)^m conj(a_lm).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Alm {
-    pub lmax: usize,
-    pub mmax: usize,
-    pub coeffs: Vec<Complex64>,
-}
-
-impl Alm {
-    pub fn zeros(lmax: usize, mmax: usize) -> Alm {
-        assert!(mmax <= lmax);
-        Alm {
-            lmax,
-            mmax,
-            coeffs: vec![Complex64::new(0.0, 0.0); Alm::len_for(lmax, mmax)],
-        }
-    }
-
-    /// Number of coefficients for (lmax, mmax).
-    pub fn len_for(lmax: usize, mmax: usize) -> usize {
-        (mmax + 1) * (2 * lmax + 2 - mmax) / 2
-    }
-
-    pub fn index(&self, l: usize, m: usize) -> usize {
-        m * (2 * self.lmax + 1 - m) / 2 + l
-    }
-
-    /// a_lm for l = m..=lmax.
-    pub fn m_slice(&self, m: usize) -> &[Complex64] {
-        let start = self.index(m, m);
-        &self.coeffs[start..start + self.lmax + 1 - m]
-    }
-
-    /// White coefficients of unit variance (a_l0 real), from a fixed seed: the presets' input.
-    pub fn random(lmax: usize, mmax: usize, seed: u64) -> Alm {
-        let mut rng = rand_pcg::Pcg64::seed_from_u64(seed);
-        let mut gauss = move || {
-            // Box-Muller: two uniforms to one standard normal.
-            let u: f64 = rng.random::<f64>().max(f64::MIN_POSITIVE);
-            let v: f64 = rng.random();
-            (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
-        };
-        let mut alm = Alm::zeros(lmax, mmax);
-        for m in 0..=mmax {
-            for l in m..=lmax {
-                let k = alm.index(l, m);
-                alm.coeffs[k] = if m == 0 {
-                    Complex64::new(gauss(), 0.0)
-                } else {
-                    Complex64::new(gauss(), gauss()) / std::f64::consts::SQRT_2
-                };
-            }
-        }
-        alm
-    }
-
-    /// (re, im) pairs, flattened.
-    pub fn to_flat(&self) -> Vec<f64> {
-        self.coeffs.iter().flat_map(|c| [c.re, c.im]).collect()
-    }
-}
 
 /// Which transform a problem times.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
