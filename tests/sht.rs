@@ -73,14 +73,14 @@ fn healpix_synthesis_and_analysis_match_healpy() {
     let lmax = 64;
     let g = RingGrid::healpix(32).unwrap();
     let alm = alm_from(&d["hp32_alm_in"], lmax);
-    let map = alm2map(&g, &alm);
+    let map = alm2map(&g, &alm).unwrap();
     let want_map = floats(&d["hp32_map"]);
     let err = max_rel(&map, &want_map);
     eprintln!("HEALPix nside 32 alm2map against healpy: {err:.2e}");
     assert!(err <= 1e-12, "alm2map: {err:.2e}");
     // Analysis of the oracle's own map, so that each check sees one transform's error only.
     for (iter, key) in [(0, "hp32_alm_iter0"), (3, "hp32_alm_iter3")] {
-        let got = map2alm(&g, &want_map, lmax, lmax, iter).to_flat();
+        let got = map2alm(&g, &want_map, lmax, lmax, iter).unwrap().to_flat();
         let want = alm_from(&d[key], lmax).to_flat();
         let err = max_rel(&got, &want);
         eprintln!("HEALPix nside 32 map2alm iter {iter} against healpy: {err:.2e}");
@@ -105,11 +105,11 @@ fn gauss_legendre_matches_ducc0_and_is_exact() {
         );
     }
     let alm = alm_from(&d["gl_alm_in"], lmax);
-    let map = alm2map(&g, &alm);
+    let map = alm2map(&g, &alm).unwrap();
     let err = max_rel(&map, &floats(&d["gl_map"]));
     eprintln!("GL lmax 31 alm2map against ducc0: {err:.2e}");
     assert!(err <= 1e-12, "alm2map: {err:.2e}");
-    let back = map2alm(&g, &map, lmax, lmax, 0).to_flat();
+    let back = map2alm(&g, &map, lmax, lmax, 0).unwrap().to_flat();
     let err = max_rel(&back, &alm_from(&d["gl_alm_analysis"], lmax).to_flat());
     assert!(err <= 1e-12, "map2alm against ducc0: {err:.2e}");
     let round_trip = rel_l2(&back, &alm.to_flat());
@@ -159,8 +159,8 @@ fn round_trips_beyond_the_oracle() {
     let lmax = 511;
     let g = RingGrid::gauss_legendre(lmax + 1, 2 * lmax + 2).unwrap();
     let alm = Alm::random(lmax, lmax, 7);
-    let map = alm2map(&g, &alm);
-    let back = map2alm(&g, &map, lmax, lmax, 0);
+    let map = alm2map(&g, &alm).unwrap();
+    let back = map2alm(&g, &map, lmax, lmax, 0).unwrap();
     let err = rel_l2(&back.to_flat(), &alm.to_flat());
     eprintln!("GL lmax {lmax} round trip: {err:.2e}");
     assert!(err <= 1e-12, "GL lmax {lmax} round trip {err:.2e}");
@@ -170,14 +170,41 @@ fn round_trips_beyond_the_oracle() {
     let lmax = 40;
     let alm = Alm::random(lmax, lmax, 3);
     let hp = RingGrid::healpix(16).unwrap();
-    let full = alm2map(&hp, &alm);
+    let full = alm2map(&hp, &alm).unwrap();
     let eq = hp.rings[2 * 16 - 1].clone();
     let one = RingGrid::from_rings(vec![astroport::workload::sht::Ring {
         offset: 0,
         ..eq.clone()
     }])
     .unwrap();
-    let ring = alm2map(&one, &alm);
+    let ring = alm2map(&one, &alm).unwrap();
     let err = max_rel(&ring, &full[eq.offset..eq.offset + eq.nphi]);
     assert!(err <= 1e-13, "equator ring: {err:.2e}");
+}
+
+/// Inputs the transforms cannot use are refused with what is wrong, not a panic.
+#[test]
+fn bad_inputs_are_refused_by_name() {
+    let g = RingGrid::healpix(4).unwrap();
+    let alm = Alm::random(8, 8, 1);
+    let short = vec![0.0; g.npix - 1];
+    let err = map2alm(&g, &short, 8, 8, 0).unwrap_err();
+    assert!(err.contains("191 pixels") && err.contains("192"), "{err}");
+    let mut map = alm2map(&g, &alm).unwrap();
+    map[17] = f64::NAN;
+    let err = map2alm(&g, &map, 8, 8, 3).unwrap_err();
+    assert!(err.contains("pixel 17"), "{err}");
+    map[17] = astroport::workload::sht::cpu::HEALPIX_UNSEEN;
+    assert!(map2alm(&g, &map, 8, 8, 0).unwrap_err().contains("UNSEEN"));
+    let err = map2alm(&g, &vec![0.0; g.npix], 8, 9, 0).unwrap_err();
+    assert!(err.contains("mmax 9 is above lmax 8"), "{err}");
+    let mut bad = alm.clone();
+    bad.coeffs.pop();
+    let err = alm2map(&g, &bad).unwrap_err();
+    assert!(
+        err.contains("44 coefficients") && err.contains("need 45"),
+        "{err}"
+    );
+    let err = RingGrid::healpix(0).unwrap_err();
+    assert!(err.contains("nside 0"), "{err}");
 }

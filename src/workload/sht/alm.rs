@@ -22,6 +22,36 @@ impl Alm {
         }
     }
 
+    /// Whether the coefficients fit their (lmax, mmax): mmax ≤ lmax and the length healpy's layout needs.
+    pub fn check(&self) -> Result<(), String> {
+        if self.mmax > self.lmax {
+            return Err(format!(
+                "a_lm: mmax {} is above lmax {}",
+                self.mmax, self.lmax
+            ));
+        }
+        let want = Alm::len_for(self.lmax, self.mmax);
+        if self.coeffs.len() != want {
+            return Err(format!(
+                "a_lm: {} coefficients where lmax {} and mmax {} need {want}",
+                self.coeffs.len(),
+                self.lmax,
+                self.mmax
+            ));
+        }
+        if let Some(k) = self
+            .coeffs
+            .iter()
+            .position(|c| !(c.re.is_finite() && c.im.is_finite()))
+        {
+            return Err(format!(
+                "a_lm: coefficient {k} is {} (not finite)",
+                self.coeffs[k]
+            ));
+        }
+        Ok(())
+    }
+
     /// Number of coefficients for (lmax, mmax).
     pub fn len_for(lmax: usize, mmax: usize) -> usize {
         (mmax + 1) * (2 * lmax + 2 - mmax) / 2

@@ -19,31 +19,68 @@ use std::sync::Arc;
 const ZERO: Complex64 = Complex64 { re: 0.0, im: 0.0 };
 
 /// Synthesis (alm2map): the map on `grid` of the band-limited function with coefficients `alm`.
-pub fn alm2map(grid: &RingGrid, alm: &Alm) -> Vec<f64> {
+pub fn alm2map(grid: &RingGrid, alm: &Alm) -> Result<Vec<f64>, String> {
+    alm.check()?;
     let delta = legendre_synthesis(grid, alm);
-    rings_from_delta(grid, alm.mmax, &delta)
+    Ok(rings_from_delta(grid, alm.mmax, &delta))
 }
 
 /// Adjoint synthesis: a_lm = Σ_p w_p f_p Y*_lm(p), with the grid's quadrature weights w_p (map2alm with
 /// iter = 0; exact on Gauss-Legendre for band-limited maps).
-pub fn adjoint(grid: &RingGrid, map: &[f64], lmax: usize, mmax: usize) -> Alm {
+pub fn adjoint(grid: &RingGrid, map: &[f64], lmax: usize, mmax: usize) -> Result<Alm, String> {
+    check_analysis(grid, map, lmax, mmax)?;
     let g = rings_to_phases(grid, map, mmax);
-    legendre_analysis(grid, &g, lmax, mmax)
+    Ok(legendre_analysis(grid, &g, lmax, mmax))
 }
+
+/// What analysis needs of its input: a value for every pixel of the grid, all finite (masked pixels,
+/// healpy's UNSEEN included, are refused: there is no masked analysis yet), and mmax ≤ lmax.
+fn check_analysis(grid: &RingGrid, map: &[f64], lmax: usize, mmax: usize) -> Result<(), String> {
+    if mmax > lmax {
+        return Err(format!("mmax {mmax} is above lmax {lmax}"));
+    }
+    if map.len() != grid.npix {
+        return Err(format!(
+            "the map has {} pixels, the grid ({}) has {}",
+            map.len(),
+            grid.describe(),
+            grid.npix
+        ));
+    }
+    if let Some(p) = map
+        .iter()
+        .position(|v| !v.is_finite() || *v == HEALPIX_UNSEEN)
+    {
+        return Err(format!(
+            "pixel {p} is {} (NaN, infinite or healpy's UNSEEN): masked analysis is not supported yet",
+            map[p]
+        ));
+    }
+    Ok(())
+}
+
+/// healpy's marker of a masked pixel.
+pub const HEALPIX_UNSEEN: f64 = -1.6375e30;
 
 /// Analysis (map2alm) with `iter` Jacobi refinements, as healpy's `map2alm(iter=N)`:
 /// a ← a + adjoint(map − alm2map(a)).
-pub fn map2alm(grid: &RingGrid, map: &[f64], lmax: usize, mmax: usize, iter: usize) -> Alm {
-    let mut alm = adjoint(grid, map, lmax, mmax);
+pub fn map2alm(
+    grid: &RingGrid,
+    map: &[f64],
+    lmax: usize,
+    mmax: usize,
+    iter: usize,
+) -> Result<Alm, String> {
+    let mut alm = adjoint(grid, map, lmax, mmax)?;
     for _ in 0..iter {
-        let model = alm2map(grid, &alm);
+        let model = alm2map(grid, &alm)?;
         let residual: Vec<f64> = map.iter().zip(&model).map(|(f, g)| f - g).collect();
-        let correction = adjoint(grid, &residual, lmax, mmax);
+        let correction = adjoint(grid, &residual, lmax, mmax)?;
         for (a, c) in alm.coeffs.iter_mut().zip(&correction.coeffs) {
             *a += c;
         }
     }
-    alm
+    Ok(alm)
 }
 
 /// One row per m (0..=mmax), handed out as the seed's min-max pairs (m, mmax − m): every task then holds
