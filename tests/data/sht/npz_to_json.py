@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""Converts ../shared/vectors/sht/sht_ref_vectors.npz (made by make_vectors.py: healpy 1.20.1, ducc0 0.42,
+"""Converts sht_ref_vectors.npz (beside this script, made by make_vectors.py: healpy 1.20.1, ducc0 0.42,
 mpmath) into sht_vectors.json, which the Rust tests read. Standard library only: an .npz is a zip of .npy
 files (header: magic, version, a dict literal with descr, fortran_order and shape, then raw data). Floats are
 written with repr(), which round-trips float64 exactly; arrays keep their shape as nested lists.
 
-    python3 npz_to_json.py PATH/TO/sht_ref_vectors.npz
+    python3 npz_to_json.py            (reads sht_ref_vectors.npz beside it)
 """
 import ast
 import json
+import os
 import struct
 import sys
 import zipfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def read_npy(raw):
@@ -50,9 +53,9 @@ def main(path):
     out = {}
     for info in z.infolist():
         out[info.filename[:-4]] = read_npy(z.read(info))
-    with open("sht_vectors.json", "w") as f:
+    with open(os.path.join(HERE, "sht_vectors.json"), "w") as f:
         json.dump(out, f, separators=(",", ":"))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "sht_ref_vectors.npz"))
