@@ -19,14 +19,11 @@ fn run_all(problem: &LensProblem, modes: Vec<LensMode>) -> Vec<Row> {
     let d = discover();
     let choices: Vec<Choice> = d.targets.iter().map(Choice::Run).collect();
     let rows = bench::run(problem, &modes, &choices, &RunOptions::once(), &mut |_| {});
-    for mode in &modes {
-        let of_mode: Vec<Row> = rows
-            .iter()
-            .filter(|r| r.precision == astroport::exec::Mode::name(*mode))
-            .cloned()
-            .collect();
-        common::assert_ran(&common::devices(&d), &common::ran_ok(&of_mode));
-    }
+    let names: Vec<&str> = modes
+        .iter()
+        .map(|m| astroport::exec::Mode::name(*m))
+        .collect();
+    common::assert_ran_in_each_mode(&common::devices(&d), &rows, &names);
     rows
 }
 

@@ -333,14 +333,8 @@ fn every_backend_agrees_on_single_and_batched_problems() {
                 r.precision
             );
         }
-        for p in astroport::backend::Precision::ALL {
-            let of_mode: Vec<astroport::results::Row> = rows
-                .iter()
-                .filter(|r| r.precision == p.name())
-                .cloned()
-                .collect();
-            common::assert_ran(&common::devices(&d), &common::ran_ok(&of_mode));
-        }
+        let names = astroport::backend::Precision::ALL.map(|p| p.name());
+        common::assert_ran_in_each_mode(&common::devices(&d), &rows, &names);
         eprintln!("{}", astroport::report::terminal(&rows));
     }
 }

@@ -301,6 +301,16 @@ cudaStream_t device_stream(int device) {
     return s;
 }
 
+// Makes `device` current, with its primary context created (cudaFree(nullptr)): a no-op once it exists.
+void select_device(int device) {
+    const int n_dev = device_count();
+    if (device < 0 || device >= n_dev)
+        throw std::runtime_error("CUDA device " + std::to_string(device) + " out of range (" +
+                                 std::to_string(n_dev) + " devices)");
+    ASTRO_CUDA_CHECK(cudaSetDevice(device));
+    ASTRO_CUDA_CHECK(cudaFree(nullptr));
+}
+
 // One launch step, resolved: function, geometry and its parameter pointers.
 struct Resolved {
     const void *func = nullptr;
@@ -315,12 +325,7 @@ Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t i
         throw std::runtime_error("output buffer holds " + std::to_string(outputs_len) + " bytes, the job writes " +
                                  std::to_string(out_total));
 
-    const int n_dev = device_count();
-    if (device < 0 || device >= n_dev)
-        throw std::runtime_error("CUDA device " + std::to_string(device) + " out of range (" +
-                                 std::to_string(n_dev) + " devices)");
-    ASTRO_CUDA_CHECK(cudaSetDevice(device));
-    ASTRO_CUDA_CHECK(cudaFree(nullptr));  // create the primary context outside the timed module load
+    select_device(device);
     int max_threads_sm = 0;
     ASTRO_CUDA_CHECK(cudaDeviceGetAttribute(&max_threads_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device));
 
@@ -494,15 +499,13 @@ std::vector<Device> devices() {
 }
 
 double prepare(int device) {
-    const auto start = std::chrono::steady_clock::now();
-    const int n_dev = device_count();
-    if (device < 0 || device >= n_dev)
-        throw std::runtime_error("CUDA device " + std::to_string(device) + " out of range (" +
-                                 std::to_string(n_dev) + " devices)");
+    static std::set<int> prepared;
     std::lock_guard<std::mutex> lock(g_job_mutex);
-    ASTRO_CUDA_CHECK(cudaSetDevice(device));
-    ASTRO_CUDA_CHECK(cudaFree(nullptr));
+    if (prepared.count(device)) return 0.0;
+    const auto start = std::chrono::steady_clock::now();
+    select_device(device);
     (void)device_stream(device);
+    prepared.insert(device);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 

@@ -48,8 +48,8 @@ std::string runtime_version();
 // Free memory of `device` now (cudaMemGetInfo), bytes. Throws std::runtime_error on a CUDA error.
 uint64_t free_memory(int device);
 
-// Creates `device`'s primary context, its job stream and memory pool ahead of any timed work (idempotent);
-// returns the seconds this call took (about 0.1-0.2 s on an H200 the first time, ~0 after).
+// Creates `device`'s primary context, its job stream and memory pool ahead of any timed work; returns the
+// seconds that took (about 0.1 s on an H200), or 0 when this process had already prepared the device.
 double prepare(int device);
 
 // Frees the resident buffers (astroport_native::kResident) of `device` with these ids; unknown ids are ignored.

@@ -672,7 +672,8 @@ pub trait Accelerator: Send + Sync {
         None
     }
     /// Creates the device's context and queue now, so that timed work does not pay for them; returns the
-    /// seconds it took (0 where discovery already did it, as OpenCL's does, and after the first call).
+    /// seconds that took, or 0 where nothing was left to create (OpenCL's discovery already made them; a
+    /// device prepared before in this process).
     fn prepare(&self) -> Result<f64, BackendError> {
         Ok(0.0)
     }

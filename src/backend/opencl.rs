@@ -43,7 +43,6 @@ struct BuiltProgram {
     log: String,
 }
 
-/// Lists every OpenCL platform and device. No ICD loader, or no platform, becomes an [`Absent`].
 /// Largest buffer NVIDIA's OpenCL is trusted with: one PAGANI Evaluate over a 23.4 GB buffer (183 M regions
 /// in 8D) on an H200 died with CL_UNKNOWN_ERROR and lost the context, though the driver reports 35 GB as
 /// allowed. Plans tile to stay under it.
@@ -58,6 +57,7 @@ fn max_alloc(reported: u64, nvidia: bool) -> u64 {
     }
 }
 
+/// Lists every OpenCL platform and device. No ICD loader, or no platform, becomes an [`Absent`].
 pub fn discover() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
     let absent = |why, reason: String| Absent {
         model: Model::Opencl,

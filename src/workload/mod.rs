@@ -89,6 +89,9 @@ pub trait Workload: Sync {
     /// A second check of a device's output against the `cpu` model's output of the same run, for workloads
     /// whose reference cannot see everything (cubature: the truth checks the claim, the `cpu` run the
     /// arithmetic). `Err(why)` fails the row. The driver calls it when the `cpu` model ran too.
+    /// Whether [`Workload::agrees_with_cpu`] looks at the `cpu` output: only then does the driver keep it
+    /// (a lens grid at `hff` is 0.7 GB per mode).
+    const CHECKS_AGAINST_CPU: bool = false;
     fn agrees_with_cpu(&self, _output: &Self::Output, _cpu: &Self::Output) -> Result<(), String> {
         Ok(())
     }
@@ -156,6 +159,15 @@ fn tool_run<A: ToolArgs>(matches: &clap::ArgMatches) -> Result<i32, String> {
     A::from_arg_matches(matches)
         .map_err(|e| e.to_string())?
         .run()
+}
+
+/// A numeric flag that must be positive and finite: `Err("--flag: VALUE is not a positive number")`.
+pub fn require_positive(flag: &str, value: f64) -> Result<(), String> {
+    if value > 0.0 && value.is_finite() {
+        Ok(())
+    } else {
+        Err(format!("{flag}: {value:?} is not a positive number"))
+    }
 }
 
 /// The flags of a tool that computes on one backend (`maps`, `periodogram`).

@@ -74,6 +74,18 @@ pub fn assert_ran(devices: &[&Target], ran: &[String]) {
     }
 }
 
+/// Fails unless every device target in `devices` ran and passed in every mode (row precision) of `modes`.
+pub fn assert_ran_in_each_mode(devices: &[&Target], rows: &[Row], modes: &[&str]) {
+    for mode in modes {
+        let ran: Vec<String> = rows
+            .iter()
+            .filter(|r| r.precision == *mode && r.status == Status::Ok)
+            .map(|r| r.backend.clone())
+            .collect();
+        assert_ran(devices, &ran);
+    }
+}
+
 /// The ids of the rows that ran and passed verification.
 pub fn ran_ok(rows: &[Row]) -> Vec<String> {
     rows.iter()

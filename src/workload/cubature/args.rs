@@ -31,7 +31,7 @@ impl std::str::FromStr for MethodChoice {
 /// converged f2-f6 in 9-15D at 1e-3 and 1e-4 in 8 ms to 4 s; reports/nvidia-h200/cubature-coverage.md).
 pub const AUTO_MCUBES_DIM: usize = 9;
 use crate::backend::Precision;
-use crate::workload::WorkloadArgs;
+use crate::workload::{require_positive, WorkloadArgs};
 
 /// The suites `--preset` names: both methods on the control and cheap Genz integrands at epsrel 1e-3,
 /// `tiny` in 3D, `ci` in 5D (the dimension of the seed's smaller tables).
@@ -161,18 +161,9 @@ impl WorkloadArgs for CubatureArgs {
         if let Some(e) = epsrels.iter().find(|&&e| !(e > 0.0 && e < 1.0)) {
             return Err(format!("--epsrel: {e} is not in (0, 1)"));
         }
-        if !(self.epsabs > 0.0 && self.epsabs.is_finite()) {
-            return Err(format!(
-                "--epsabs: {:?} is not a positive number",
-                self.epsabs
-            ));
-        }
+        require_positive("--epsabs", self.epsabs)?;
         if let Some(t) = self.max_seconds {
-            if !(t > 0.0 && t.is_finite()) {
-                return Err(format!(
-                    "--max-seconds: {t:?} is not a positive number of seconds"
-                ));
-            }
+            require_positive("--max-seconds", t)?;
         }
         let custom = self.custom();
         let preset = if custom { "custom" } else { &self.preset };

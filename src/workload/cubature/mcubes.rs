@@ -426,6 +426,11 @@ pub fn integrate(
         ));
     }
     let start = Instant::now();
+    let over_time = || {
+        options
+            .time_limit_s
+            .is_some_and(|t| start.elapsed().as_secs_f64() > t)
+    };
     let volume: f64 = lo.iter().zip(hi).map(|(a, b)| b - a).product();
     let mut outcome = Outcome::new(integrand, d);
     let mut ncall = options.ncall;
@@ -445,10 +450,7 @@ pub fn integrate(
                 scale: volume / layout.calls as f64,
                 adapt: i < options.itmax,
             };
-            if options
-                .time_limit_s
-                .is_some_and(|t| start.elapsed().as_secs_f64() > t)
-            {
+            if over_time() {
                 outcome.iterations += it;
                 outcome.stop = Stop::TimeLimit;
                 break 'attempts;
@@ -513,10 +515,7 @@ pub fn integrate(
                 }
             }
             it += batch;
-            if options
-                .time_limit_s
-                .is_some_and(|t| start.elapsed().as_secs_f64() > t)
-            {
+            if over_time() {
                 outcome.iterations += it;
                 outcome.stop = Stop::TimeLimit;
                 break 'attempts;

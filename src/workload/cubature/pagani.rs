@@ -675,8 +675,7 @@ pub fn integrate(
         // only once the two-level refinement has compared its estimate with its parent's, i.e. from the
         // second iteration: nothing finishes in the first (unless `finish_unrefined`, as the seed's code).
         let mut class = ev.relative;
-        let unrefined = iteration == 0 && !options.finish_unrefined;
-        if unrefined
+        if !refined
             || safety * (finished_err + class.finished_err) > options.epsrel * total_est.abs()
         {
             class = store.reclassify(Reclassify::All)?;

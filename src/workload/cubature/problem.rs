@@ -337,6 +337,7 @@ impl Workload for CubatureProblem {
     /// order: where a device took the same path as the `cpu` run (same iterations, evaluations and stop), its
     /// estimate must equal the cpu's to 1e-12 and its error to 1e-9 (only the math library's last bits and,
     /// for m-Cubes on GPUs, the order of atomic additions differ). A different path is not compared.
+    const CHECKS_AGAINST_CPU: bool = true;
     fn agrees_with_cpu(&self, run: &Integration, cpu: &Integration) -> Result<(), String> {
         let (o, c) = (&run.outcome, &cpu.outcome);
         if (o.iterations, o.evaluations, o.stop) != (c.iterations, c.evaluations, c.stop) {

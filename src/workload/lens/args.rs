@@ -24,8 +24,8 @@ pub struct ProblemArgs {
     pub galaxy_sigma: String,
     /// Profile of the preset's halos: sie (the paper's test) or dpie (as Lenstool-HPC models clusters;
     /// docs/lens.md gives the radii). Default sie.
-    #[arg(long, value_parser = ["sie", "dpie"])]
-    pub profile: Option<String>,
+    #[arg(long, value_enum)]
+    pub profile: Option<lens_io::HaloProfile>,
     /// Halo catalogue (CSV, docs/lens-inputs.md) instead of the preset's halos; the preset still sets the
     /// grid.
     #[arg(long)]
@@ -56,10 +56,7 @@ impl ProblemArgs {
         let opts = LensOptions {
             n: self.size,
             galaxy_sigma: parse_sigma(&self.galaxy_sigma)?,
-            profile: match self.profile.as_deref() {
-                Some("dpie") => lens_io::HaloProfile::Dpie,
-                _ => lens_io::HaloProfile::Sie,
-            },
+            profile: self.profile.unwrap_or(lens_io::HaloProfile::Sie),
             ..Default::default()
         };
         let mut problem = LensProblem::preset(preset, &opts).map_err(|e| format!("--size: {e}"))?;

@@ -29,8 +29,8 @@ use crate::inputs::{
 // Halo catalogue
 // ---------------------------------------------------------------------------------------------------
 
-/// Halo mass profile, with LENSTOOL's potential type numbers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Halo mass profile, with LENSTOOL's potential type numbers (`--profile sie|dpie` on the command line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum HaloProfile {
     /// LENSTOOL type 5: pseudo-elliptical singular isothermal sphere; no core or cut radius.
     Sie,

@@ -7,7 +7,7 @@ use super::io as ls_io;
 use super::periodogram::{analyse, AnalysisOptions, FapChoice, GridChoice};
 use super::{LombScargleProblem, Normalization, Peak, SignalModel, PRESETS};
 use crate::backend::{discover, Precision};
-use crate::workload::{OneBackendArgs, Tool, ToolArgs, WorkloadArgs};
+use crate::workload::{require_positive, OneBackendArgs, Tool, ToolArgs, WorkloadArgs};
 use std::path::{Path, PathBuf};
 
 impl std::str::FromStr for SignalModel {
@@ -162,11 +162,8 @@ impl ToolArgs for PeriodogramArgs {
     const ABOUT: &'static str =
         "Lomb-Scargle periodograms of light curves (CSV or FITS tables) on one backend, with peaks and FAPs";
     fn run(self) -> Result<i32, String> {
-        for (flag, v) in [("--f-over", self.f_over), ("--f-high", self.f_high)] {
-            if !(v > 0.0 && v.is_finite()) {
-                return Err(format!("{flag}: {v:?} is not a positive number"));
-            }
-        }
+        require_positive("--f-over", self.f_over)?;
+        require_positive("--f-high", self.f_high)?;
         let mut curves = Vec::new();
         for path in &self.inputs {
             for (curve, report) in ls_io::read_light_curves(path).map_err(|e| e.to_string())? {

@@ -45,7 +45,7 @@ use std::path::Path;
 
 use fitsio::sys;
 
-use super::{values_problem, LightCurve, Peak, MIN_POINTS};
+use super::{values_problem, weights, LightCurve, Peak, MIN_POINTS};
 pub use crate::inputs::InputError;
 use crate::inputs::{
     csv_rows, csv_writer, finish_csv, fits_hdu_problem, fits_length_problem, float, io_error,
@@ -249,12 +249,13 @@ fn clean_points(curve: LightCurve) -> Result<(LightCurve, CleanReport), Refusal>
             kept.len()
         )));
     }
-    let kept_y: Vec<f64> = kept.iter().map(|&i| y[i]).collect();
-    let kept_w: Vec<f64> = match &dy {
-        Some(d) => kept.iter().map(|&i| 1.0 / (d[i] * d[i])).collect(),
-        None => vec![1.0; kept.len()],
+    let curve = LightCurve {
+        name,
+        t: kept.iter().map(|&i| t[i]).collect(),
+        y: kept.iter().map(|&i| y[i]).collect(),
+        dy: dy.map(|d| kept.iter().map(|&i| d[i]).collect()),
     };
-    if let Some(problem) = values_problem(&kept_y, &kept_w) {
+    if let Some(problem) = values_problem(&curve.y, &weights(&curve)) {
         return Err(Refusal::Curve(problem));
     }
     let report = CleanReport {
@@ -263,12 +264,6 @@ fn clean_points(curve: LightCurve) -> Result<(LightCurve, CleanReport), Refusal>
         dropped_non_finite: dropped,
         was_unsorted,
         duplicate_times,
-    };
-    let curve = LightCurve {
-        name,
-        t: kept.iter().map(|&i| t[i]).collect(),
-        y: kept.iter().map(|&i| y[i]).collect(),
-        dy: dy.map(|d| kept.iter().map(|&i| d[i]).collect()),
     };
     Ok((curve, report))
 }

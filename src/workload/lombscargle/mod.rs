@@ -172,7 +172,7 @@ pub fn values_problem(y: &[f64], w: &[f64]) -> Option<String> {
 }
 
 /// The weights 1/σ² of a curve, or all 1 without errors.
-fn weights(curve: &LightCurve) -> Vec<f64> {
+pub(super) fn weights(curve: &LightCurve) -> Vec<f64> {
     match &curve.dy {
         Some(dy) => dy.iter().map(|e| 1.0 / (e * e)).collect(),
         None => vec![1.0; curve.y.len()],
@@ -194,10 +194,10 @@ impl Prepared {
                     .unwrap_or_default()
             ));
         }
-        if let Some(problem) = values_problem(&curve.y, &weights(curve)) {
+        let mut w = weights(curve);
+        if let Some(problem) = values_problem(&curve.y, &w) {
             return Err(format!("{}: {problem}", curve.name));
         }
-        let mut w = weights(curve);
         let total: f64 = w.iter().sum();
         w.iter_mut().for_each(|x| *x /= total);
         let mean: f64 = w.iter().zip(&curve.y).map(|(w, y)| w * y).sum();
@@ -320,8 +320,6 @@ impl LombScargleProblem {
         }
         let t_max = prepared.iter().map(Prepared::span).fold(0.0, f64::max);
         let fixed = FixedPoint::for_range(f_max, t_max)?;
-        let grid_refs: Vec<&FrequencyGrid> = grids.iter().collect();
-        let bands = device::bands(&prepared, &grid_refs, fixed, device::BAND_FREQUENCIES);
         let mut times = Vec::new();
         let (mut weights32, mut weights64) = (Vec::new(), Vec::new());
         for p in &prepared {
@@ -332,7 +330,7 @@ impl LombScargleProblem {
                 weights64.extend([p.wy[j], p.w[j]]);
             }
         }
-        let mut problem = LombScargleProblem {
+        let problem = LombScargleProblem {
             preset: preset.to_string(),
             curves,
             grids,
@@ -340,15 +338,14 @@ impl LombScargleProblem {
             output,
             prepared,
             fixed,
-            bands,
+            bands: Vec::new(),
             times,
             weights32,
             weights64,
             check_curves: Vec::new(),
             check_stride: 1,
         };
-        problem.choose_checks();
-        Ok(problem)
+        Ok(problem.with_band_limit(device::BAND_FREQUENCIES))
     }
 
     /// Plans the device bands with at most `frequencies` per band (rounded to the work-group size): small

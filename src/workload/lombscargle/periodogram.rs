@@ -30,7 +30,7 @@ pub struct LombScargle {
 }
 
 impl LombScargle {
-    /// A series of times, values and optional 1σ errors (at least 3 points, all finite, errors positive,
+    /// A series of times, values and optional 1σ errors (at least MIN_POINTS = 4 points, all finite, errors positive,
     /// values not constant).
     pub fn new(t: Vec<f64>, y: Vec<f64>, dy: Option<Vec<f64>>) -> Result<Self, String> {
         Self::from_curve(LightCurve {
