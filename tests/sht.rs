@@ -2,6 +2,8 @@
 //! healpy 1.20.1 / ducc0 0.42 maps and coefficients and mpmath's 40-digit λ_lm (tests/data/sht/, made by
 //! make_vectors.py and converted by npz_to_json.py), and exact round trips on Gauss-Legendre grids.
 
+mod common;
+
 use astroport::oracle;
 use astroport::workload::sht::legendre::lambda_lm;
 use astroport::workload::sht::{alm2map, map2alm, rel_l2, Alm, RingGrid};
@@ -31,8 +33,12 @@ fn alm_from(v: &Value, lmax: usize) -> Alm {
 }
 
 /// max |a − b| / max |b|.
+/// max |a − b| / max |b|; infinite when a has a value that is not finite (f64::max would skip a NaN).
 fn max_rel(a: &[f64], b: &[f64]) -> f64 {
     assert_eq!(a.len(), b.len());
+    if a.iter().any(|v| !v.is_finite()) {
+        return f64::INFINITY;
+    }
     let scale = b.iter().fold(0.0f64, |m, v| m.max(v.abs()));
     a.iter()
         .zip(b)
@@ -207,4 +213,93 @@ fn bad_inputs_are_refused_by_name() {
     );
     let err = RingGrid::healpix(0).unwrap_err();
     assert!(err.contains("nside 0"), "{err}");
+}
+
+/// Every device against the `cpu` reference (1e-12 relative; outputs poisoned, so a kernel that writes
+/// nothing fails): the oracle's size in both directions and with healpy's iterations, a Gauss-Legendre grid
+/// (odd ring count: an equator ring without a mirror), and a run cut into bands of m by a small memory cap.
+#[test]
+fn every_backend_matches_the_cpu_reference() {
+    use astroport::backend::{discover, Choice, Precision};
+    use astroport::bench;
+    use astroport::exec::RunOptions;
+    use astroport::results::Status;
+    use astroport::workload::sht::{ShtProblem, Transform};
+    use astroport::workload::Workload;
+    let mut problems = vec![
+        ShtProblem::preset("tiny", Transform::Alm2Map).unwrap(),
+        ShtProblem::preset("tiny", Transform::Map2Alm { iter: 2 }).unwrap(),
+    ];
+    let gl = RingGrid::gauss_legendre(97, 194).unwrap();
+    for transform in [Transform::Alm2Map, Transform::Map2Alm { iter: 0 }] {
+        problems.push(ShtProblem::new("gl96", gl.clone(), 96, transform).unwrap());
+    }
+    for transform in [Transform::Alm2Map, Transform::Map2Alm { iter: 0 }] {
+        let mut p =
+            ShtProblem::new("banded", RingGrid::healpix(24).unwrap(), 70, transform).unwrap();
+        p.device_mem_cap = Some(64 << 10);
+        problems.push(p);
+    }
+    let d = discover();
+    let choices: Vec<Choice> = d.targets.iter().map(Choice::Run).collect();
+    for problem in &problems {
+        let rows = bench::run(
+            problem,
+            &[Precision::F64],
+            &choices,
+            &RunOptions::once(),
+            &mut |_| {},
+        );
+        for r in &rows {
+            assert_eq!(
+                r.status,
+                Status::Ok,
+                "{} {}: {}",
+                problem.describe(),
+                r.backend,
+                r.reason
+            );
+            let a = r.accuracy.as_ref().unwrap();
+            assert!(a.pass && a.max_rel <= 1e-12, "{}: {a:?}", r.backend);
+            if problem.preset == "banded" && r.model != "cpu" {
+                let bands = r.launch.as_ref().unwrap().bands;
+                assert!(
+                    bands > 2,
+                    "{}: {bands} band(s) under a 64 KiB cap",
+                    r.backend
+                );
+            }
+        }
+        common::assert_ran_in_each_mode(&common::devices(&d), &rows, &["f64"]);
+        eprintln!("{}", astroport::report::terminal(&rows));
+    }
+}
+
+/// The device transforms as a library, with mmax below lmax (the coefficient layout's other shape).
+#[test]
+fn device_transforms_take_mmax_below_lmax() {
+    use astroport::backend::{discover, Target};
+    use astroport::exec::RunOptions;
+    use astroport::workload::sht::device::DeviceSht;
+    let grid = RingGrid::healpix(16).unwrap();
+    let (lmax, mmax) = (40, 25);
+    let alm = Alm::random(lmax, mmax, 11);
+    let want_map = alm2map(&grid, &alm).unwrap();
+    let want_alm = map2alm(&grid, &want_map, lmax, mmax, 1).unwrap();
+    let d = discover();
+    let mut ran = Vec::new();
+    for t in &d.targets {
+        let Target::Device(dev) = t else { continue };
+        let mut sht = DeviceSht::new(dev.as_ref(), &grid, &RunOptions::once()).unwrap();
+        let map = sht.alm2map(&alm).unwrap();
+        assert!(max_rel(&map, &want_map) <= 1e-12, "{}: map", t.id());
+        let back = sht.map2alm(&want_map, lmax, mmax, 1).unwrap();
+        assert!(
+            max_rel(&back.to_flat(), &want_alm.to_flat()) <= 1e-12,
+            "{}: a_lm",
+            t.id()
+        );
+        ran.push(t.id());
+    }
+    common::assert_ran(&common::devices(&d), &ran);
 }

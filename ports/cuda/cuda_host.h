@@ -29,6 +29,7 @@ struct KernelEntry {
     X(lens)                      \
     X(lombscargle)               \
     X(cubature)                  \
+    X(sht)                       \
     X(selftest)
 
 #define ASTROPORT_CUDA_DECLARE_TABLE(w)       \

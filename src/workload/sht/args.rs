@@ -24,6 +24,9 @@ pub struct ShtArgs {
     /// Jacobi refinements of map2alm (healpy's iter; 0 times one transform, the bench's case).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub iter: u32,
+    /// Cap on device memory in MiB, below what the device reports (forces tiling into bands of m).
+    #[arg(long)]
+    pub device_mem_mib: Option<u64>,
 }
 
 impl WorkloadArgs for ShtArgs {
@@ -33,6 +36,14 @@ impl WorkloadArgs for ShtArgs {
     const PRESETS: &'static [&'static str] = &PRESETS;
     type Workload = ShtProblem;
     fn build(&self) -> Result<Vec<ShtProblem>, String> {
+        let cap = self
+            .device_mem_mib
+            .map(|m| {
+                m.checked_mul(1 << 20).ok_or_else(|| {
+                    format!("--device-mem-mib: {m} MiB is more bytes than 64 bits hold")
+                })
+            })
+            .transpose()?;
         self.transforms
             .iter()
             .map(|t| {
@@ -42,7 +53,9 @@ impl WorkloadArgs for ShtArgs {
                         iter: self.iter as usize,
                     },
                 };
-                ShtProblem::preset(&self.preset, transform)
+                let mut problem = ShtProblem::preset(&self.preset, transform)?;
+                problem.device_mem_cap = cap;
+                Ok(problem)
             })
             .collect()
     }

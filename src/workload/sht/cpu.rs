@@ -35,7 +35,12 @@ pub fn adjoint(grid: &RingGrid, map: &[f64], lmax: usize, mmax: usize) -> Result
 
 /// What analysis needs of its input: a value for every pixel of the grid, all finite (masked pixels,
 /// healpy's UNSEEN included, are refused: there is no masked analysis yet), and mmax ≤ lmax.
-fn check_analysis(grid: &RingGrid, map: &[f64], lmax: usize, mmax: usize) -> Result<(), String> {
+pub(super) fn check_analysis(
+    grid: &RingGrid,
+    map: &[f64],
+    lmax: usize,
+    mmax: usize,
+) -> Result<(), String> {
     if mmax > lmax {
         return Err(format!("mmax {mmax} is above lmax {lmax}"));
     }
@@ -307,7 +312,7 @@ const RING_BLOCK: usize = 16;
 
 /// The ring stage of synthesis: each ring's pixels from its Δ_m, Σ_m Δ_m e^{imφ} folded onto the ring's
 /// nφ frequencies (m ≥ nφ/2 aliases, as it must on short polar rings) and one inverse real FFT.
-fn rings_from_delta(grid: &RingGrid, mmax: usize, delta: &[Complex64]) -> Vec<f64> {
+pub(super) fn rings_from_delta(grid: &RingGrid, mmax: usize, delta: &[Complex64]) -> Vec<f64> {
     let nr = grid.rings.len();
     let mut planner = RealFftPlanner::<f64>::new();
     let plans = plans(grid, |n| planner.plan_fft_inverse(n));
@@ -399,7 +404,7 @@ fn fold(spectrum: &mut [Complex64], n: usize, m: usize, f: Complex64) {
 
 /// The ring stage of analysis: G_m(ring) = w Σ_j f_j e^{−imφ_j} for m = 0..=mmax, ring-major, from one
 /// forward real FFT per ring.
-fn rings_to_phases(grid: &RingGrid, map: &[f64], mmax: usize) -> Vec<Complex64> {
+pub(super) fn rings_to_phases(grid: &RingGrid, map: &[f64], mmax: usize) -> Vec<Complex64> {
     let nm = mmax + 1;
     let mut planner = RealFftPlanner::<f64>::new();
     let plans = plans(grid, |n| planner.plan_fft_forward(n));

@@ -10,6 +10,7 @@
 pub mod alm;
 pub mod args;
 pub mod cpu;
+pub mod device;
 pub mod grid;
 pub mod legendre;
 
@@ -58,6 +59,9 @@ pub struct ShtProblem {
     pub alm_in: Alm,
     /// map2alm's input.
     pub map_in: Vec<f64>,
+    /// Device memory to use at most, bytes, below what the device reports (`--device-mem-mib`: forces the
+    /// tiling into bands of m).
+    pub device_mem_cap: Option<u64>,
 }
 
 impl ShtProblem {
@@ -96,6 +100,7 @@ impl ShtProblem {
             transform,
             alm_in,
             map_in,
+            device_mem_cap: None,
         })
     }
 
@@ -187,10 +192,17 @@ impl Workload for ShtProblem {
                 let (out, times) = time_host(opts, "host clock", || self.cpu_output())?;
                 Ok(Measured::host(out, times))
             }
-            Target::Device(d) => Err(RunError::NotBuilt(format!(
-                "the sht kernels are not written for the {} model yet (cpu only; issue 14)",
-                d.model()
-            ))),
+            Target::Device(d) => {
+                let mut sht = device::DeviceSht::new(d.as_ref(), &self.grid, opts)?
+                    .with_memory_cap(self.device_mem_cap);
+                let out = match self.transform {
+                    Transform::Alm2Map => sht.alm2map(&self.alm_in)?,
+                    Transform::Map2Alm { iter } => sht
+                        .map2alm(&self.map_in, self.lmax, self.mmax, iter)?
+                        .to_flat(),
+                };
+                Ok(sht.measured(out))
+            }
         }
     }
     fn verify(

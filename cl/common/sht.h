@@ -1,0 +1,345 @@
+/* Spherical harmonic transforms: the Legendre stage on devices, written once for the three dialects
+ * (src/workload/sht/device.rs builds the buffers; docs/sht.md explains the layout).
+ *
+ * A work-group is one m and one block of SHT_GROUP * SHT_LANES ring pairs; a work-item walks l = m..lmax for
+ * SHT_LANES ring pairs (pair q = block * SHT_PAIRS_PER_BLOCK + lane * SHT_GROUP + lid, so loads coalesce).
+ * The recurrence coefficients a_l, b_l of the group's m are computed SHT_CHUNK degrees at a time into local
+ * memory (two square roots per degree per group, nothing per ring pair), with the chunk's a_lm in synthesis.
+ *
+ * The recurrence is src/workload/sht/legendre.rs's, term for term: λ_mm = (−1)^m c_m sin^m θ carried as
+ * v·2^(−600k); λ_l = fma(a_l cos θ, λ_{l−1}, −b_l λ_{l−2}); while k > 0 a value above 2^300 is scaled by
+ * 2^−600 and the lane contributes 0. Only terms with k = 0 (true value above 2^−300) enter the sums.
+ *
+ * Layouts (complex values as (re, im) doubles):
+ *   pair_cs[2q], pair_cs[2q+1]          cos θ, sin θ of pair q (the northern ring)
+ *   pair_rings[2q], pair_rings[2q+1]    its northern ring and its southern mirror (−1 if none)
+ *   cmm[m − m0]                         c_m of the band's m
+ *   alm                                 the band's a_lm, m-major from m0 (l = m..lmax for each m)
+ *   delta[(m − m0) nrings + ring]       Σ_l a_lm λ_lm(θ_ring) (synthesis's output)
+ *   g[(m − m0) nrings + ring]           the ring phases G_m (analysis's input, weights applied)
+ *   partial[block band_len + lm]        one block's share of a_lm (analysis), summed by sht_reduce
+ */
+#ifndef SHT_H
+#define SHT_H
+
+#define SHT_GROUP 64
+#define SHT_LANES 4
+#define SHT_CHUNK 32
+#define SHT_PAIRS_PER_BLOCK (SHT_GROUP * SHT_LANES)
+/* Stride of one degree's row of per-item contributions in local memory: one more than the group, so the
+ * reduction's reads fall in different banks. */
+#define SHT_CONTRIB_STRIDE (SHT_GROUP + 1)
+
+#if SHT_GROUP != 2 * SHT_CHUNK
+#  error "the analysis reduction gives each degree of a chunk two work-items"
+#endif
+
+#if ASTRO_HAS_FP64
+
+/* 2^e for e in the normal range. */
+ASTRO_FN double sht_two_pow(int e) { return ASTRO_U64_AS_F64((ASTRO_U64)(1023 + e) << 52); }
+
+/* x > 0 as a mantissa in [0.5, 1) and an exponent. */
+ASTRO_FN double sht_frexp(double x, int *e)
+{
+    int extra = 0;
+    if (((ASTRO_F64_AS_U64(x) >> 52) & 0x7ff) == 0) { /* subnormal */
+        x *= sht_two_pow(64);
+        extra = -64;
+    }
+    const ASTRO_U64 bits = ASTRO_F64_AS_U64(x);
+    *e = (int)((bits >> 52) & 0x7ff) - 1022 + extra;
+    return ASTRO_U64_AS_F64((bits & ~((ASTRO_U64)0x7ff << 52)) | ((ASTRO_U64)1022 << 52));
+}
+
+/* x^n for 0 < x <= 1 as a mantissa in [0.5, 1) and an exponent, by squaring with the exponent kept apart. */
+ASTRO_FN double sht_pow_scaled(double x, int n, int *exponent)
+{
+    int base_e, e;
+    double base = sht_frexp(x, &base_e);
+    double acc = 0.5;
+    int acc_e = 1;
+    while (n > 0) {
+        if (n & 1) {
+            acc = sht_frexp(acc * base, &e);
+            acc_e += base_e + e;
+        }
+        n >>= 1;
+        if (n > 0) {
+            base = sht_frexp(base * base, &e);
+            base_e = 2 * base_e + e;
+        }
+    }
+    *exponent = acc_e;
+    return acc;
+}
+
+/* λ_mm at sin θ as v·2^(−600k): returns v, sets k. */
+ASTRO_FN double sht_start(double sin_theta, int m, double c_m, int *k)
+{
+    int e;
+    const double mant = sht_pow_scaled(sin_theta, m, &e);
+    const double v = ((m & 1) ? -c_m : c_m) * mant;
+    if (e >= -300) {
+        *k = 0;
+        return v * sht_two_pow(e);
+    }
+    const int steps = (-300 - e + 599) / 600;
+    *k = steps;
+    return v * sht_two_pow(e + 600 * steps);
+}
+
+/* a_l of the recurrence, l > m. */
+ASTRO_FN double sht_a(int l, int m)
+{
+    const double lf = (double)l, mf = (double)m;
+    return ASTRO_SQRT((4.0 * lf * lf - 1.0) / ((lf - mf) * (lf + mf)));
+}
+
+/* Index of a_mm in an m-major coefficient array that starts at m = 0. */
+ASTRO_FN ASTRO_I64 sht_alm_offset(int m, int lmax) { return (ASTRO_I64)m * (2 * lmax + 3 - m) / 2; }
+
+/* One work-item's walk: SHT_LANES ring pairs with their recurrence state. */
+typedef struct {
+    double cs[SHT_LANES], p[SHT_LANES], pp[SHT_LANES];
+    int k[SHT_LANES];
+    int scaled; /* some lane still carries k > 0 */
+} ShtWalk;
+
+/* Sets up the lanes of work-item `lid` of `block` for m; lanes past the last pair sit on the equator (their
+ * results are dropped; in analysis their phases are 0). Returns the pair of each lane in q (−1: none). */
+ASTRO_FN void sht_walk_start(ShtWalk *w, int q[SHT_LANES], int block, int lid, int npairs, int m, double c_m,
+                             ASTRO_GLOBAL const double *ASTRO_RESTRICT pair_cs)
+{
+    w->scaled = 0;
+    for (int lane = 0; lane < SHT_LANES; ++lane) {
+        const int pair = block * SHT_PAIRS_PER_BLOCK + lane * SHT_GROUP + lid;
+        const int valid = pair < npairs;
+        q[lane] = valid ? pair : -1;
+        w->cs[lane] = valid ? pair_cs[2 * pair] : 0.0;
+        const double sin_theta = valid ? pair_cs[2 * pair + 1] : 1.0;
+        w->p[lane] = sht_start(sin_theta, m, c_m, &w->k[lane]);
+        w->pp[lane] = 0.0;
+        w->scaled |= w->k[lane] > 0;
+    }
+}
+
+/* λ_mm of every lane (0 where still out of double range). */
+ASTRO_FN void sht_walk_first(const ShtWalk *w, double lambda[SHT_LANES])
+{
+    for (int lane = 0; lane < SHT_LANES; ++lane)
+        lambda[lane] = w->k[lane] == 0 ? w->p[lane] : 0.0;
+}
+
+/* One degree up: λ of every lane at the next l. */
+ASTRO_FN void sht_walk_step(ShtWalk *w, double a, double b, double lambda[SHT_LANES])
+{
+    if (w->scaled) {
+        int any = 0;
+        for (int lane = 0; lane < SHT_LANES; ++lane) {
+            double next = ASTRO_FMA(a * w->cs[lane], w->p[lane], -b * w->pp[lane]);
+            double p = w->p[lane];
+            if (w->k[lane] > 0 && ASTRO_FABS(next) > 0x1p300) {
+                next *= 0x1p-600;
+                p *= 0x1p-600;
+                w->k[lane] -= 1;
+            }
+            w->pp[lane] = p;
+            w->p[lane] = next;
+            lambda[lane] = w->k[lane] == 0 ? next : 0.0;
+            any |= w->k[lane] > 0;
+        }
+        w->scaled = any;
+    } else {
+        for (int lane = 0; lane < SHT_LANES; ++lane) {
+            const double next = ASTRO_FMA(a * w->cs[lane], w->p[lane], -b * w->pp[lane]);
+            w->pp[lane] = w->p[lane];
+            w->p[lane] = next;
+            lambda[lane] = next;
+        }
+    }
+}
+
+/* Stages (a_l, b_l) for l = lbase + j, j < SHT_CHUNK, into ab (0 where l = m or l > lmax; b_{m+1} = 0). */
+ASTRO_FN void sht_stage_ab(int lid, int m, int lbase, int lmax, ASTRO_LOCAL double *ab)
+{
+    if (lid < SHT_CHUNK) {
+        const int l = lbase + lid;
+        double a = 0.0, b = 0.0;
+        if (l > m && l <= lmax) {
+            a = sht_a(l, m);
+            b = l == m + 1 ? 0.0 : a / sht_a(l - 1, m);
+        }
+        ab[2 * lid] = a;
+        ab[2 * lid + 1] = b;
+    }
+}
+
+/* Synthesis: Δ_m of the item's ring pairs, both rings of each pair (λ(π − θ) = (−1)^(l+m) λ(θ)).
+ * Every work-item reaches every barrier. Local: ab and coef, 2 SHT_CHUNK doubles each. */
+ASTRO_FN_INLINED void sht_synthesis_item(unsigned int group, int lid,
+                                         ASTRO_GLOBAL const double *ASTRO_RESTRICT pair_cs,
+                                         ASTRO_GLOBAL const int *ASTRO_RESTRICT pair_rings, int npairs, int nrings,
+                                         int lmax, int m0, int nblocks, ASTRO_GLOBAL const double *ASTRO_RESTRICT cmm,
+                                         ASTRO_GLOBAL const double *ASTRO_RESTRICT alm,
+                                         ASTRO_GLOBAL double *ASTRO_RESTRICT delta, ASTRO_LOCAL double *ab,
+                                         ASTRO_LOCAL double *coef)
+{
+    const int m = m0 + (int)(group / (unsigned int)nblocks), block = (int)(group % (unsigned int)nblocks);
+    const ASTRO_I64 first = sht_alm_offset(m, lmax) - sht_alm_offset(m0, lmax);
+    ShtWalk w;
+    int q[SHT_LANES];
+    sht_walk_start(&w, q, block, lid, npairs, m, cmm[m - m0], pair_cs);
+    double even_re[SHT_LANES], even_im[SHT_LANES], odd_re[SHT_LANES], odd_im[SHT_LANES];
+    for (int lane = 0; lane < SHT_LANES; ++lane)
+        even_re[lane] = even_im[lane] = odd_re[lane] = odd_im[lane] = 0.0;
+    double lambda[SHT_LANES];
+    for (int lbase = m; lbase <= lmax; lbase += SHT_CHUNK) {
+        const int n = lmax - lbase + 1 < SHT_CHUNK ? lmax - lbase + 1 : SHT_CHUNK;
+        ASTRO_BARRIER();
+        sht_stage_ab(lid, m, lbase, lmax, ab);
+        if (lid >= SHT_CHUNK && lid - SHT_CHUNK < n) {
+            const int j = lid - SHT_CHUNK;
+            const ASTRO_I64 at = 2 * (first + (lbase - m) + j);
+            coef[2 * j] = alm[at];
+            coef[2 * j + 1] = alm[at + 1];
+        }
+        ASTRO_BARRIER();
+        for (int j = 0; j < n; ++j) {
+            if (lbase + j == m)
+                sht_walk_first(&w, lambda);
+            else
+                sht_walk_step(&w, ab[2 * j], ab[2 * j + 1], lambda);
+            const double re = coef[2 * j], im = coef[2 * j + 1];
+            if (j & 1) {
+                for (int lane = 0; lane < SHT_LANES; ++lane) {
+                    odd_re[lane] = ASTRO_FMA(re, lambda[lane], odd_re[lane]);
+                    odd_im[lane] = ASTRO_FMA(im, lambda[lane], odd_im[lane]);
+                }
+            } else {
+                for (int lane = 0; lane < SHT_LANES; ++lane) {
+                    even_re[lane] = ASTRO_FMA(re, lambda[lane], even_re[lane]);
+                    even_im[lane] = ASTRO_FMA(im, lambda[lane], even_im[lane]);
+                }
+            }
+        }
+    }
+    const ASTRO_I64 row = (ASTRO_I64)(m - m0) * nrings;
+    for (int lane = 0; lane < SHT_LANES; ++lane) {
+        if (q[lane] < 0)
+            continue;
+        const ASTRO_I64 north = 2 * (row + pair_rings[2 * q[lane]]);
+        delta[north] = even_re[lane] + odd_re[lane];
+        delta[north + 1] = even_im[lane] + odd_im[lane];
+        const int south = pair_rings[2 * q[lane] + 1];
+        if (south >= 0) {
+            const ASTRO_I64 s = 2 * (row + south);
+            delta[s] = even_re[lane] - odd_re[lane];
+            delta[s + 1] = even_im[lane] - odd_im[lane];
+        }
+    }
+}
+
+/* Analysis: the block's share of a_lm = Σ_pairs λ_lm (G_north ± G_south), for l = m..lmax. Per degree, each
+ * work-item sums its lanes and leaves the sum in `contrib`; the group then sums the items in a fixed order
+ * (deterministic), two work-items per degree. Local: ab (2 SHT_CHUNK), contrib (2 SHT_CHUNK
+ * SHT_CONTRIB_STRIDE) and halves (4 SHT_CHUNK) doubles. */
+ASTRO_FN_INLINED void sht_analysis_item(unsigned int group, int lid,
+                                        ASTRO_GLOBAL const double *ASTRO_RESTRICT pair_cs,
+                                        ASTRO_GLOBAL const int *ASTRO_RESTRICT pair_rings, int npairs, int lmax,
+                                        int nrings, int m0, int nblocks, ASTRO_GLOBAL const double *ASTRO_RESTRICT cmm,
+                                        ASTRO_GLOBAL const double *ASTRO_RESTRICT g, ASTRO_I64 band_len,
+                                        ASTRO_GLOBAL double *ASTRO_RESTRICT partial, ASTRO_LOCAL double *ab,
+                                        ASTRO_LOCAL double *contrib, ASTRO_LOCAL double *halves)
+{
+    const int m = m0 + (int)(group / (unsigned int)nblocks), block = (int)(group % (unsigned int)nblocks);
+    const ASTRO_I64 first = sht_alm_offset(m, lmax) - sht_alm_offset(m0, lmax);
+    ShtWalk w;
+    int q[SHT_LANES];
+    sht_walk_start(&w, q, block, lid, npairs, m, cmm[m - m0], pair_cs);
+    double even_re[SHT_LANES], even_im[SHT_LANES], odd_re[SHT_LANES], odd_im[SHT_LANES];
+    const ASTRO_I64 row = (ASTRO_I64)(m - m0) * nrings;
+    for (int lane = 0; lane < SHT_LANES; ++lane) {
+        double nr = 0.0, ni = 0.0, sr = 0.0, si = 0.0;
+        if (q[lane] >= 0) {
+            const ASTRO_I64 north = 2 * (row + pair_rings[2 * q[lane]]);
+            nr = g[north];
+            ni = g[north + 1];
+            const int south = pair_rings[2 * q[lane] + 1];
+            if (south >= 0) {
+                const ASTRO_I64 s = 2 * (row + south);
+                sr = g[s];
+                si = g[s + 1];
+            }
+        }
+        even_re[lane] = nr + sr;
+        even_im[lane] = ni + si;
+        odd_re[lane] = nr - sr;
+        odd_im[lane] = ni - si;
+    }
+    double lambda[SHT_LANES];
+    for (int lbase = m; lbase <= lmax; lbase += SHT_CHUNK) {
+        const int n = lmax - lbase + 1 < SHT_CHUNK ? lmax - lbase + 1 : SHT_CHUNK;
+        ASTRO_BARRIER();
+        sht_stage_ab(lid, m, lbase, lmax, ab);
+        ASTRO_BARRIER();
+        for (int j = 0; j < n; ++j) {
+            if (lbase + j == m)
+                sht_walk_first(&w, lambda);
+            else
+                sht_walk_step(&w, ab[2 * j], ab[2 * j + 1], lambda);
+            double re = 0.0, im = 0.0;
+            if (j & 1) {
+                for (int lane = 0; lane < SHT_LANES; ++lane) {
+                    re = ASTRO_FMA(lambda[lane], odd_re[lane], re);
+                    im = ASTRO_FMA(lambda[lane], odd_im[lane], im);
+                }
+            } else {
+                for (int lane = 0; lane < SHT_LANES; ++lane) {
+                    re = ASTRO_FMA(lambda[lane], even_re[lane], re);
+                    im = ASTRO_FMA(lambda[lane], even_im[lane], im);
+                }
+            }
+            contrib[2 * (j * SHT_CONTRIB_STRIDE + lid)] = re;
+            contrib[2 * (j * SHT_CONTRIB_STRIDE + lid) + 1] = im;
+        }
+        ASTRO_BARRIER();
+        {
+            const int j = lid >> 1, side = lid & 1;
+            if (j < n) {
+                double re = 0.0, im = 0.0;
+                for (int i = 0; i < SHT_GROUP / 2; ++i) {
+                    const int at = 2 * (j * SHT_CONTRIB_STRIDE + side * (SHT_GROUP / 2) + i);
+                    re += contrib[at];
+                    im += contrib[at + 1];
+                }
+                halves[2 * lid] = re;
+                halves[2 * lid + 1] = im;
+            }
+        }
+        ASTRO_BARRIER();
+        if (lid < n) {
+            const ASTRO_I64 at = 2 * ((ASTRO_I64)block * band_len + first + (lbase - m) + lid);
+            partial[at] = halves[4 * lid] + halves[4 * lid + 2];
+            partial[at + 1] = halves[4 * lid + 1] + halves[4 * lid + 3];
+        }
+    }
+}
+
+/* a_lm = Σ_blocks partial, blocks in order (deterministic); one work-item per coefficient. */
+ASTRO_FN void sht_reduce_item(ASTRO_I64 idx, ASTRO_GLOBAL const double *ASTRO_RESTRICT partial, int nblocks,
+                              ASTRO_I64 band_len, ASTRO_GLOBAL double *ASTRO_RESTRICT out)
+{
+    if (idx >= band_len)
+        return;
+    double re = 0.0, im = 0.0;
+    for (int b = 0; b < nblocks; ++b) {
+        re += partial[2 * ((ASTRO_I64)b * band_len + idx)];
+        im += partial[2 * ((ASTRO_I64)b * band_len + idx) + 1];
+    }
+    out[2 * idx] = re;
+    out[2 * idx + 1] = im;
+}
+
+#endif /* ASTRO_HAS_FP64 */
+#endif /* SHT_H */

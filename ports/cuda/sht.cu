@@ -1,0 +1,46 @@
+// Spherical harmonic transforms, the Legendre stage, CUDA C++ (float64). Same work per item as cl/sht.cl
+// through cl/common/sht.h; each kernel declares its shared memory and computes its indices. Blocks are
+// SHT_GROUP threads.
+#include "cuda_host.h"
+#include "astro_dialect.h"
+#include "sht.h"
+
+__global__ void __launch_bounds__(SHT_GROUP)
+    sht_synthesis_f64(const double *__restrict__ pair_cs, const int *__restrict__ pair_rings, int npairs,
+                      int nrings, int lmax, int m0, int nblocks, const double *__restrict__ cmm,
+                      const double *__restrict__ alm, double *__restrict__ delta)
+{
+    __shared__ double ab[2 * SHT_CHUNK];
+    __shared__ double coef[2 * SHT_CHUNK];
+    sht_synthesis_item(blockIdx.x, (int)threadIdx.x, pair_cs, pair_rings, npairs, nrings, lmax, m0, nblocks, cmm,
+                       alm, delta, ab, coef);
+}
+
+__global__ void __launch_bounds__(SHT_GROUP)
+    sht_analysis_f64(const double *__restrict__ pair_cs, const int *__restrict__ pair_rings, int npairs, int lmax,
+                     int nrings, int m0, int nblocks, const double *__restrict__ cmm, const double *__restrict__ g,
+                     unsigned long long band_len, double *__restrict__ partial)
+{
+    __shared__ double ab[2 * SHT_CHUNK];
+    __shared__ double contrib[2 * SHT_CHUNK * SHT_CONTRIB_STRIDE];
+    __shared__ double halves[4 * SHT_CHUNK];
+    sht_analysis_item(blockIdx.x, (int)threadIdx.x, pair_cs, pair_rings, npairs, lmax, nrings, m0, nblocks, cmm,
+                      g, (long long)band_len, partial, ab, contrib, halves);
+}
+
+__global__ void sht_reduce_f64(const double *__restrict__ partial, int nblocks, unsigned long long band_len,
+                               double *__restrict__ out)
+{
+    sht_reduce_item((long long)blockIdx.x * blockDim.x + threadIdx.x, partial, nblocks, (long long)band_len, out);
+}
+
+namespace astroport_cuda {
+#define SHT_ENTRY(k) {#k, reinterpret_cast<const void *>(&k)}
+extern const KernelEntry sht_kernels[] = {
+    SHT_ENTRY(sht_synthesis_f64),
+    SHT_ENTRY(sht_analysis_f64),
+    SHT_ENTRY(sht_reduce_f64),
+};
+#undef SHT_ENTRY
+extern const int sht_kernel_count = sizeof(sht_kernels) / sizeof(sht_kernels[0]);
+}  // namespace astroport_cuda

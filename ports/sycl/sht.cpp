@@ -1,0 +1,36 @@
+// Spherical harmonic transforms, the Legendre stage, SYCL 2020 free-function kernels compiled at run time by
+// DPC++ (float64). Same work per item as cl/sht.cl through cl/common/sht.h. Local memory is a function-scope
+// work_group_static variable (group_local_memory_for_overwrite crashed Intel's CPU back end).
+#include <sycl/sycl.hpp>
+#include "astro_dialect.h"
+#include "sht.h"
+
+namespace syclexp = sycl::ext::oneapi::experimental;
+#define SHT_KERNEL extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>)) void
+static inline sycl::nd_item<1> item() { return sycl::ext::oneapi::this_work_item::get_nd_item<1>(); }
+
+SHT_KERNEL sht_synthesis_f64(const double *pair_cs, const int *pair_rings, int npairs, int nrings, int lmax, int m0,
+                             int nblocks, const double *cmm, const double *alm, double *delta)
+{
+    static syclexp::work_group_static<double[2 * SHT_CHUNK]> ab;
+    static syclexp::work_group_static<double[2 * SHT_CHUNK]> coef;
+    const sycl::nd_item<1> it = item();
+    sht_synthesis_item((unsigned int)it.get_group(0), (int)it.get_local_id(0), pair_cs, pair_rings, npairs, nrings,
+                       lmax, m0, nblocks, cmm, alm, delta, &ab[0], &coef[0]);
+}
+
+SHT_KERNEL sht_analysis_f64(const double *pair_cs, const int *pair_rings, int npairs, int lmax, int nrings, int m0,
+                            int nblocks, const double *cmm, const double *g, uint64_t band_len, double *partial)
+{
+    static syclexp::work_group_static<double[2 * SHT_CHUNK]> ab;
+    static syclexp::work_group_static<double[2 * SHT_CHUNK * SHT_CONTRIB_STRIDE]> contrib;
+    static syclexp::work_group_static<double[4 * SHT_CHUNK]> halves;
+    const sycl::nd_item<1> it = item();
+    sht_analysis_item((unsigned int)it.get_group(0), (int)it.get_local_id(0), pair_cs, pair_rings, npairs, lmax, nrings,
+                      m0, nblocks, cmm, g, (int64_t)band_len, partial, &ab[0], &contrib[0], &halves[0]);
+}
+
+SHT_KERNEL sht_reduce_f64(const double *partial, int nblocks, uint64_t band_len, double *out)
+{
+    sht_reduce_item((int64_t)item().get_global_id(0), partial, nblocks, (int64_t)band_len, out);
+}

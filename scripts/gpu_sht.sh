@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Spherical harmonic transforms on the GPU machine (issue 14): presets ci and planck, alm2map and map2alm, on
+# CUDA, NVIDIA OpenCL and the 16-core `cpu` model. The device rows time the Legendre stage with device events
+# and the ring FFTs (host, realfft) with the host clock; each row's steps give the two apart.
+# Build as docs/architecture.md says ("GPU evidence runs"); carry .carry. PRESETS overrides "ci planck".
+set -uo pipefail
+source "$(dirname "$0")/gpu_common.sh"
+status=0
+for preset in ${PRESETS:-ci planck}; do
+  "$bin" run sht --preset "$preset" --backend cuda --backend "$nv" --backend cpu --out "$out/sht-gpu" \
+    > "$out/sht-$preset.log" 2>&1 || status=1
+  grep -E "^│ sht|failed" "$out/sht-$preset.log" | cut -c1-260
+done
+python3 - "$out/sht-gpu/results.jsonl" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    t = r["time_s"]["median"] if r["time_s"] else None
+    res = r.get("resources") or {}
+    print(r["preset"], r["size"], r["backend"], r["status"], "median_s", t,
+          "regs", res.get("regs_per_thread"), "occ", res.get("occupancy"),
+          "max_rel", (r.get("accuracy") or {}).get("max_rel"))
+    for s in r.get("steps", []):
+        sres = s.get("resources") or {}
+        print("   step", s["name"], s["median_s"], "regs", sres.get("regs_per_thread"), "occ", sres.get("occupancy"))
+PY
+exit $status
