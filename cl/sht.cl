@@ -17,20 +17,14 @@ __kernel void sht_synthesis_f64(__global const double *restrict pair_cs, __globa
 }
 
 __kernel void sht_analysis_f64(__global const double *restrict pair_cs, __global const int *restrict pair_rings,
-                               const int npairs, const int lmax, const int nrings, const int m0, const int nblocks,
+                               const int npairs, const int nrings, const int lmax, const int m0, const int nblocks,
                                __global const double *restrict cmm, __global const double *restrict g,
-                               const ulong band_len, __global double *restrict partial)
+                               __global double *restrict alm)
 {
     __local double ab[2 * SHT_CHUNK];
     __local double contrib[2 * SHT_CHUNK * SHT_CONTRIB_STRIDE];
     __local double halves[4 * SHT_CHUNK];
-    sht_analysis_item((unsigned int)get_group_id(0), (int)get_local_id(0), pair_cs, pair_rings, npairs, lmax, nrings,
-                      m0, nblocks, cmm, g, (long)band_len, partial, ab, contrib, halves);
-}
-
-__kernel void sht_reduce_f64(__global const double *restrict partial, const int nblocks, const ulong band_len,
-                             __global double *restrict out)
-{
-    sht_reduce_item((long)get_global_id(0), partial, nblocks, (long)band_len, out);
+    sht_analysis_item((unsigned int)get_group_id(0), (int)get_local_id(0), pair_cs, pair_rings, npairs, nrings, lmax,
+                      m0, nblocks, cmm, g, alm, ab, contrib, halves);
 }
 #endif

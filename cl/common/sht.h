@@ -1,8 +1,9 @@
 /* Spherical harmonic transforms: the Legendre stage on devices, written once for the three dialects
  * (src/workload/sht/device.rs builds the buffers; docs/sht.md explains the layout).
  *
- * A work-group is one m and one block of SHT_GROUP * SHT_LANES ring pairs; a work-item walks l = m..lmax for
- * SHT_LANES ring pairs (pair q = block * SHT_PAIRS_PER_BLOCK + lane * SHT_GROUP + lid, so loads coalesce).
+ * Synthesis: a work-group is one m and one block of SHT_GROUP * SHT_LANES ring pairs. Analysis: a work-group is
+ * one m and walks the blocks in turn (it owns its m's coefficients, so it sums them without atomics and in a
+ * fixed order). A work-item walks l = m..lmax for SHT_LANES ring pairs (pair q = block * SHT_PAIRS_PER_BLOCK + lane * SHT_GROUP + lid, so loads coalesce).
  * The recurrence coefficients a_l, b_l of the group's m are computed SHT_CHUNK degrees at a time into local
  * memory (two square roots per degree per group, nothing per ring pair), with the chunk's a_lm in synthesis.
  *
@@ -17,7 +18,7 @@
  *   alm                                 the band's a_lm, m-major from m0 (l = m..lmax for each m)
  *   delta[(m − m0) nrings + ring]       Σ_l a_lm λ_lm(θ_ring) (synthesis's output)
  *   g[(m − m0) nrings + ring]           the ring phases G_m (analysis's input, weights applied)
- *   partial[block band_len + lm]        one block's share of a_lm (analysis), summed by sht_reduce
+ *   alm (analysis's output)             the band's a_lm, as synthesis reads them
  */
 #ifndef SHT_H
 #define SHT_H
@@ -240,105 +241,95 @@ ASTRO_FN_INLINED void sht_synthesis_item(unsigned int group, int lid,
     }
 }
 
-/* Analysis: the block's share of a_lm = Σ_pairs λ_lm (G_north ± G_south), for l = m..lmax. Per degree, each
- * work-item sums its lanes and leaves the sum in `contrib`; the group then sums the items in a fixed order
- * (deterministic), two work-items per degree. Local: ab (2 SHT_CHUNK), contrib (2 SHT_CHUNK
- * SHT_CONTRIB_STRIDE) and halves (4 SHT_CHUNK) doubles. */
+/* Analysis: a_lm = Σ_pairs λ_lm (G_north ± G_south) for one m (the group's own: no other group writes its
+ * coefficients), the blocks of ring pairs walked one after the other. Per degree, each work-item sums its
+ * lanes and leaves the sum in `contrib`; the group then sums the items in a fixed order, two work-items per
+ * degree, and adds the block's share to `alm` (deterministic: the same item adds the same degree, blocks in
+ * order). Local: ab (2 SHT_CHUNK), contrib (2 SHT_CHUNK SHT_CONTRIB_STRIDE) and halves (4 SHT_CHUNK) doubles. */
 ASTRO_FN_INLINED void sht_analysis_item(unsigned int group, int lid,
                                         ASTRO_GLOBAL const double *ASTRO_RESTRICT pair_cs,
-                                        ASTRO_GLOBAL const int *ASTRO_RESTRICT pair_rings, int npairs, int lmax,
-                                        int nrings, int m0, int nblocks, ASTRO_GLOBAL const double *ASTRO_RESTRICT cmm,
-                                        ASTRO_GLOBAL const double *ASTRO_RESTRICT g, ASTRO_I64 band_len,
-                                        ASTRO_GLOBAL double *ASTRO_RESTRICT partial, ASTRO_LOCAL double *ab,
+                                        ASTRO_GLOBAL const int *ASTRO_RESTRICT pair_rings, int npairs, int nrings,
+                                        int lmax, int m0, int nblocks, ASTRO_GLOBAL const double *ASTRO_RESTRICT cmm,
+                                        ASTRO_GLOBAL const double *ASTRO_RESTRICT g,
+                                        ASTRO_GLOBAL double *ASTRO_RESTRICT alm, ASTRO_LOCAL double *ab,
                                         ASTRO_LOCAL double *contrib, ASTRO_LOCAL double *halves)
 {
-    const int m = m0 + (int)(group / (unsigned int)nblocks), block = (int)(group % (unsigned int)nblocks);
+    const int m = m0 + (int)group;
     const ASTRO_I64 first = sht_alm_offset(m, lmax) - sht_alm_offset(m0, lmax);
-    ShtWalk w;
-    int q[SHT_LANES];
-    sht_walk_start(&w, q, block, lid, npairs, m, cmm[m - m0], pair_cs);
-    double even_re[SHT_LANES], even_im[SHT_LANES], odd_re[SHT_LANES], odd_im[SHT_LANES];
     const ASTRO_I64 row = (ASTRO_I64)(m - m0) * nrings;
-    for (int lane = 0; lane < SHT_LANES; ++lane) {
-        double nr = 0.0, ni = 0.0, sr = 0.0, si = 0.0;
-        if (q[lane] >= 0) {
-            const ASTRO_I64 north = 2 * (row + pair_rings[2 * q[lane]]);
-            nr = g[north];
-            ni = g[north + 1];
-            const int south = pair_rings[2 * q[lane] + 1];
-            if (south >= 0) {
-                const ASTRO_I64 s = 2 * (row + south);
-                sr = g[s];
-                si = g[s + 1];
-            }
-        }
-        even_re[lane] = nr + sr;
-        even_im[lane] = ni + si;
-        odd_re[lane] = nr - sr;
-        odd_im[lane] = ni - si;
-    }
-    double lambda[SHT_LANES];
-    for (int lbase = m; lbase <= lmax; lbase += SHT_CHUNK) {
-        const int n = lmax - lbase + 1 < SHT_CHUNK ? lmax - lbase + 1 : SHT_CHUNK;
-        ASTRO_BARRIER();
-        sht_stage_ab(lid, m, lbase, lmax, ab);
-        ASTRO_BARRIER();
-        for (int j = 0; j < n; ++j) {
-            if (lbase + j == m)
-                sht_walk_first(&w, lambda);
-            else
-                sht_walk_step(&w, ab[2 * j], ab[2 * j + 1], lambda);
-            double re = 0.0, im = 0.0;
-            if (j & 1) {
-                for (int lane = 0; lane < SHT_LANES; ++lane) {
-                    re = ASTRO_FMA(lambda[lane], odd_re[lane], re);
-                    im = ASTRO_FMA(lambda[lane], odd_im[lane], im);
-                }
-            } else {
-                for (int lane = 0; lane < SHT_LANES; ++lane) {
-                    re = ASTRO_FMA(lambda[lane], even_re[lane], re);
-                    im = ASTRO_FMA(lambda[lane], even_im[lane], im);
+    for (int block = 0; block < nblocks; ++block) {
+        ShtWalk w;
+        int q[SHT_LANES];
+        sht_walk_start(&w, q, block, lid, npairs, m, cmm[m - m0], pair_cs);
+        double even_re[SHT_LANES], even_im[SHT_LANES], odd_re[SHT_LANES], odd_im[SHT_LANES];
+        for (int lane = 0; lane < SHT_LANES; ++lane) {
+            double nr = 0.0, ni = 0.0, sr = 0.0, si = 0.0;
+            if (q[lane] >= 0) {
+                const ASTRO_I64 north = 2 * (row + pair_rings[2 * q[lane]]);
+                nr = g[north];
+                ni = g[north + 1];
+                const int south = pair_rings[2 * q[lane] + 1];
+                if (south >= 0) {
+                    const ASTRO_I64 s = 2 * (row + south);
+                    sr = g[s];
+                    si = g[s + 1];
                 }
             }
-            contrib[2 * (j * SHT_CONTRIB_STRIDE + lid)] = re;
-            contrib[2 * (j * SHT_CONTRIB_STRIDE + lid) + 1] = im;
+            even_re[lane] = nr + sr;
+            even_im[lane] = ni + si;
+            odd_re[lane] = nr - sr;
+            odd_im[lane] = ni - si;
         }
-        ASTRO_BARRIER();
-        {
-            const int j = lid >> 1, side = lid & 1;
-            if (j < n) {
+        double lambda[SHT_LANES];
+        for (int lbase = m; lbase <= lmax; lbase += SHT_CHUNK) {
+            const int n = lmax - lbase + 1 < SHT_CHUNK ? lmax - lbase + 1 : SHT_CHUNK;
+            ASTRO_BARRIER();
+            sht_stage_ab(lid, m, lbase, lmax, ab);
+            ASTRO_BARRIER();
+            for (int j = 0; j < n; ++j) {
+                if (lbase + j == m)
+                    sht_walk_first(&w, lambda);
+                else
+                    sht_walk_step(&w, ab[2 * j], ab[2 * j + 1], lambda);
                 double re = 0.0, im = 0.0;
-                for (int i = 0; i < SHT_GROUP / 2; ++i) {
-                    const int at = 2 * (j * SHT_CONTRIB_STRIDE + side * (SHT_GROUP / 2) + i);
-                    re += contrib[at];
-                    im += contrib[at + 1];
+                if (j & 1) {
+                    for (int lane = 0; lane < SHT_LANES; ++lane) {
+                        re = ASTRO_FMA(lambda[lane], odd_re[lane], re);
+                        im = ASTRO_FMA(lambda[lane], odd_im[lane], im);
+                    }
+                } else {
+                    for (int lane = 0; lane < SHT_LANES; ++lane) {
+                        re = ASTRO_FMA(lambda[lane], even_re[lane], re);
+                        im = ASTRO_FMA(lambda[lane], even_im[lane], im);
+                    }
                 }
-                halves[2 * lid] = re;
-                halves[2 * lid + 1] = im;
+                contrib[2 * (j * SHT_CONTRIB_STRIDE + lid)] = re;
+                contrib[2 * (j * SHT_CONTRIB_STRIDE + lid) + 1] = im;
+            }
+            ASTRO_BARRIER();
+            {
+                const int j = lid >> 1, side = lid & 1;
+                if (j < n) {
+                    double re = 0.0, im = 0.0;
+                    for (int i = 0; i < SHT_GROUP / 2; ++i) {
+                        const int at = 2 * (j * SHT_CONTRIB_STRIDE + side * (SHT_GROUP / 2) + i);
+                        re += contrib[at];
+                        im += contrib[at + 1];
+                    }
+                    halves[2 * lid] = re;
+                    halves[2 * lid + 1] = im;
+                }
+            }
+            ASTRO_BARRIER();
+            if (lid < n) {
+                const ASTRO_I64 at = 2 * (first + (lbase - m) + lid);
+                const double re = halves[4 * lid] + halves[4 * lid + 2];
+                const double im = halves[4 * lid + 1] + halves[4 * lid + 3];
+                alm[at] = block == 0 ? re : alm[at] + re;
+                alm[at + 1] = block == 0 ? im : alm[at + 1] + im;
             }
         }
-        ASTRO_BARRIER();
-        if (lid < n) {
-            const ASTRO_I64 at = 2 * ((ASTRO_I64)block * band_len + first + (lbase - m) + lid);
-            partial[at] = halves[4 * lid] + halves[4 * lid + 2];
-            partial[at + 1] = halves[4 * lid + 1] + halves[4 * lid + 3];
-        }
     }
-}
-
-/* a_lm = Σ_blocks partial, blocks in order (deterministic); one work-item per coefficient. */
-ASTRO_FN void sht_reduce_item(ASTRO_I64 idx, ASTRO_GLOBAL const double *ASTRO_RESTRICT partial, int nblocks,
-                              ASTRO_I64 band_len, ASTRO_GLOBAL double *ASTRO_RESTRICT out)
-{
-    if (idx >= band_len)
-        return;
-    double re = 0.0, im = 0.0;
-    for (int b = 0; b < nblocks; ++b) {
-        re += partial[2 * ((ASTRO_I64)b * band_len + idx)];
-        im += partial[2 * ((ASTRO_I64)b * band_len + idx) + 1];
-    }
-    out[2 * idx] = re;
-    out[2 * idx + 1] = im;
 }
 
 #endif /* ASTRO_HAS_FP64 */

@@ -17,21 +17,15 @@ __global__ void __launch_bounds__(SHT_GROUP)
 }
 
 __global__ void __launch_bounds__(SHT_GROUP)
-    sht_analysis_f64(const double *__restrict__ pair_cs, const int *__restrict__ pair_rings, int npairs, int lmax,
-                     int nrings, int m0, int nblocks, const double *__restrict__ cmm, const double *__restrict__ g,
-                     unsigned long long band_len, double *__restrict__ partial)
+    sht_analysis_f64(const double *__restrict__ pair_cs, const int *__restrict__ pair_rings, int npairs, int nrings,
+                     int lmax, int m0, int nblocks, const double *__restrict__ cmm, const double *__restrict__ g,
+                     double *__restrict__ alm)
 {
     __shared__ double ab[2 * SHT_CHUNK];
     __shared__ double contrib[2 * SHT_CHUNK * SHT_CONTRIB_STRIDE];
     __shared__ double halves[4 * SHT_CHUNK];
-    sht_analysis_item(blockIdx.x, (int)threadIdx.x, pair_cs, pair_rings, npairs, lmax, nrings, m0, nblocks, cmm,
-                      g, (long long)band_len, partial, ab, contrib, halves);
-}
-
-__global__ void sht_reduce_f64(const double *__restrict__ partial, int nblocks, unsigned long long band_len,
-                               double *__restrict__ out)
-{
-    sht_reduce_item((long long)blockIdx.x * blockDim.x + threadIdx.x, partial, nblocks, (long long)band_len, out);
+    sht_analysis_item(blockIdx.x, (int)threadIdx.x, pair_cs, pair_rings, npairs, nrings, lmax, m0, nblocks, cmm,
+                      g, alm, ab, contrib, halves);
 }
 
 namespace astroport_cuda {
@@ -39,7 +33,6 @@ namespace astroport_cuda {
 extern const KernelEntry sht_kernels[] = {
     SHT_ENTRY(sht_synthesis_f64),
     SHT_ENTRY(sht_analysis_f64),
-    SHT_ENTRY(sht_reduce_f64),
 };
 #undef SHT_ENTRY
 extern const int sht_kernel_count = sizeof(sht_kernels) / sizeof(sht_kernels[0]);

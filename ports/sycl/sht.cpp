@@ -19,18 +19,13 @@ SHT_KERNEL sht_synthesis_f64(const double *pair_cs, const int *pair_rings, int n
                        lmax, m0, nblocks, cmm, alm, delta, &ab[0], &coef[0]);
 }
 
-SHT_KERNEL sht_analysis_f64(const double *pair_cs, const int *pair_rings, int npairs, int lmax, int nrings, int m0,
-                            int nblocks, const double *cmm, const double *g, uint64_t band_len, double *partial)
+SHT_KERNEL sht_analysis_f64(const double *pair_cs, const int *pair_rings, int npairs, int nrings, int lmax, int m0,
+                            int nblocks, const double *cmm, const double *g, double *alm)
 {
     static syclexp::work_group_static<double[2 * SHT_CHUNK]> ab;
     static syclexp::work_group_static<double[2 * SHT_CHUNK * SHT_CONTRIB_STRIDE]> contrib;
     static syclexp::work_group_static<double[4 * SHT_CHUNK]> halves;
     const sycl::nd_item<1> it = item();
-    sht_analysis_item((unsigned int)it.get_group(0), (int)it.get_local_id(0), pair_cs, pair_rings, npairs, lmax, nrings,
-                      m0, nblocks, cmm, g, (int64_t)band_len, partial, &ab[0], &contrib[0], &halves[0]);
-}
-
-SHT_KERNEL sht_reduce_f64(const double *partial, int nblocks, uint64_t band_len, double *out)
-{
-    sht_reduce_item((int64_t)item().get_global_id(0), partial, nblocks, (int64_t)band_len, out);
+    sht_analysis_item((unsigned int)it.get_group(0), (int)it.get_local_id(0), pair_cs, pair_rings, npairs, nrings, lmax,
+                      m0, nblocks, cmm, g, alm, &ab[0], &contrib[0], &halves[0]);
 }

@@ -1,8 +1,9 @@
 //! The transforms on a device (OpenCL, CUDA, SYCL): the Legendre stage in the kernels of cl/common/sht.h,
 //! the ring stage (one real FFT per ring) on the host with the `cpu` model's code.
 //!
-//! Mirrors the header's layouts: ring pairs in blocks of PAIRS_PER_BLOCK, one work-group per (m, block), m
-//! ascending so that the longest walks (small m) start first. Work too large for the device is cut into
+//! Mirrors the header's layouts: ring pairs in blocks of PAIRS_PER_BLOCK; synthesis has one work-group per
+//! (m, block), analysis one per m (walking the blocks in turn); m ascending, so that the longest walks (small
+//! m) start first. Work too large for the device is cut into
 //! bands of consecutive m, one job each.
 
 use super::alm::Alm;
@@ -38,8 +39,6 @@ pub static PROGRAM: Program = Program {
 pub const GROUP: usize = 64;
 pub const LANES: usize = 4;
 pub const PAIRS_PER_BLOCK: usize = GROUP * LANES;
-/// Work-items per group of the reduction over blocks.
-const REDUCE_GROUP: usize = 256;
 
 /// The grid's ring pairs as the kernels read them.
 pub struct PairTables {
@@ -293,46 +292,87 @@ impl<'a> DeviceSht<'a> {
 
     /// Δ_m(ring) of every m and ring, m-major, from the device.
     fn synthesis_delta(&mut self, alm: &Alm) -> Result<Vec<Complex64>, RunError> {
-        let (lmax, mmax) = (alm.lmax, alm.mmax);
-        let nrings = self.pairs.nrings;
+        let (lmax, mmax, nrings) = (alm.lmax, alm.mmax, self.pairs.nrings);
         let flat = alm.to_flat();
+        self.legendre_stage(Stage::Synthesis, lmax, mmax, |m0, m1| {
+            let (c0, c1) = band_coefficients(lmax, m0, m1);
+            (&flat[2 * c0..2 * c1], (m1 - m0) * nrings)
+        })
+    }
+
+    /// a_lm from the ring phases G (ring-major, m = 0..=mmax), on the device.
+    fn analysis(&mut self, g: &[Complex64], lmax: usize, mmax: usize) -> Result<Alm, RunError> {
+        let (nm, nrings) = (mmax + 1, self.pairs.nrings);
+        // m-major for the device: each band's phases are one contiguous slice, and a group's reads coalesce.
+        let g_mmajor: Vec<f64> = (0..nm)
+            .into_par_iter()
+            .flat_map_iter(|m| (0..nrings).flat_map(move |r| [g[r * nm + m].re, g[r * nm + m].im]))
+            .collect();
+        let coeffs = self.legendre_stage(Stage::Analysis, lmax, mmax, |m0, m1| {
+            let (c0, c1) = band_coefficients(lmax, m0, m1);
+            (&g_mmajor[2 * m0 * nrings..2 * m1 * nrings], c1 - c0)
+        })?;
+        if coeffs.len() != Alm::len_for(lmax, mmax) {
+            return Err(RunError::Failed(format!(
+                "the device returned {} coefficients, lmax {lmax} mmax {mmax} has {}",
+                coeffs.len(),
+                Alm::len_for(lmax, mmax)
+            )));
+        }
+        Ok(Alm { lmax, mmax, coeffs })
+    }
+
+    /// One Legendre stage over bands of m: `band(m0, m1)` gives the band's input (f64 pairs) and its output's
+    /// length in complex values; the outputs are concatenated in band order.
+    fn legendre_stage<'i>(
+        &mut self,
+        stage: Stage,
+        lmax: usize,
+        mmax: usize,
+        band: impl Fn(usize, usize) -> (&'i [f64], usize),
+    ) -> Result<Vec<Complex64>, RunError> {
         let cmm = start_factors(mmax);
         let bands = m_bands(mmax, self.budget(), |m0, m1| {
-            let (c0, c1) = band_coefficients(lmax, m0, m1);
-            vec![16 * (c1 - c0) as u64, 16 * ((m1 - m0) * nrings) as u64]
+            let (input, out_len) = band(m0, m1);
+            vec![8 * input.len() as u64, 16 * out_len as u64]
         });
+        let pairs = &self.pairs;
         let jobs: Vec<KernelJob> = bands
             .iter()
             .map(|&(m0, m1)| {
-                let (c0, c1) = band_coefficients(lmax, m0, m1);
+                let (input, out_len) = band(m0, m1);
+                let groups = match stage {
+                    Stage::Synthesis => (m1 - m0) * pairs.nblocks,
+                    Stage::Analysis => m1 - m0,
+                };
                 KernelJob {
                     program: &PROGRAM,
                     defines: Vec::new(),
                     buffers: vec![
-                        BufferSpec::Input(HostSlice::F64(&self.pairs.cs)),
-                        BufferSpec::Input(HostSlice::I32(&self.pairs.rings)),
+                        BufferSpec::Input(HostSlice::F64(&pairs.cs)),
+                        BufferSpec::Input(HostSlice::I32(&pairs.rings)),
                         BufferSpec::Input(HostSlice::F64(&cmm[m0..m1])),
-                        BufferSpec::Input(HostSlice::F64(&flat[2 * c0..2 * c1])),
+                        BufferSpec::Input(HostSlice::F64(input)),
                         BufferSpec::Output {
                             dtype: DType::F64,
-                            len: 2 * (m1 - m0) * nrings,
+                            len: 2 * out_len,
                         },
                     ],
                     steps: vec![Step::Launch(Launch {
-                        kernel: "sht_synthesis_f64".into(),
+                        kernel: stage.kernel().into(),
                         args: vec![
                             StepArg::Buffer(0),
                             StepArg::Buffer(1),
-                            StepArg::I32(self.pairs.npairs as i32),
-                            StepArg::I32(nrings as i32),
+                            StepArg::I32(pairs.npairs as i32),
+                            StepArg::I32(pairs.nrings as i32),
                             StepArg::I32(lmax as i32),
                             StepArg::I32(m0 as i32),
-                            StepArg::I32(self.pairs.nblocks as i32),
+                            StepArg::I32(pairs.nblocks as i32),
                             StepArg::Buffer(2),
                             StepArg::Buffer(3),
                             StepArg::Buffer(4),
                         ],
-                        global: (m1 - m0) * self.pairs.nblocks * GROUP,
+                        global: groups * GROUP,
                         local: Local::Exact(GROUP),
                     })],
                     warmup: self.opts.warmup,
@@ -343,109 +383,28 @@ impl<'a> DeviceSht<'a> {
         let mut run = run_plan(self.dev, &jobs, self.opts.warmup)?;
         let outputs = std::mem::take(&mut run.outputs);
         self.timing.add_plan(run);
-        let mut delta = Vec::with_capacity((mmax + 1) * nrings);
-        for out in outputs {
-            delta.extend(complex_output(out)?);
+        let mut out = Vec::new();
+        for o in outputs {
+            out.extend(complex_output(o)?);
         }
-        Ok(delta)
+        Ok(out)
     }
+}
 
-    /// a_lm from the ring phases G (ring-major, m = 0..=mmax), on the device.
-    fn analysis(&mut self, g: &[Complex64], lmax: usize, mmax: usize) -> Result<Alm, RunError> {
-        let nrings = self.pairs.nrings;
-        let nm = mmax + 1;
-        // m-major for the device: each band's phases are one contiguous slice, and a group's reads coalesce.
-        let g_mmajor: Vec<f64> = (0..nm)
-            .into_par_iter()
-            .flat_map_iter(|m| (0..nrings).flat_map(move |r| [g[r * nm + m].re, g[r * nm + m].im]))
-            .collect();
-        let cmm = start_factors(mmax);
-        let nblocks = self.pairs.nblocks;
-        let bands = m_bands(mmax, self.budget(), |m0, m1| {
-            let (c0, c1) = band_coefficients(lmax, m0, m1);
-            let band = (c1 - c0) as u64;
-            vec![
-                16 * ((m1 - m0) * nrings) as u64,
-                16 * band * nblocks as u64,
-                16 * band,
-            ]
-        });
-        let jobs: Vec<KernelJob> = bands
-            .iter()
-            .map(|&(m0, m1)| {
-                let (c0, c1) = band_coefficients(lmax, m0, m1);
-                let band_len = c1 - c0;
-                KernelJob {
-                    program: &PROGRAM,
-                    defines: Vec::new(),
-                    buffers: vec![
-                        BufferSpec::Input(HostSlice::F64(&self.pairs.cs)),
-                        BufferSpec::Input(HostSlice::I32(&self.pairs.rings)),
-                        BufferSpec::Input(HostSlice::F64(&cmm[m0..m1])),
-                        BufferSpec::Input(HostSlice::F64(
-                            &g_mmajor[2 * m0 * nrings..2 * m1 * nrings],
-                        )),
-                        BufferSpec::Scratch {
-                            dtype: DType::F64,
-                            len: 2 * band_len * nblocks,
-                        },
-                        BufferSpec::Output {
-                            dtype: DType::F64,
-                            len: 2 * band_len,
-                        },
-                    ],
-                    steps: vec![
-                        Step::Launch(Launch {
-                            kernel: "sht_analysis_f64".into(),
-                            args: vec![
-                                StepArg::Buffer(0),
-                                StepArg::Buffer(1),
-                                StepArg::I32(self.pairs.npairs as i32),
-                                StepArg::I32(lmax as i32),
-                                StepArg::I32(nrings as i32),
-                                StepArg::I32(m0 as i32),
-                                StepArg::I32(nblocks as i32),
-                                StepArg::Buffer(2),
-                                StepArg::Buffer(3),
-                                StepArg::U64(band_len as u64),
-                                StepArg::Buffer(4),
-                            ],
-                            global: (m1 - m0) * nblocks * GROUP,
-                            local: Local::Exact(GROUP),
-                        }),
-                        Step::Launch(Launch {
-                            kernel: "sht_reduce_f64".into(),
-                            args: vec![
-                                StepArg::Buffer(4),
-                                StepArg::I32(nblocks as i32),
-                                StepArg::U64(band_len as u64),
-                                StepArg::Buffer(5),
-                            ],
-                            global: band_len.div_ceil(REDUCE_GROUP) * REDUCE_GROUP,
-                            local: Local::Prefer(REDUCE_GROUP),
-                        }),
-                    ],
-                    warmup: self.opts.warmup,
-                    repeats: self.opts.repeats,
-                }
-            })
-            .collect();
-        let mut run = run_plan(self.dev, &jobs, self.opts.warmup)?;
-        let outputs = std::mem::take(&mut run.outputs);
-        self.timing.add_plan(run);
-        let mut alm = Alm::zeros(lmax, mmax);
-        alm.coeffs.clear();
-        for out in outputs {
-            alm.coeffs.extend(complex_output(out)?);
+/// The two kernels, which take the same arguments: synthesis's input is a_lm and its output Δ; analysis's
+/// input is G and its output a_lm.
+#[derive(Clone, Copy)]
+enum Stage {
+    Synthesis,
+    Analysis,
+}
+
+impl Stage {
+    fn kernel(self) -> &'static str {
+        match self {
+            Stage::Synthesis => "sht_synthesis_f64",
+            Stage::Analysis => "sht_analysis_f64",
         }
-        if alm.coeffs.len() != Alm::len_for(lmax, mmax) {
-            return Err(RunError::Failed(format!(
-                "the device returned {} coefficients, lmax {lmax} mmax {mmax} has {}",
-                alm.coeffs.len(),
-                Alm::len_for(lmax, mmax)
-            )));
-        }
-        Ok(alm)
     }
 }
 
