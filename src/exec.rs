@@ -143,6 +143,19 @@ pub struct Measured<T> {
 
 impl<T> Measured<T> {
     /// What host code measured: no build, no launch, the host's resources and build options.
+    /// The same measurement with its output transformed (e.g. flattened for comparison).
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Measured<U> {
+        Measured {
+            output: f(self.output),
+            times: self.times,
+            build_s: self.build_s,
+            resources: self.resources,
+            launch: self.launch,
+            steps: self.steps,
+            build_options: self.build_options,
+        }
+    }
+
     pub fn host(output: T, times: TimeStats) -> Self {
         Measured {
             output,

@@ -215,6 +215,84 @@ pub fn open_fits_in_memory(
     Ok((fptr, slot))
 }
 
+/// Bytes of one FITS record.
+pub const FITS_BLOCK: usize = 2880;
+
+/// A FITS file built in memory by `write` and returned as bytes. Going through memory keeps cfitsio's
+/// file-name syntax (brackets, '!', '-', URLs) away from real paths and lets std do the atomic write.
+/// `size_hint` is about the file's size: the buffer grows in steps of it.
+pub fn encode_fits_in_memory(
+    size_hint: usize,
+    write: impl FnOnce(&mut fitsio::FitsFile) -> Result<(), fitsio::errors::Error>,
+) -> Result<Vec<u8>, fitsio::errors::Error> {
+    // Boxed: cfitsio keeps the addresses of ptr and len until the file is closed.
+    let mut buffer = Box::new(CBuffer {
+        ptr: std::ptr::null_mut(),
+        len: 0,
+    });
+    let step = size_hint.div_ceil(FITS_BLOCK).max(1) * FITS_BLOCK;
+    let mut fptr = std::ptr::null_mut();
+    let mut status: c_int = 0;
+    // SAFETY: buffer outlives the memory file, which `f` (declared after it, so dropped first) closes.
+    unsafe {
+        fitsio::sys::ffimem(
+            &mut fptr,
+            &mut buffer.ptr,
+            &mut buffer.len,
+            step,
+            Some(realloc),
+            &mut status,
+        );
+    }
+    fitsio::errors::check_status(status)?;
+    // SAFETY: fptr was just opened without error and is owned here.
+    let mut f = unsafe { wrap_raw_fits(fptr, fitsio::FileOpenMode::READWRITE) }?;
+    write(&mut f)?;
+    // Flush explicitly: closing (in Drop) discards its status, and the padding and END card are only final
+    // once the HDU is flushed.
+    let (mut head, mut data_start, mut data_end) = (0, 0, 0);
+    // SAFETY: f is open.
+    unsafe {
+        fitsio::sys::ffflus(f.as_raw(), &mut status);
+        fitsio::sys::ffghadll(
+            f.as_raw(),
+            &mut head,
+            &mut data_start,
+            &mut data_end,
+            &mut status,
+        );
+    }
+    fitsio::errors::check_status(status)?;
+    drop(f);
+    let size = usize::try_from(data_end).unwrap_or(usize::MAX);
+    if buffer.ptr.is_null() || size > buffer.len || size % FITS_BLOCK != 0 {
+        return Err(fitsio::errors::Error::Message(format!(
+            "cfitsio left {} bytes for a file of {data_end} bytes",
+            buffer.len
+        )));
+    }
+    // SAFETY: the buffer holds at least `size` initialised bytes written by cfitsio.
+    Ok(unsafe { std::slice::from_raw_parts(buffer.ptr as *const u8, size) }.to_vec())
+}
+
+/// Hands a freshly opened cfitsio file to fitsio, closing it if that fails.
+///
+/// # Safety
+/// `fptr` must be a file cfitsio just opened without error, owned by nobody else: it is closed once, by the
+/// returned `FitsFile` or here.
+pub unsafe fn wrap_raw_fits(
+    fptr: *mut fitsio::sys::fitsfile,
+    mode: fitsio::FileOpenMode,
+) -> Result<fitsio::FitsFile, fitsio::errors::Error> {
+    // SAFETY: the caller's obligation above.
+    unsafe {
+        fitsio::FitsFile::from_raw(fptr, mode).inspect_err(|_| {
+            let mut status = 0;
+            fitsio::sys::ffclos(fptr, &mut status);
+        })
+    }
+}
+
 /// FITS files are whole 2880-byte records, and cfitsio reads whole records: a file cut short inside one
 /// would be read past the end of its buffer. `None` when the length is whole.
 pub fn fits_length_problem(len: usize) -> Option<String> {

@@ -1,5 +1,5 @@
 //! Property-based mutation of valid inputs for every reader: light curves (CSV and FITS), halo catalogues,
-//! image systems and FITS maps. Whatever the bytes, a reader answers or returns an error; it never panics,
+//! image systems, FITS maps, and HEALPix maps and a_lm. Whatever the bytes, a reader answers or returns an error; it never panics,
 //! and never crashes the process (a read past a buffer would). Deterministic: a fixed seed and a bounded
 //! number of cases, so CI runs the same inputs every time.
 
@@ -227,5 +227,27 @@ fn map_fits() {
     assert!(lens_io::read_map_fits(&path).is_ok());
     fuzz_file(&valid, "mutated.fits", |p| {
         let _ = lens_io::read_map_fits(p);
+    });
+}
+
+#[test]
+fn healpix_map_and_alm_fits() {
+    use astroport::workload::sht::io as sht_io;
+    use astroport::workload::sht::Alm;
+    let dir = tempfile::tempdir().unwrap();
+    let map_path = dir.path().join("map.fits");
+    let pixels: Vec<f64> = (0..12 * 4 * 4).map(|k| k as f64 * 0.5).collect();
+    sht_io::write_healpix_map(&map_path, 4, true, &[("TEMPERATURE", &pixels)]).unwrap();
+    let valid = std::fs::read(&map_path).unwrap();
+    assert!(sht_io::read_healpix_map(&map_path, 1).is_ok());
+    fuzz_file(&valid, "mutated-map.fits", |p| {
+        let _ = sht_io::read_healpix_map(p, 1);
+    });
+    let alm_path = dir.path().join("alm.fits");
+    sht_io::write_alm_fits(&alm_path, &Alm::random(12, 12, 4)).unwrap();
+    let valid = std::fs::read(&alm_path).unwrap();
+    assert!(sht_io::read_alm_fits(&alm_path).is_ok());
+    fuzz_file(&valid, "mutated-alm.fits", |p| {
+        let _ = sht_io::read_alm_fits(p);
     });
 }

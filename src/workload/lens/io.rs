@@ -21,8 +21,8 @@ use fitsio::{sys, FileOpenMode, FitsFile};
 
 pub use crate::inputs::InputError;
 use crate::inputs::{
-    csv_rows, csv_writer, finish_csv, fits_hdu_problem, fits_length_problem, float, io_error,
-    open_fits_in_memory, realloc, write_atomic, CBuffer,
+    csv_rows, csv_writer, encode_fits_in_memory, finish_csv, fits_hdu_problem, fits_length_problem,
+    float, io_error, open_fits_in_memory, wrap_raw_fits, write_atomic, FITS_BLOCK,
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -685,9 +685,6 @@ pub struct MapFits {
     pub history: Vec<String>,
 }
 
-/// Bytes per FITS block; a complete file is a whole number of them.
-const FITS_BLOCK: usize = 2880;
-
 /// Writes a 2-D float32 primary image with a linear offset WCS (arcsec from the lens centre):
 /// pixel (i, j), 1-based, sits at CRVAL + (p − CRPIX)·CDELT with CRPIX = (n + 1)/2, matching a grid
 /// whose pixel k (0-based) is at centre + (k − (n − 1)/2)·pixel. Written atomically.
@@ -766,120 +763,62 @@ fn check_map(map: &MapImage) -> Result<(), String> {
 /// Encodes the map as a FITS file in memory. Going through memory keeps cfitsio's file-name syntax
 /// (brackets, '!', '-', URLs) away from real paths and lets std do the atomic write.
 fn encode_map(map: &MapImage) -> Result<Vec<u8>, fitsio::errors::Error> {
-    // Boxed: cfitsio keeps the addresses of ptr and len until the file is closed.
-    let mut buffer = Box::new(CBuffer {
-        ptr: std::ptr::null_mut(),
-        len: 0,
-    });
-    // Growth step of the buffer: the whole data unit plus a few header blocks, so a large map costs
-    // one or two reallocations instead of one per block; the file is cut to its true size below.
-    let step = (map.data.len() * 4).div_ceil(FITS_BLOCK) * FITS_BLOCK + 8 * FITS_BLOCK;
-    let mut fptr = std::ptr::null_mut();
-    let mut status: c_int = 0;
-    // SAFETY: buffer outlives the memory file, which `f` (declared after it, so dropped first) closes.
-    unsafe {
-        sys::ffimem(
-            &mut fptr,
-            &mut buffer.ptr,
-            &mut buffer.len,
-            step,
-            Some(realloc),
-            &mut status,
-        );
-    }
-    fitsio::errors::check_status(status)?;
-    let mut f = wrap_raw(fptr, FileOpenMode::READWRITE)?;
-
-    let description = ImageDescription {
-        data_type: ImageType::Float,
-        // fitsio takes C order (slowest first), so NAXIS1 = nx.
-        dimensions: &[map.ny, map.nx],
-    };
-    // On an empty file this creates the primary HDU; fitsio also writes EXTNAME = name.
-    let hdu = f.create_image(map.name, &description)?;
-    let crpix = [(map.nx as f64 + 1.0) / 2.0, (map.ny as f64 + 1.0) / 2.0];
-    let crval = [map.centre_x_arcsec, map.centre_y_arcsec];
-    for (i, (x, direction)) in [("X", "West"), ("Y", "North")].into_iter().enumerate() {
-        let axis = i + 1;
-        hdu.write_key(
-            &mut f,
-            &format!("CTYPE{axis}"),
-            (
-                format!("OFFSET-{x}").as_str(),
-                format!("linear offset from the lens centre, +{x} {direction}").as_str(),
-            ),
-        )?;
-        hdu.write_key(&mut f, &format!("CUNIT{axis}"), "arcsec")?;
-        write_real(
-            &mut f,
-            &format!("CRPIX{axis}"),
-            crpix[i],
-            "reference pixel (1-based)",
-        )?;
-        write_real(
-            &mut f,
-            &format!("CRVAL{axis}"),
-            crval[i],
-            "offset at CRPIX [arcsec]",
-        )?;
-        write_real(
-            &mut f,
-            &format!("CDELT{axis}"),
-            map.pixel_arcsec,
-            "pixel scale [arcsec]",
-        )?;
-    }
-    if !map.unit.is_empty() {
-        hdu.write_key(&mut f, "BUNIT", (map.unit, "unit of the pixel values"))?;
-    }
-    hdu.write_key(&mut f, "ORIGIN", ("astroport", "written by"))?;
-    for line in map.history {
-        let text = CString::new(line.as_str())?;
-        // SAFETY: f is open; text is a valid C string.
-        unsafe { sys::ffphis(f.as_raw(), text.as_ptr(), &mut status) };
-        fitsio::errors::check_status(status)?;
-    }
-    hdu.write_image(&mut f, map.data)?;
-
-    // Flush explicitly: closing (in Drop) discards its status, and the padding and END card are
-    // only final once the HDU is flushed.
-    let (mut head, mut data_start, mut data_end) = (0, 0, 0);
-    // SAFETY: f is open.
-    unsafe {
-        sys::ffflus(f.as_raw(), &mut status);
-        sys::ffghadll(
-            f.as_raw(),
-            &mut head,
-            &mut data_start,
-            &mut data_end,
-            &mut status,
-        );
-    }
-    fitsio::errors::check_status(status)?;
-    drop(f);
-    let size = usize::try_from(data_end).unwrap_or(usize::MAX);
-    if buffer.ptr.is_null() || size > buffer.len || size % FITS_BLOCK != 0 {
-        return Err(fitsio::errors::Error::Message(format!(
-            "cfitsio left {} bytes for a file of {data_end} bytes",
-            buffer.len
-        )));
-    }
-    // SAFETY: the buffer holds at least `size` initialised bytes written by cfitsio.
-    Ok(unsafe { std::slice::from_raw_parts(buffer.ptr as *const u8, size) }.to_vec())
-}
-
-/// Hands a freshly opened cfitsio file to fitsio, closing it if that fails.
-fn wrap_raw(
-    fptr: *mut sys::fitsfile,
-    mode: FileOpenMode,
-) -> Result<FitsFile, fitsio::errors::Error> {
-    // SAFETY: fptr was just opened by cfitsio without error, and is closed once: by the FitsFile or here.
-    unsafe {
-        FitsFile::from_raw(fptr, mode).inspect_err(|_| {
-            let mut status = 0;
-            sys::ffclos(fptr, &mut status);
-        })
-    }
+    // The whole data unit plus a few header blocks: one or two reallocations for a large map.
+    let size_hint = map.data.len() * 4 + 8 * FITS_BLOCK;
+    encode_fits_in_memory(size_hint, |f| {
+        let mut status: c_int = 0;
+        let description = ImageDescription {
+            data_type: ImageType::Float,
+            // fitsio takes C order (slowest first), so NAXIS1 = nx.
+            dimensions: &[map.ny, map.nx],
+        };
+        // On an empty file this creates the primary HDU; fitsio also writes EXTNAME = name.
+        let hdu = f.create_image(map.name, &description)?;
+        let crpix = [(map.nx as f64 + 1.0) / 2.0, (map.ny as f64 + 1.0) / 2.0];
+        let crval = [map.centre_x_arcsec, map.centre_y_arcsec];
+        for (i, (x, direction)) in [("X", "West"), ("Y", "North")].into_iter().enumerate() {
+            let axis = i + 1;
+            hdu.write_key(
+                f,
+                &format!("CTYPE{axis}"),
+                (
+                    format!("OFFSET-{x}").as_str(),
+                    format!("linear offset from the lens centre, +{x} {direction}").as_str(),
+                ),
+            )?;
+            hdu.write_key(f, &format!("CUNIT{axis}"), "arcsec")?;
+            write_real(
+                f,
+                &format!("CRPIX{axis}"),
+                crpix[i],
+                "reference pixel (1-based)",
+            )?;
+            write_real(
+                f,
+                &format!("CRVAL{axis}"),
+                crval[i],
+                "offset at CRPIX [arcsec]",
+            )?;
+            write_real(
+                f,
+                &format!("CDELT{axis}"),
+                map.pixel_arcsec,
+                "pixel scale [arcsec]",
+            )?;
+        }
+        if !map.unit.is_empty() {
+            hdu.write_key(f, "BUNIT", (map.unit, "unit of the pixel values"))?;
+        }
+        hdu.write_key(f, "ORIGIN", ("astroport", "written by"))?;
+        for line in map.history {
+            let text = CString::new(line.as_str())?;
+            // SAFETY: f is open; text is a valid C string.
+            unsafe { sys::ffphis(f.as_raw(), text.as_ptr(), &mut status) };
+            fitsio::errors::check_status(status)?;
+        }
+        hdu.write_image(f, map.data)?;
+        Ok(())
+    })
 }
 
 /// Writes a real keyword with the fewest significant digits (15 to 17) that read back exactly;
@@ -941,7 +880,8 @@ fn decode_map(bytes: &mut [u8]) -> Result<MapFits, DecodeError> {
     let len = bytes.len();
     let (fptr, _slot) = open_fits_in_memory(bytes, c"map.fits")?;
     let mut status: c_int = 0;
-    let mut f = wrap_raw(fptr, FileOpenMode::READONLY)?;
+    // SAFETY: fptr was just opened without error and is owned here.
+    let mut f = unsafe { wrap_raw_fits(fptr, FileOpenMode::READONLY) }?;
     // SAFETY: f is open, at the primary HDU.
     if let Some(problem) = unsafe { fits_hdu_problem(f.as_raw(), len) } {
         return Err(DecodeError::Shape(problem));

@@ -12,6 +12,7 @@ pub mod args;
 pub mod cpu;
 pub mod device;
 pub mod grid;
+pub mod io;
 pub mod legendre;
 
 pub use alm::Alm;
@@ -187,21 +188,20 @@ impl Workload for ShtProblem {
         if mode != Precision::F64 {
             return Err(RunError::NotBuilt("sht runs in float64 only so far".into()));
         }
-        match target {
-            Target::Cpu(_) => {
-                let (out, times) = time_host(opts, "host clock", || self.cpu_output())?;
-                Ok(Measured::host(out, times))
+        match self.transform {
+            Transform::Alm2Map => {
+                alm2map_on(target, &self.grid, &self.alm_in, opts, self.device_mem_cap)
             }
-            Target::Device(d) => {
-                let mut sht = device::DeviceSht::new(d.as_ref(), &self.grid, opts)?
-                    .with_memory_cap(self.device_mem_cap);
-                let out = match self.transform {
-                    Transform::Alm2Map => sht.alm2map(&self.alm_in)?,
-                    Transform::Map2Alm { iter } => sht
-                        .map2alm(&self.map_in, self.lmax, self.mmax, iter)?
-                        .to_flat(),
-                };
-                Ok(sht.measured(out))
+            Transform::Map2Alm { iter } => {
+                let m = map2alm_on(
+                    target,
+                    &self.grid,
+                    &self.map_in,
+                    (self.lmax, self.mmax, iter),
+                    opts,
+                    self.device_mem_cap,
+                )?;
+                Ok(m.map(|alm| alm.to_flat()))
             }
         }
     }
@@ -226,6 +226,53 @@ impl Workload for ShtProblem {
                 grid: self.grid.describe(),
                 input_recovery_rel_l2,
             },
+        }
+    }
+}
+
+/// Synthesis on any target: the `cpu` model's code timed with the host clock, or the device Legendre stage
+/// (with the ring FFTs on the host) timed with device events. `memory_cap` limits the device memory used.
+pub fn alm2map_on(
+    target: &Target,
+    grid: &RingGrid,
+    alm: &Alm,
+    opts: &RunOptions,
+    memory_cap: Option<u64>,
+) -> Result<Measured<Vec<f64>>, RunError> {
+    match target {
+        Target::Cpu(_) => {
+            let (out, times) = time_host(opts, "host clock", || alm2map(grid, alm))?;
+            Ok(Measured::host(out, times))
+        }
+        Target::Device(d) => {
+            let mut sht =
+                device::DeviceSht::new(d.as_ref(), grid, opts)?.with_memory_cap(memory_cap);
+            let out = sht.alm2map(alm)?;
+            Ok(sht.measured(out))
+        }
+    }
+}
+
+/// Analysis with `iter` Jacobi refinements on any target, as [`alm2map_on`]; `(lmax, mmax, iter)`.
+pub fn map2alm_on(
+    target: &Target,
+    grid: &RingGrid,
+    map: &[f64],
+    (lmax, mmax, iter): (usize, usize, usize),
+    opts: &RunOptions,
+    memory_cap: Option<u64>,
+) -> Result<Measured<Alm>, RunError> {
+    match target {
+        Target::Cpu(_) => {
+            let (out, times) =
+                time_host(opts, "host clock", || map2alm(grid, map, lmax, mmax, iter))?;
+            Ok(Measured::host(out, times))
+        }
+        Target::Device(d) => {
+            let mut sht =
+                device::DeviceSht::new(d.as_ref(), grid, opts)?.with_memory_cap(memory_cap);
+            let out = sht.map2alm(map, lmax, mmax, iter)?;
+            Ok(sht.measured(out))
         }
     }
 }
