@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything astroport needs on a fresh Debian 12 machine (no GPU needed):
 #   - PoCL (CPU OpenCL) and the OpenCL ICD loader/headers from Debian;
+#   - OpenMPI from Debian (the `mpi` feature: distributed spherical harmonic transforms, `mpirun` in the tests);
 #   - Intel's CPU OpenCL runtime + DPC++ SYCL runtime from PyPI into .tools/sycl (pinned 2026.1: 2026.2
 #     dropped the UR OpenCL adapter, see docs/toolchain.md);
 #   - nvcc 13.0 from PyPI into .tools/cuda so the `cuda` feature compiles and links without a GPU;
@@ -13,12 +14,13 @@ mkdir -p "$tools"
 sudo_=""; [ "$(id -u)" = 0 ] || sudo_="sudo"
 
 need_apt=0
-for p in pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo python3-venv; do
+for p in pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo python3-venv libopenmpi-dev openmpi-bin; do
   dpkg -s "$p" >/dev/null 2>&1 || need_apt=1
 done
 if [ "$need_apt" = 1 ]; then
   $sudo_ apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo python3-venv >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo python3-venv \
+    libopenmpi-dev openmpi-bin >/dev/null
 fi
 
 if [ ! -x "$tools/sycl/bin/python" ] || [ ! -f "$tools/sycl/lib/libintelocl.so" ]; then

@@ -37,7 +37,7 @@ impl WorkloadArgs for ShtArgs {
     const ABOUT: &'static str =
         "Spherical harmonic transforms (S2HAT): alm2map and map2alm on HEALPix and Gauss-Legendre rings";
     const PRESETS: &'static [&'static str] = &PRESETS;
-    const TOOLS: &'static [Tool] = &[Tool::of::<ShtToolArgs>()];
+    const TOOLS: &'static [Tool] = &[Tool::of::<ShtToolArgs>(), Tool::of::<ShtMpiArgs>()];
     type Workload = ShtProblem;
     fn build(&self) -> Result<Vec<ShtProblem>, String> {
         let cap = self
@@ -191,4 +191,168 @@ fn report(what: &str, grid: &RingGrid, lmax: usize, target: String, seconds: f64
         grid.describe(),
         seconds * 1e3
     );
+}
+
+/// `astroport sht-mpi`: a preset's transform distributed over the processes of `mpirun` as S2HAT distributes
+/// it (docs/sht.md, "Distributed"), checked on rank 0 against the single-process transform.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ShtMpiArgs {
+    #[arg(long, default_value = "ci", value_parser = clap::builder::PossibleValuesParser::new(PRESETS))]
+    pub preset: String,
+    #[arg(long, value_enum, default_value = "alm2map")]
+    pub transform: TransformArg,
+    /// Jacobi refinements of map2alm.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub iter: u32,
+    #[arg(long, default_value_t = 1)]
+    pub warmup: u32,
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeats: u32,
+    /// Threads per process (default: the node's cores shared among the processes on it).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// JSON Lines file rank 0 appends its record to.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Relative tolerance of a distributed result against the single-process one (issue 14: 1e-13).
+pub const TOL_DISTRIBUTED_REL: f64 = 1e-13;
+
+impl ToolArgs for ShtMpiArgs {
+    const NAME: &'static str = "sht-mpi";
+    const ABOUT: &'static str =
+        "Spherical harmonic transforms distributed over MPI processes (run under mpirun; needs the mpi feature)";
+    fn run(self) -> Result<i32, String> {
+        #[cfg(feature = "mpi")]
+        {
+            mpi_run::run(&self)
+        }
+        #[cfg(not(feature = "mpi"))]
+        {
+            Err(format!(
+                "sht-mpi ({} {}): this binary was built without the `mpi` cargo feature; build with \
+                 `cargo build --release --features mpi` (OpenMPI: scripts/setup.sh) and run under mpirun",
+                self.preset,
+                match self.transform {
+                    TransformArg::Alm2map => "alm2map",
+                    TransformArg::Map2alm => "map2alm",
+                }
+            ))
+        }
+    }
+}
+
+#[cfg(feature = "mpi")]
+mod mpi_run {
+    use super::super::distributed::{Process, StageTimes};
+    use super::super::{rel_l2, relative_errors};
+    use super::{ShtMpiArgs, ShtProblem, Transform, TransformArg, TOL_DISTRIBUTED_REL};
+    use crate::backend::median;
+    use crate::workload::Workload;
+    use mpi::traits::*;
+
+    pub fn run(args: &ShtMpiArgs) -> Result<i32, String> {
+        let universe = mpi::initialize().ok_or("MPI is already initialised in this process")?;
+        let world = universe.world();
+        let (rank, size) = (world.rank(), world.size() as usize);
+        let local = std::env::var("OMPI_COMM_WORLD_LOCAL_SIZE")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(size);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = args.threads.unwrap_or((cores / local.max(1)).max(1));
+        // The global pool (the transforms use it): nothing in this process has started it yet.
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build_global()
+            .map_err(|e| format!("rayon: {e}"))?;
+        {
+            let transform = match args.transform {
+                TransformArg::Alm2map => Transform::Alm2Map,
+                TransformArg::Map2alm => Transform::Map2Alm {
+                    iter: args.iter as usize,
+                },
+            };
+            // Every process builds the same preset (fixed seed): no input needs sending.
+            let problem = ShtProblem::preset(&args.preset, transform)?;
+            let p = Process::new(&world, &problem.grid, problem.lmax, problem.mmax);
+            let own_alm = p.own_alm(&problem.alm_in);
+            // alm2map problems carry no input map.
+            let own_pixels = match transform {
+                Transform::Alm2Map => Vec::new(),
+                Transform::Map2Alm { .. } => p.own_pixels(&problem.map_in),
+            };
+            let mut samples: Vec<StageTimes> = Vec::new();
+            let mut result: Vec<f64> = Vec::new();
+            for i in 0..args.warmup + args.repeats {
+                world.barrier();
+                let mut t = StageTimes::default();
+                let flat = match transform {
+                    Transform::Alm2Map => {
+                        let pixels = p.alm2map(&own_alm, &mut t);
+                        p.gather_map(&pixels)
+                    }
+                    Transform::Map2Alm { iter } => {
+                        let coeffs = p.map2alm(&own_pixels, iter, &mut t);
+                        p.gather_alm(&coeffs).map(|a| a.to_flat())
+                    }
+                };
+                let slowest = p.slowest(&t);
+                if i >= args.warmup {
+                    samples.push(slowest);
+                }
+                if let Some(flat) = flat {
+                    result = flat;
+                }
+            }
+            if rank != 0 {
+                return Ok(0);
+            }
+            let single = problem.reference();
+            let accuracy = relative_errors(&result, &single, TOL_DISTRIBUTED_REL);
+            let pick =
+                |f: fn(&StageTimes) -> f64| median(&samples.iter().map(f).collect::<Vec<_>>());
+            let total = pick(|t| t.total_s);
+            let record = serde_json::json!({
+                "schema": "astroport.sht-mpi/1",
+                "preset": problem.preset,
+                "transform": transform.name(),
+                "grid": problem.grid.describe(),
+                "lmax": problem.lmax,
+                "ranks": size,
+                "threads_per_rank": threads,
+                "repeats": args.repeats,
+                "warmup": args.warmup,
+                "median_total_s": total,
+                "median_legendre_s": pick(|t| t.legendre_s),
+                "median_all_to_all_s": pick(|t| t.all_to_all_s),
+                "median_rings_s": pick(|t| t.rings_s),
+                "all_to_all_share": pick(|t| t.all_to_all_s) / total,
+                "max_rel_vs_single_process": accuracy.max_rel,
+                "rel_l2_vs_single_process": rel_l2(&result, &single),
+                "tolerance_rel": TOL_DISTRIBUTED_REL,
+                "pass": accuracy.pass,
+                "provenance": crate::results::Provenance::new(
+                    format!("OpenMPI {}", mpi::environment::library_version().unwrap_or_default()),
+                    String::new(),
+                    crate::exec::host_build_options(),
+                ),
+            });
+            println!("{record}");
+            if let Some(path) = &args.out {
+                crate::inputs::append_lines(path, &format!("{record}\n"))
+                    .map_err(|e| e.to_string())?;
+            }
+            if accuracy.pass {
+                Ok(0)
+            } else {
+                eprintln!(
+                    "sht-mpi: {} ranks differ from the single process by {:.3e} relative (tolerance {TOL_DISTRIBUTED_REL:.0e})",
+                    size, accuracy.max_rel
+                );
+                Ok(1)
+            }
+        }
+    }
 }

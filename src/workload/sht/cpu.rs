@@ -88,10 +88,13 @@ pub fn map2alm(
     Ok(alm)
 }
 
-/// One row per m (0..=mmax), handed out as the seed's min-max pairs (m, mmax − m): every task then holds
-/// about the same number of (l, m) terms.
+/// Rows (one per m, m ascending) handed out as the seed's min-max pairs (first with last, ...): every task
+/// then holds about the same number of (l, m) terms. Each row comes with its index.
 fn min_max_pairs<T>(rows: Vec<&mut [T]>) -> Vec<Vec<(usize, &mut [T])>> {
-    let mmax = rows.len().saturating_sub(1);
+    if rows.is_empty() {
+        return Vec::new();
+    }
+    let mmax = rows.len() - 1;
     let mut rows: Vec<Option<&mut [T]>> = rows.into_iter().map(Some).collect();
     (0..=mmax / 2)
         .map(|k| {
@@ -105,15 +108,28 @@ fn min_max_pairs<T>(rows: Vec<&mut [T]>) -> Vec<Vec<(usize, &mut [T])>> {
 
 /// Δ_m(ring) for every m and ring, m-major.
 fn legendre_synthesis(grid: &RingGrid, alm: &Alm) -> Vec<Complex64> {
+    let rows: Vec<(usize, &[Complex64])> = (0..=alm.mmax).map(|m| (m, alm.m_slice(m))).collect();
+    legendre_synthesis_rows(grid, alm.lmax, &rows)
+}
+
+/// Δ_m(ring) for the given m (each with its coefficients l = m..=lmax) and every ring: one row per m, in the
+/// order given. Rows are handed to tasks as min-max pairs of the list (balanced when the m ascend).
+pub(super) fn legendre_synthesis_rows(
+    grid: &RingGrid,
+    lmax: usize,
+    rows: &[(usize, &[Complex64])],
+) -> Vec<Complex64> {
     let nr = grid.rings.len();
-    let c = start_factors(alm.mmax);
-    let mut delta = vec![ZERO; (alm.mmax + 1) * nr];
+    let mmax = rows.iter().map(|r| r.0).max().unwrap_or(0);
+    let c = start_factors(mmax);
+    let mut delta = vec![ZERO; rows.len() * nr];
     min_max_pairs(delta.chunks_mut(nr.max(1)).collect())
         .into_par_iter()
         .for_each(|task| {
-            for (m, row) in task {
-                let rec = MRecurrence::new(m, alm.lmax, c[m]);
-                synthesis_row(grid, &rec, alm.m_slice(m), row);
+            for (i, row) in task {
+                let (m, coeffs) = rows[i];
+                let rec = MRecurrence::new(m, lmax, c[m]);
+                synthesis_row(grid, &rec, coeffs, row);
             }
         });
     delta
@@ -149,7 +165,7 @@ fn analysis_row(
     grid: &RingGrid,
     rec: &MRecurrence,
     g: &[Complex64],
-    nm: usize,
+    (ncols, col): (usize, usize),
     out: &mut [Complex64],
 ) {
     let m = rec.m;
@@ -164,8 +180,8 @@ fn analysis_row(
         sums.even = Default::default();
         sums.odd = Default::default();
         for (lane, pair) in chunk.iter().enumerate() {
-            let north = g[pair.north * nm + m];
-            let south = pair.south.map_or(ZERO, |s| g[s * nm + m]);
+            let north = g[pair.north * ncols + col];
+            let south = pair.south.map_or(ZERO, |s| g[s * ncols + col]);
             sums.even.set(lane, north + south);
             sums.odd.set(lane, north - south);
         }
@@ -175,24 +191,37 @@ fn analysis_row(
 
 /// a_lm = Σ_pairs λ_lm(θ) (G_north ± G_south), from the ring-major phases G_m(ring).
 fn legendre_analysis(grid: &RingGrid, g: &[Complex64], lmax: usize, mmax: usize) -> Alm {
-    let nm = mmax + 1;
-    let c = start_factors(mmax);
-    let mut alm = Alm::zeros(lmax, mmax);
-    let mut blocks = Vec::with_capacity(nm);
-    let mut rest: &mut [Complex64] = &mut alm.coeffs;
-    for m in 0..=mmax {
+    let ms: Vec<usize> = (0..=mmax).collect();
+    let coeffs = legendre_analysis_columns(grid, g, lmax, &ms);
+    Alm { lmax, mmax, coeffs }
+}
+
+/// a_lm of the given m from ring-major phases whose columns are those m in that order (G[ring][i] is
+/// G_{ms[i]}(ring)): the blocks l = m..=lmax of each m, concatenated in the order given.
+pub(super) fn legendre_analysis_columns(
+    grid: &RingGrid,
+    g: &[Complex64],
+    lmax: usize,
+    ms: &[usize],
+) -> Vec<Complex64> {
+    let ncols = ms.len();
+    let c = start_factors(ms.iter().copied().max().unwrap_or(0));
+    let mut coeffs = vec![ZERO; ms.iter().map(|&m| lmax + 1 - m).sum()];
+    let mut blocks = Vec::with_capacity(ncols);
+    let mut rest: &mut [Complex64] = &mut coeffs;
+    for &m in ms {
         let (block, tail) = rest.split_at_mut(lmax + 1 - m);
         blocks.push(block);
         rest = tail;
     }
-    let tasks = min_max_pairs(blocks);
-    tasks.into_par_iter().for_each(|task| {
-        for (m, out) in task {
+    min_max_pairs(blocks).into_par_iter().for_each(|task| {
+        for (col, out) in task {
+            let m = ms[col];
             let rec = MRecurrence::new(m, lmax, c[m]);
-            analysis_row(grid, &rec, g, nm, out);
+            analysis_row(grid, &rec, g, (ncols, col), out);
         }
     });
-    alm
+    coeffs
 }
 
 /// LANES complex numbers as two arrays (what the vector phase reads and writes).

@@ -166,6 +166,32 @@ impl RingGrid {
         })
     }
 
+    /// The grid of some of these rings (indices into `rings`), with their angles kept exactly and their pixels
+    /// renumbered from 0 in ring order: a process's share of the map in a distributed transform.
+    pub fn subset(&self, ring_indices: &[usize]) -> RingGrid {
+        let mut chosen: Vec<usize> = ring_indices.to_vec();
+        chosen.sort_unstable();
+        let mut offset = 0;
+        let rings: Vec<Ring> = chosen
+            .iter()
+            .map(|&k| {
+                let r = Ring {
+                    offset,
+                    ..self.rings[k].clone()
+                };
+                offset += r.nphi;
+                r
+            })
+            .collect();
+        let pairs = pair_rings(&rings);
+        RingGrid {
+            kind: GridKind::Rings,
+            npix: offset,
+            rings,
+            pairs,
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self.kind {
             GridKind::Healpix { nside } => format!("HEALPix nside {nside}"),

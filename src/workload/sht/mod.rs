@@ -11,6 +11,7 @@ pub mod alm;
 pub mod args;
 pub mod cpu;
 pub mod device;
+pub mod distributed;
 pub mod grid;
 pub mod io;
 pub mod legendre;
