@@ -244,7 +244,11 @@ fn healpix_map_and_alm_fits() {
         let _ = sht_io::read_healpix_map(p, 1);
     });
     let alm_path = dir.path().join("alm.fits");
-    sht_io::write_alm_fits(&alm_path, &Alm::random(12, 12, 4)).unwrap();
+    sht_io::write_alm_fits(
+        &alm_path,
+        &[&Alm::random(12, 12, 4), &Alm::random(12, 12, 5)],
+    )
+    .unwrap();
     let valid = std::fs::read(&alm_path).unwrap();
     assert!(sht_io::read_alm_fits(&alm_path).is_ok());
     fuzz_file(&valid, "mutated-alm.fits", |p| {

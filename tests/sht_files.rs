@@ -61,8 +61,8 @@ fn files_round_trip_through_the_command() {
     let (nside, lmax) = (16usize, 40usize);
     let alm = Alm::random(lmax, lmax, 5);
     let alm_path = d.join("alm.fits");
-    write_alm_fits(&alm_path, &alm).unwrap();
-    assert_eq!(read_alm_fits(&alm_path).unwrap(), alm);
+    write_alm_fits(&alm_path, &[&alm]).unwrap();
+    assert_eq!(read_alm_fits(&alm_path).unwrap(), vec![alm.clone()]);
 
     let map_path = d.join("map.fits");
     let o = sht(&[
@@ -103,7 +103,7 @@ fn files_round_trip_through_the_command() {
             "40",
         ]);
         assert!(o.status.success(), "{}", text(&o));
-        let back = read_alm_fits(&out).unwrap();
+        let back = read_alm_fits(&out).unwrap().remove(0);
         assert!(
             max_rel(&back.to_flat(), &want_alm.to_flat()) <= 1e-14,
             "{name}"
@@ -217,7 +217,7 @@ fn bad_files_exit_2_and_leave_no_output() {
 
     // An a_lm file whose lmax is not --lmax.
     let a = d.join("alm16.fits");
-    write_alm_fits(&a, &Alm::random(16, 16, 3)).unwrap();
+    write_alm_fits(&a, &[&Alm::random(16, 16, 3)]).unwrap();
     let o = sht(&[
         "alm2map",
         "--in",
@@ -232,17 +232,82 @@ fn bad_files_exit_2_and_leave_no_output() {
     expect(o, &["alm16.fits", "l = 16", "--lmax is 20"]);
     assert!(!out.exists());
 
-    // --pol is refused until spin-2 exists.
+    // --pol needs three columns (T, Q, U) and three a_lm HDUs (T, E, B).
+    expect(
+        run(&p, &["--lmax", "16", "--pol"]),
+        &["ok.fits", "1 column(s)", "3 field(s)"],
+    );
     let o = sht(&[
-        "map2alm",
+        "alm2map",
+        "--pol",
         "--in",
-        p.to_str().unwrap(),
+        a.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
         "--lmax",
         "16",
-        "--pol",
+        "--nside",
+        "8",
     ]);
-    expect(o, &["--pol", "not implemented"]);
+    expect(o, &["alm16.fits", "1 a_lm HDU(s)", "needs 3"]);
     assert!(!out.exists());
+}
+
+/// `--pol`: T, E, B files to T, Q, U maps and back, equal to the library's scalar and spin-2 transforms.
+#[test]
+fn polarised_files_match_the_library() {
+    use astroport::workload::sht::{alm2map_spin2, map2alm_spin2};
+    let d = dir("pol");
+    let (nside, lmax) = (8usize, 16usize);
+    let grid = RingGrid::healpix(nside).unwrap();
+    let teb = [
+        Alm::random(lmax, lmax, 1),
+        Alm::random(lmax, lmax, 2),
+        Alm::random(lmax, lmax, 3),
+    ];
+    let alm_path = d.join("teb.fits");
+    write_alm_fits(&alm_path, &[&teb[0], &teb[1], &teb[2]]).unwrap();
+    let map_path = d.join("tqu.fits");
+    let o = sht(&[
+        "alm2map",
+        "--pol",
+        "--in",
+        alm_path.to_str().unwrap(),
+        "--out",
+        map_path.to_str().unwrap(),
+        "--lmax",
+        "16",
+        "--nside",
+        "8",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let maps = read_healpix_map(&map_path, 3).unwrap();
+    let names: Vec<&str> = maps.fields.iter().map(|f| f.0.as_str()).collect();
+    assert_eq!(names, ["TEMPERATURE", "Q_POLARISATION", "U_POLARISATION"]);
+    let (q, u) = alm2map_spin2(&grid, &teb[1], &teb[2]).unwrap();
+    assert!(max_rel(&maps.fields[0].1, &alm2map(&grid, &teb[0]).unwrap()) <= 1e-15);
+    assert!(max_rel(&maps.fields[1].1, &q) <= 1e-15);
+    assert!(max_rel(&maps.fields[2].1, &u) <= 1e-15);
+
+    let back_path = d.join("teb-back.fits");
+    let o = sht(&[
+        "map2alm",
+        "--pol",
+        "--in",
+        map_path.to_str().unwrap(),
+        "--out",
+        back_path.to_str().unwrap(),
+        "--lmax",
+        "16",
+        "--iter",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let back = read_alm_fits(&back_path).unwrap();
+    assert_eq!(back.len(), 3);
+    let t = map2alm(&grid, &maps.fields[0].1, lmax, lmax, 2).unwrap();
+    let (e, b) = map2alm_spin2(&grid, &maps.fields[1].1, &maps.fields[2].1, lmax, lmax, 2).unwrap();
+    for (got, want) in back.iter().zip([&t, &e, &b]) {
+        assert!(max_rel(&got.to_flat(), &want.to_flat()) <= 1e-15);
+    }
 }

@@ -8,7 +8,13 @@ use std::process::Command;
 
 fn run(np: usize, preset: &str, transform: &str, iter: u32) -> serde_json::Value {
     let out = Command::new("mpirun")
-        .args(["--oversubscribe", "--bind-to", "none", "-np", &np.to_string()])
+        .args([
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+            "-np",
+            &np.to_string(),
+        ])
         .arg(env!("CARGO_BIN_EXE_astroport"))
         .args(["sht-mpi", "--preset", preset, "--transform", transform])
         .args([

@@ -2,7 +2,9 @@
 
 use super::cpu::HEALPIX_UNSEEN;
 use super::io::{read_alm_fits, read_healpix_map, write_alm_fits, write_healpix_map};
-use super::{alm2map_on, map2alm_on, RingGrid, ShtProblem, Transform, PRESETS};
+use super::{
+    alm2map_on, alm2map_spin2, map2alm_on, map2alm_spin2, RingGrid, ShtProblem, Transform, PRESETS,
+};
 use crate::backend::{discover, Precision};
 use crate::workload::{OneBackendArgs, Tool, ToolArgs, WorkloadArgs};
 use std::path::PathBuf;
@@ -93,7 +95,8 @@ pub struct ShtToolArgs {
     /// Jacobi refinements of map2alm (healpy's iter, whose default is 3).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub iter: u32,
-    /// Polarisation (T,E,B <-> T,Q,U): not implemented yet, refused.
+    /// Polarisation: T, E, B (three a_lm HDUs) <-> T, Q, U (three map columns), healpy's convention; spin-2
+    /// runs on the cpu model only so far.
     #[arg(long)]
     pub pol: bool,
     #[command(flatten)]
@@ -105,73 +108,128 @@ impl ToolArgs for ShtToolArgs {
     const ABOUT: &'static str =
         "Spherical harmonic transforms of healpy FITS files: alm2map (a_lm -> map) and map2alm (map -> a_lm)";
     fn run(self) -> Result<i32, String> {
-        if self.pol {
-            return Err(
-                "--pol: spin-2 transforms (T,E,B <-> T,Q,U) are not implemented yet (issue 14); run without \
-                 --pol for the temperature field"
-                    .into(),
-            );
-        }
         let input = self.input.display().to_string();
+        let fields = if self.pol { 3 } else { 1 };
         // Inputs are read and checked before any backend is looked for.
         match self.direction {
             TransformArg::Alm2map => {
                 let nside = self
                     .nside
                     .ok_or("--nside: alm2map needs the resolution of the map to make")?;
-                let alm = read_alm_fits(&self.input).map_err(|e| e.to_string())?;
-                if alm.lmax != self.lmax {
+                let sets = read_alm_fits(&self.input).map_err(|e| e.to_string())?;
+                if sets.len() < fields {
                     return Err(format!(
-                        "{input}: the a_lm go to l = {} (INDEX, MAX-LPOL), --lmax is {}",
-                        alm.lmax, self.lmax
+                        "{input}: {} a_lm HDU(s), --pol needs 3 (T, E, B)",
+                        sets.len()
                     ));
+                }
+                for (k, alm) in sets.iter().take(fields).enumerate() {
+                    if alm.lmax != self.lmax {
+                        return Err(format!(
+                            "{input}: HDU {}: the a_lm go to l = {} (INDEX, MAX-LPOL), --lmax is {}",
+                            k + 1,
+                            alm.lmax,
+                            self.lmax
+                        ));
+                    }
                 }
                 warn_lmax(self.lmax, nside);
                 let grid = RingGrid::healpix(nside).map_err(|e| format!("--nside: {e}"))?;
                 let discovery = discover();
-                let target = self.backend.target(&discovery)?;
-                let m = alm2map_on(target, &grid, &alm, &self.backend.options(), None)
+                let target = self.target(&discovery)?;
+                let m = alm2map_on(target, &grid, &sets[0], &self.backend.options(), None)
                     .map_err(|e| format!("alm2map on {}: {e}", target.id()))?;
                 report("alm2map", &grid, self.lmax, target.id(), m.times.median);
-                write_healpix_map(&self.output, nside, false, &[("TEMPERATURE", &m.output)])
+                let mut maps = vec![("TEMPERATURE", m.output)];
+                if self.pol {
+                    let (q, u) = alm2map_spin2(&grid, &sets[1], &sets[2])
+                        .map_err(|e| format!("{input}: E/B: {e}"))?;
+                    maps.push(("Q_POLARISATION", q));
+                    maps.push(("U_POLARISATION", u));
+                }
+                let columns: Vec<(&str, &[f64])> =
+                    maps.iter().map(|(n, v)| (*n, v.as_slice())).collect();
+                write_healpix_map(&self.output, nside, false, &columns)
                     .map_err(|e| e.to_string())?;
             }
             TransformArg::Map2alm => {
-                let map = read_healpix_map(&self.input, 1).map_err(|e| e.to_string())?;
+                let map = read_healpix_map(&self.input, fields).map_err(|e| e.to_string())?;
                 let mmax = self.mmax.unwrap_or(self.lmax);
                 if mmax > self.lmax {
                     return Err(format!("--mmax {mmax} is above --lmax {}", self.lmax));
                 }
                 warn_lmax(self.lmax, map.nside);
-                let grid = RingGrid::healpix(map.nside)?;
-                let (name, pixels) = &map.fields[0];
-                if let Some(p) = pixels
-                    .iter()
-                    .position(|v| !v.is_finite() || *v == HEALPIX_UNSEEN)
-                {
-                    return Err(format!(
-                        "{input}, column '{name}': pixel {p} is {} (NaN, infinite or healpy's UNSEEN): \
-                         masked analysis is not supported yet",
-                        pixels[p]
-                    ));
+                for (name, pixels) in &map.fields {
+                    if let Some(p) = pixels
+                        .iter()
+                        .position(|v| !v.is_finite() || *v == HEALPIX_UNSEEN)
+                    {
+                        return Err(format!(
+                            "{input}, column '{name}': pixel {p} is {} (NaN, infinite or healpy's \
+                             UNSEEN): masked analysis is not supported yet",
+                            pixels[p]
+                        ));
+                    }
                 }
+                let grid = RingGrid::healpix(map.nside)?;
                 let discovery = discover();
-                let target = self.backend.target(&discovery)?;
+                let target = self.target(&discovery)?;
+                let iter = self.iter as usize;
                 let m = map2alm_on(
                     target,
                     &grid,
-                    pixels,
-                    (self.lmax, mmax, self.iter as usize),
+                    &map.fields[0].1,
+                    (self.lmax, mmax, iter),
                     &self.backend.options(),
                     None,
                 )
-                .map_err(|e| format!("{input}, column '{name}': {e}"))?;
+                .map_err(|e| format!("{input}, column '{}': {e}", map.fields[0].0))?;
                 report("map2alm", &grid, self.lmax, target.id(), m.times.median);
-                write_alm_fits(&self.output, &m.output).map_err(|e| e.to_string())?;
+                let mut sets = vec![m.output];
+                if self.pol {
+                    let (e, b) = map2alm_spin2(
+                        &grid,
+                        &map.fields[1].1,
+                        &map.fields[2].1,
+                        self.lmax,
+                        mmax,
+                        iter,
+                    )
+                    .map_err(|e| format!("{input}, Q/U: {e}"))?;
+                    sets.push(e);
+                    sets.push(b);
+                }
+                let refs: Vec<&super::Alm> = sets.iter().collect();
+                write_alm_fits(&self.output, &refs).map_err(|e| e.to_string())?;
             }
         }
         eprintln!("wrote {}", self.output.display());
         Ok(0)
+    }
+}
+
+impl ShtToolArgs {
+    /// The backend: spin-2 runs on the `cpu` model only so far, so `--pol` takes `cpu` unless told otherwise
+    /// and refuses another model.
+    fn target<'d>(
+        &self,
+        discovery: &'d crate::backend::Discovery,
+    ) -> Result<&'d crate::backend::Target, String> {
+        if self.pol && self.backend.backends.is_empty() {
+            let cpu = OneBackendArgs {
+                backends: vec!["cpu".into()],
+                ..self.backend.clone()
+            };
+            return cpu.target(discovery);
+        }
+        let target = self.backend.target(discovery)?;
+        if self.pol && target.model() != crate::backend::Model::Cpu {
+            return Err(format!(
+                "--pol with --backend {}: spin-2 transforms run on the cpu model only so far (issue 14)",
+                target.id()
+            ));
+        }
+        Ok(target)
     }
 }
 

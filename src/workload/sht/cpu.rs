@@ -90,17 +90,17 @@ pub fn map2alm(
 
 /// Rows (one per m, m ascending) handed out as the seed's min-max pairs (first with last, ...): every task
 /// then holds about the same number of (l, m) terms. Each row comes with its index.
-fn min_max_pairs<T>(rows: Vec<&mut [T]>) -> Vec<Vec<(usize, &mut [T])>> {
+pub(super) fn min_max_pairs<T>(rows: Vec<T>) -> Vec<Vec<(usize, T)>> {
     if rows.is_empty() {
         return Vec::new();
     }
-    let mmax = rows.len() - 1;
-    let mut rows: Vec<Option<&mut [T]>> = rows.into_iter().map(Some).collect();
-    (0..=mmax / 2)
+    let last = rows.len() - 1;
+    let mut rows: Vec<Option<T>> = rows.into_iter().map(Some).collect();
+    (0..=last / 2)
         .map(|k| {
-            [k, mmax - k]
+            [k, last - k]
                 .into_iter()
-                .filter_map(|m| rows[m].take().map(|row| (m, row)))
+                .filter_map(|i| rows[i].take().map(|row| (i, row)))
                 .collect()
         })
         .collect()
@@ -226,13 +226,13 @@ pub(super) fn legendre_analysis_columns(
 
 /// LANES complex numbers as two arrays (what the vector phase reads and writes).
 #[derive(Default, Clone, Copy)]
-struct LaneComplex {
-    re: [f64; LANES],
-    im: [f64; LANES],
+pub(super) struct LaneComplex {
+    pub(super) re: [f64; LANES],
+    pub(super) im: [f64; LANES],
 }
 
 impl LaneComplex {
-    fn set(&mut self, lane: usize, z: Complex64) {
+    pub(super) fn set(&mut self, lane: usize, z: Complex64) {
         self.re[lane] = z.re;
         self.im[lane] = z.im;
     }
@@ -240,7 +240,7 @@ impl LaneComplex {
 
 /// cos θ and sin θ of a chunk of ring pairs; missing lanes get the equator (their results are dropped, and
 /// in analysis their phases are 0).
-fn lane_angles(chunk: &[RingPair]) -> ([f64; LANES], [f64; LANES]) {
+pub(super) fn lane_angles(chunk: &[RingPair]) -> ([f64; LANES], [f64; LANES]) {
     let (mut cos, mut sin) = ([0.0; LANES], [1.0; LANES]);
     for (lane, pair) in chunk.iter().enumerate() {
         cos[lane] = pair.cos;
@@ -295,7 +295,7 @@ impl LaneVisitor for AnalysisSums<'_> {
 
 /// Σ of LANES values as a fixed pairwise tree (the compiler keeps it in vector registers).
 #[inline(always)]
-fn lane_sum(v: &[f64; LANES]) -> f64 {
+pub(super) fn lane_sum(v: &[f64; LANES]) -> f64 {
     let mut half = [0.0f64; LANES / 2];
     for i in 0..LANES / 2 {
         half[i] = v[i] + v[i + LANES / 2];

@@ -70,20 +70,35 @@ fn read_bytes(path: &Path) -> Result<Vec<u8>, InputError> {
 struct Table {
     file: FitsFile,
     _slot: crate::inputs::MemorySlot,
+    /// The extension's 1-based index.
+    index: usize,
     rows: usize,
     names: Vec<String>,
 }
 
-/// Opens HDU 1 of an in-memory file as a binary table. `bytes` must outlive the table.
-fn open_table(bytes: &mut [u8]) -> Result<Table, Problem> {
+/// HDUs in an in-memory file (the primary one included).
+fn hdu_count(bytes: &mut [u8]) -> Result<usize, Problem> {
+    let (fptr, _slot) = open_fits_in_memory(bytes, c"healpix.fits")?;
+    // SAFETY: fptr was just opened without error and is owned here.
+    let mut f = unsafe { wrap_raw_fits(fptr, FileOpenMode::READONLY) }?;
+    let (mut n, mut status) = (0, 0);
+    // SAFETY: f is open.
+    unsafe { fitsio::sys::ffthdu(f.as_raw(), &mut n, &mut status) };
+    fitsio::errors::check_status(status)?;
+    Ok(n.max(0) as usize)
+}
+
+/// Opens extension `index` (1-based, after the primary HDU) of an in-memory file as a binary table. `bytes`
+/// must outlive the table.
+fn open_table(bytes: &mut [u8], index: usize) -> Result<Table, Problem> {
     let len = bytes.len();
     let (fptr, slot) = open_fits_in_memory(bytes, c"healpix.fits")?;
     // SAFETY: fptr was just opened without error and is owned here.
     let mut f = unsafe { wrap_raw_fits(fptr, FileOpenMode::READONLY) }?;
     let hdu = f
-        .hdu(1)
-        .map_err(|_| Problem::Content("no extension HDU 1 (a HEALPix BINTABLE)".into()))?;
-    // SAFETY: f is open, at HDU 1.
+        .hdu(index)
+        .map_err(|_| Problem::Content(format!("no extension HDU {index} (a HEALPix BINTABLE)")))?;
+    // SAFETY: f is open, at that HDU.
     if let Some(problem) = unsafe { fits_hdu_problem(f.as_raw(), len) } {
         return Err(Problem::Content(problem));
     }
@@ -92,20 +107,22 @@ fn open_table(bytes: &mut [u8]) -> Result<Table, Problem> {
             column_descriptions,
             num_rows,
         } => Ok(Table {
+            index,
             rows: *num_rows,
             names: column_descriptions.iter().map(|c| c.name.clone()).collect(),
             file: f,
             _slot: slot,
         }),
         other => Err(Problem::Content(format!(
-            "HDU 1 is not a table ({other:?})"
+            "HDU {index} is not a table ({other:?})"
         ))),
     }
 }
 
-/// A keyword of HDU 1 as text (numbers as written), None when absent.
-fn key_text(f: &mut FitsFile, key: &str) -> Option<String> {
-    let hdu = f.hdu(1).ok()?;
+/// A keyword of the table's HDU as text (numbers as written), None when absent.
+fn key_text(t: &mut Table, key: &str) -> Option<String> {
+    let f = &mut t.file;
+    let hdu = f.hdu(t.index).ok()?;
     hdu.read_key::<String>(f, key)
         .ok()
         .map(|s| s.trim().to_string())
@@ -159,23 +176,23 @@ pub fn read_healpix_map(path: &Path, fields: usize) -> Result<HealpixMap, InputE
 }
 
 fn decode_map(bytes: &mut [u8], fields: usize) -> Result<HealpixMap, Problem> {
-    let mut table = open_table(bytes)?;
+    let mut table = open_table(bytes, 1)?;
     let (rows, names) = (table.rows, std::mem::take(&mut table.names));
-    let f = &mut table.file;
-    let pixtype = key_text(f, "PIXTYPE").unwrap_or_default();
+    let t = &mut table;
+    let pixtype = key_text(t, "PIXTYPE").unwrap_or_default();
     if pixtype != "HEALPIX" {
         return Err(Problem::Content(format!(
             "keyword PIXTYPE is '{pixtype}', a HEALPix map has 'HEALPIX'"
         )));
     }
-    if let Some(scheme) = key_text(f, "INDXSCHM") {
+    if let Some(scheme) = key_text(t, "INDXSCHM") {
         if scheme != "IMPLICIT" {
             return Err(Problem::Content(format!(
                 "keyword INDXSCHM is '{scheme}': only full-sky (IMPLICIT) maps are read"
             )));
         }
     }
-    let ordering = key_text(f, "ORDERING").unwrap_or_default();
+    let ordering = key_text(t, "ORDERING").unwrap_or_default();
     let nested = match ordering.as_str() {
         "RING" => false,
         "NESTED" => true,
@@ -185,7 +202,7 @@ fn decode_map(bytes: &mut [u8], fields: usize) -> Result<HealpixMap, Problem> {
             )))
         }
     };
-    let nside_text = key_text(f, "NSIDE").unwrap_or_default();
+    let nside_text = key_text(t, "NSIDE").unwrap_or_default();
     let nside = match nside_text.parse::<i64>() {
         Ok(n) if (1..=1 << 20).contains(&n) => n as usize,
         _ => {
@@ -209,14 +226,14 @@ fn decode_map(bytes: &mut [u8], fields: usize) -> Result<HealpixMap, Problem> {
     let npix = 12 * nside * nside;
     let mut out = Vec::with_capacity(fields);
     for (c, name) in names.iter().enumerate().take(fields) {
-        let repeat = column_repeat(f, c + 1)?;
+        let repeat = column_repeat(&mut t.file, c + 1)?;
         if rows * repeat != npix {
             return Err(Problem::Content(format!(
                 "column '{name}' holds {} pixels ({rows} rows of {repeat}), NSIDE {nside} needs {npix}",
                 rows * repeat
             )));
         }
-        let values = column_values(f, c + 1, npix)?;
+        let values = column_values(&mut t.file, c + 1, npix)?;
         let ring = if nested {
             let mut ring = vec![0.0; npix];
             for (p, v) in values.iter().enumerate() {
@@ -315,17 +332,32 @@ pub fn write_healpix_map(
     write_atomic(path, &bytes)
 }
 
-/// Reads coefficients written by healpy's `write_alm` (or [`write_alm_fits`]): INDEX = l² + l + m + 1,
-/// REAL, IMAG. lmax and mmax are the largest present (a file with `MAX-LPOL` must agree with its indices).
-pub fn read_alm_fits(path: &Path) -> Result<Alm, InputError> {
+/// Reads coefficients written by healpy's `write_alm` (or [`write_alm_fits`]): one set per extension HDU
+/// (T, or T, E, B), each with INDEX = l² + l + m + 1, REAL, IMAG. lmax and mmax are the largest present (a
+/// table with `MAX-LPOL` must agree with its indices).
+pub fn read_alm_fits(path: &Path) -> Result<Vec<Alm>, InputError> {
     let mut bytes = read_bytes(path)?;
-    decode_alm(&mut bytes).map_err(|p| named(path, p))
+    let hdus = hdu_count(&mut bytes).map_err(|p| named(path, p))?;
+    if hdus < 2 {
+        return Err(named(
+            path,
+            Problem::Content("no extension HDU (healpy writes a_lm in BINTABLEs)".into()),
+        ));
+    }
+    (1..hdus)
+        .map(|index| {
+            decode_alm(&mut bytes, index).map_err(|p| match p {
+                Problem::Content(c) => named(path, Problem::Content(format!("HDU {index}: {c}"))),
+                other => named(path, other),
+            })
+        })
+        .collect()
 }
 
-fn decode_alm(bytes: &mut [u8]) -> Result<Alm, Problem> {
-    let mut table = open_table(bytes)?;
+fn decode_alm(bytes: &mut [u8], index: usize) -> Result<Alm, Problem> {
+    let mut table = open_table(bytes, index)?;
     let (rows, names) = (table.rows, std::mem::take(&mut table.names));
-    let f = &mut table.file;
+    let t = &mut table;
     let wanted = ["INDEX", "REAL", "IMAG"];
     let mut columns = [0usize; 3];
     for (slot, want) in columns.iter_mut().zip(wanted) {
@@ -339,9 +371,9 @@ fn decode_alm(bytes: &mut [u8]) -> Result<Alm, Problem> {
                 ))
             })?;
     }
-    let index = column_values(f, columns[0], rows)?;
-    let re = column_values(f, columns[1], rows)?;
-    let im = column_values(f, columns[2], rows)?;
+    let index = column_values(&mut t.file, columns[0], rows)?;
+    let re = column_values(&mut t.file, columns[1], rows)?;
+    let im = column_values(&mut t.file, columns[2], rows)?;
     let mut lm = Vec::with_capacity(rows);
     for (row, &i) in index.iter().enumerate() {
         if !(i.is_finite() && i >= 1.0 && i.fract() == 0.0 && i < 2f64.powi(53)) {
@@ -364,7 +396,7 @@ fn decode_alm(bytes: &mut [u8]) -> Result<Alm, Problem> {
     }
     let lmax = lm.iter().map(|p| p.0).max().unwrap_or(0);
     let mmax = lm.iter().map(|p| p.1).max().unwrap_or(0);
-    if let Some(declared) = key_text(f, "MAX-LPOL").and_then(|s| s.parse::<usize>().ok()) {
+    if let Some(declared) = key_text(t, "MAX-LPOL").and_then(|s| s.parse::<usize>().ok()) {
         if declared != lmax {
             return Err(Problem::Content(format!(
                 "keyword MAX-LPOL is {declared}, the largest l in INDEX is {lmax}"
@@ -391,51 +423,58 @@ fn decode_alm(bytes: &mut [u8]) -> Result<Alm, Problem> {
     Ok(alm)
 }
 
-/// Writes coefficients as healpy's `write_alm` does: INDEX (int32 where it fits), REAL, IMAG (float64),
-/// MAX-LPOL and MAX-MPOL.
-pub fn write_alm_fits(path: &Path, alm: &Alm) -> Result<(), InputError> {
+/// Writes coefficients as healpy's `write_alm` does, one extension HDU per set (T, or T, E, B): INDEX
+/// (int32), REAL, IMAG (float64), MAX-LPOL and MAX-MPOL.
+pub fn write_alm_fits(path: &Path, sets: &[&Alm]) -> Result<(), InputError> {
     let file = path.display().to_string();
-    alm.check().map_err(|problem| InputError::Map {
-        file: file.clone(),
-        problem,
-    })?;
-    let mut index = Vec::with_capacity(alm.coeffs.len());
-    let (mut re, mut im) = (Vec::new(), Vec::new());
-    for m in 0..=alm.mmax {
-        for l in m..=alm.lmax {
-            index.push((l * l + l + m + 1) as i64);
-            let c = alm.coeffs[alm.index(l, m)];
-            re.push(c.re);
-            im.push(c.im);
+    let mut tables = Vec::with_capacity(sets.len());
+    for alm in sets {
+        alm.check().map_err(|problem| InputError::Map {
+            file: file.clone(),
+            problem,
+        })?;
+        let mut index = Vec::with_capacity(alm.coeffs.len());
+        let (mut re, mut im) = (Vec::new(), Vec::new());
+        for m in 0..=alm.mmax {
+            for l in m..=alm.lmax {
+                index.push((l * l + l + m + 1) as i64);
+                let c = alm.coeffs[alm.index(l, m)];
+                re.push(c.re);
+                im.push(c.im);
+            }
         }
+        tables.push((alm, index, re, im));
     }
-    let bytes = encode_fits_in_memory(alm.coeffs.len() * 24 + 4 * 2880, |f| {
-        let columns = [
-            ColumnDescription::new("INDEX")
-                .with_type(ColumnDataType::Long)
-                .create()?,
-            ColumnDescription::new("REAL")
-                .with_type(ColumnDataType::Double)
-                .create()?,
-            ColumnDescription::new("IMAG")
-                .with_type(ColumnDataType::Double)
-                .create()?,
-        ];
-        let hdu = f.create_table("xtension", &columns)?;
-        hdu.write_key(
-            f,
-            "MAX-LPOL",
-            (alm.lmax as i64, "Maximum L multipole order"),
-        )?;
-        hdu.write_key(
-            f,
-            "MAX-MPOL",
-            (alm.mmax as i64, "Maximum M multipole order"),
-        )?;
-        hdu.write_key(f, "ORIGIN", ("astroport", "written by"))?;
-        hdu.write_col(f, "INDEX", &index)?;
-        hdu.write_col(f, "REAL", &re)?;
-        hdu.write_col(f, "IMAG", &im)?;
+    let size: usize = sets.iter().map(|a| a.coeffs.len() * 24 + 2 * 2880).sum();
+    let bytes = encode_fits_in_memory(size, |f| {
+        for (alm, index, re, im) in &tables {
+            let columns = [
+                ColumnDescription::new("INDEX")
+                    .with_type(ColumnDataType::Long)
+                    .create()?,
+                ColumnDescription::new("REAL")
+                    .with_type(ColumnDataType::Double)
+                    .create()?,
+                ColumnDescription::new("IMAG")
+                    .with_type(ColumnDataType::Double)
+                    .create()?,
+            ];
+            let hdu = f.create_table("xtension", &columns)?;
+            hdu.write_key(
+                f,
+                "MAX-LPOL",
+                (alm.lmax as i64, "Maximum L multipole order"),
+            )?;
+            hdu.write_key(
+                f,
+                "MAX-MPOL",
+                (alm.mmax as i64, "Maximum M multipole order"),
+            )?;
+            hdu.write_key(f, "ORIGIN", ("astroport", "written by"))?;
+            hdu.write_col(f, "INDEX", index)?;
+            hdu.write_col(f, "REAL", re)?;
+            hdu.write_col(f, "IMAG", im)?;
+        }
         Ok(())
     })
     .map_err(|e| InputError::Fits {

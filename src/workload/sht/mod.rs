@@ -15,10 +15,12 @@ pub mod distributed;
 pub mod grid;
 pub mod io;
 pub mod legendre;
+pub mod spin;
 
 pub use alm::Alm;
 pub use cpu::{adjoint, alm2map, map2alm};
 pub use grid::{Ring, RingGrid};
+pub use spin::{adjoint_spin2, alm2map_spin2, map2alm_spin2};
 
 use crate::backend::{Precision, Target};
 use crate::exec::{time_host, Measured, RunError, RunOptions};
