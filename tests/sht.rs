@@ -32,20 +32,6 @@ fn alm_from(v: &Value, lmax: usize) -> Alm {
     alm
 }
 
-/// max |a − b| / max |b|.
-/// max |a − b| / max |b|; infinite when a has a value that is not finite (f64::max would skip a NaN).
-fn max_rel(a: &[f64], b: &[f64]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    if a.iter().any(|v| !v.is_finite()) {
-        return f64::INFINITY;
-    }
-    let scale = b.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    a.iter()
-        .zip(b)
-        .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()))
-        / scale
-}
-
 #[test]
 fn healpix_geometry_matches_healpy() {
     let d = data();
@@ -81,14 +67,14 @@ fn healpix_synthesis_and_analysis_match_healpy() {
     let alm = alm_from(&d["hp32_alm_in"], lmax);
     let map = alm2map(&g, &alm).unwrap();
     let want_map = floats(&d["hp32_map"]);
-    let err = max_rel(&map, &want_map);
+    let err = common::max_rel(&map, &want_map);
     eprintln!("HEALPix nside 32 alm2map against healpy: {err:.2e}");
     assert!(err <= 1e-12, "alm2map: {err:.2e}");
     // Analysis of the oracle's own map, so that each check sees one transform's error only.
     for (iter, key) in [(0, "hp32_alm_iter0"), (3, "hp32_alm_iter3")] {
         let got = map2alm(&g, &want_map, lmax, lmax, iter).unwrap().to_flat();
         let want = alm_from(&d[key], lmax).to_flat();
-        let err = max_rel(&got, &want);
+        let err = common::max_rel(&got, &want);
         eprintln!("HEALPix nside 32 map2alm iter {iter} against healpy: {err:.2e}");
         assert!(err <= 1e-12, "map2alm iter {iter}: {err:.2e}");
     }
@@ -112,11 +98,11 @@ fn gauss_legendre_matches_ducc0_and_is_exact() {
     }
     let alm = alm_from(&d["gl_alm_in"], lmax);
     let map = alm2map(&g, &alm).unwrap();
-    let err = max_rel(&map, &floats(&d["gl_map"]));
+    let err = common::max_rel(&map, &floats(&d["gl_map"]));
     eprintln!("GL lmax 31 alm2map against ducc0: {err:.2e}");
     assert!(err <= 1e-12, "alm2map: {err:.2e}");
     let back = map2alm(&g, &map, lmax, lmax, 0).unwrap().to_flat();
-    let err = max_rel(&back, &alm_from(&d["gl_alm_analysis"], lmax).to_flat());
+    let err = common::max_rel(&back, &alm_from(&d["gl_alm_analysis"], lmax).to_flat());
     assert!(err <= 1e-12, "map2alm against ducc0: {err:.2e}");
     let round_trip = rel_l2(&back, &alm.to_flat());
     eprintln!("GL lmax 31 map2alm against ducc0: {err:.2e}; round trip {round_trip:.2e}");
@@ -184,7 +170,7 @@ fn round_trips_beyond_the_oracle() {
     }])
     .unwrap();
     let ring = alm2map(&one, &alm).unwrap();
-    let err = max_rel(&ring, &full[eq.offset..eq.offset + eq.nphi]);
+    let err = common::max_rel(&ring, &full[eq.offset..eq.offset + eq.nphi]);
     assert!(err <= 1e-13, "equator ring: {err:.2e}");
 }
 
@@ -292,10 +278,10 @@ fn device_transforms_take_mmax_below_lmax() {
         let Target::Device(dev) = t else { continue };
         let mut sht = DeviceSht::new(dev.as_ref(), &grid, &RunOptions::once()).unwrap();
         let map = sht.alm2map(&alm).unwrap();
-        assert!(max_rel(&map, &want_map) <= 1e-12, "{}: map", t.id());
+        assert!(common::max_rel(&map, &want_map) <= 1e-12, "{}: map", t.id());
         let back = sht.map2alm(&want_map, lmax, mmax, 1).unwrap();
         assert!(
-            max_rel(&back.to_flat(), &want_alm.to_flat()) <= 1e-12,
+            common::max_rel(&back.to_flat(), &want_alm.to_flat()) <= 1e-12,
             "{}: a_lm",
             t.id()
         );
@@ -321,8 +307,8 @@ fn spin2_matches_healpy() {
     let maps = d["hp8p_map_tqu"].as_array().unwrap();
     let (want_t, want_q, want_u) = (floats(&maps[0]), floats(&maps[1]), floats(&maps[2]));
     let (q, u) = alm2map_spin2(&g, &e, &b).unwrap();
-    let err_t = max_rel(&alm2map(&g, &t).unwrap(), &want_t);
-    let (err_q, err_u) = (max_rel(&q, &want_q), max_rel(&u, &want_u));
+    let err_t = common::max_rel(&alm2map(&g, &t).unwrap(), &want_t);
+    let (err_q, err_u) = (common::max_rel(&q, &want_q), common::max_rel(&u, &want_u));
     eprintln!("spin-2 alm2map against healpy: T {err_t:.2e}, Q {err_q:.2e}, U {err_u:.2e}");
     assert!(err_t <= 1e-12 && err_q <= 1e-12 && err_u <= 1e-12);
     for (iter, key) in [(0, "hp8p_alm_teb_iter0"), (3, "hp8p_alm_teb_iter3")] {
@@ -334,7 +320,7 @@ fn spin2_matches_healpy() {
             ("E", &ge, &want[1]),
             ("B", &gb, &want[2]),
         ] {
-            let err = max_rel(&got.to_flat(), &alm_from(w, lmax).to_flat());
+            let err = common::max_rel(&got.to_flat(), &alm_from(w, lmax).to_flat());
             eprintln!("spin-2 map2alm iter {iter} {name} against healpy: {err:.2e}");
             assert!(err <= 1e-12, "iter {iter} {name}: {err:.2e}");
         }

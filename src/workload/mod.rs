@@ -161,6 +161,15 @@ fn tool_run<A: ToolArgs>(matches: &clap::ArgMatches) -> Result<i32, String> {
         .run()
 }
 
+/// A flag given in MiB as bytes (`--device-mem-mib`), refused when the bytes overflow 64 bits.
+pub fn mib_flag(flag: &str, mib: Option<u64>) -> Result<Option<u64>, String> {
+    mib.map(|m| {
+        m.checked_mul(1 << 20)
+            .ok_or_else(|| format!("{flag}: {m} MiB is more bytes than 64 bits hold"))
+    })
+    .transpose()
+}
+
 /// A numeric flag that must be positive and finite: `Err("--flag: VALUE is not a positive number")`.
 pub fn require_positive(flag: &str, value: f64) -> Result<(), String> {
     if value > 0.0 && value.is_finite() {

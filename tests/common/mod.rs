@@ -93,3 +93,16 @@ pub fn ran_ok(rows: &[Row]) -> Vec<String> {
         .map(|r| r.backend.clone())
         .collect()
 }
+
+/// max |a − b| / max |b|; infinite when a has a value that is not finite (f64::max would skip a NaN).
+pub fn max_rel(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    if a.iter().any(|v| !v.is_finite()) {
+        return f64::INFINITY;
+    }
+    let scale = b.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    a.iter()
+        .zip(b)
+        .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()))
+        / scale
+}

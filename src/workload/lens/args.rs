@@ -83,14 +83,8 @@ impl ProblemArgs {
             )
             .map_err(|e| format!("{}: {e}", path.display()))?;
         }
-        problem.device_mem_cap = self
-            .device_mem_mib
-            .map(|m| {
-                m.checked_mul(1 << 20).ok_or_else(|| {
-                    format!("--device-mem-mib: {m} MiB is more bytes than 64 bits hold")
-                })
-            })
-            .transpose()?;
+        problem.device_mem_cap =
+            crate::workload::mib_flag("--device-mem-mib", self.device_mem_mib)?;
         // Refused before any work: a run the host cannot hold would be killed half-way.
         if let Some(problem) = crate::backend::cpu::available_memory()
             .and_then(|available| problem.host_memory_problem(available))

@@ -42,14 +42,7 @@ impl WorkloadArgs for ShtArgs {
     const TOOLS: &'static [Tool] = &[Tool::of::<ShtToolArgs>(), Tool::of::<ShtMpiArgs>()];
     type Workload = ShtProblem;
     fn build(&self) -> Result<Vec<ShtProblem>, String> {
-        let cap = self
-            .device_mem_mib
-            .map(|m| {
-                m.checked_mul(1 << 20).ok_or_else(|| {
-                    format!("--device-mem-mib: {m} MiB is more bytes than 64 bits hold")
-                })
-            })
-            .transpose()?;
+        let cap = crate::workload::mib_flag("--device-mem-mib", self.device_mem_mib)?;
         self.transforms
             .iter()
             .map(|t| {
