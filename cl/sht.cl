@@ -27,4 +27,29 @@ __kernel void sht_analysis_f64(__global const double *restrict pair_cs, __global
     sht_analysis_item((unsigned int)get_group_id(0), (int)get_local_id(0), pair_cs, pair_rings, npairs, nrings, lmax,
                       m0, nblocks, cmm, g, alm, ab, contrib, halves);
 }
+
+__kernel void sht_spin_synthesis_f64(__global const double *restrict pair_cs, __global const int *restrict pair_rings,
+                                     const int npairs, const int nrings, const int lmax, const int m0,
+                                     const int nblocks, __global const double *restrict cmm,
+                                     __global const double *restrict alm_e, __global const double *restrict alm_b,
+                                     __global double *restrict delta_q, __global double *restrict delta_u)
+{
+    __local double ab[4 * SHT_SPIN_CHUNK];
+    __local double coef[4 * SHT_SPIN_CHUNK];
+    sht_spin_synthesis_item((unsigned int)get_group_id(0), (int)get_local_id(0), pair_cs, pair_rings, npairs, nrings,
+                            lmax, m0, nblocks, cmm, alm_e, alm_b, delta_q, delta_u, ab, coef);
+}
+
+__kernel void sht_spin_analysis_f64(__global const double *restrict pair_cs, __global const int *restrict pair_rings,
+                                    const int npairs, const int nrings, const int lmax, const int m0, const int nblocks,
+                                    __global const double *restrict cmm, __global const double *restrict gq,
+                                    __global const double *restrict gu, __global double *restrict alm_e,
+                                    __global double *restrict alm_b)
+{
+    __local double ab[4 * SHT_SPIN_CHUNK];
+    __local double contrib[4 * SHT_SPIN_CHUNK * SHT_CONTRIB_STRIDE];
+    __local double parts[4 * SHT_GROUP];
+    sht_spin_analysis_item((unsigned int)get_group_id(0), (int)get_local_id(0), pair_cs, pair_rings, npairs, nrings,
+                           lmax, m0, nblocks, cmm, gq, gu, alm_e, alm_b, ab, contrib, parts);
+}
 #endif

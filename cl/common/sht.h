@@ -332,5 +332,257 @@ ASTRO_FN_INLINED void sht_analysis_item(unsigned int group, int lid,
     }
 }
 
+
+/* ---- Spin 2 (polarisation), healpy's convention (src/workload/sht/spin.rs has the derivation) ----
+ * W = −N [(2(l − m²)/sin²θ + l(l−1)) λ_l − 2 D cos θ/sin²θ λ_{l−1}], X = 2 m N [D λ_{l−1} − (l−1) cos θ λ_l]/sin²θ,
+ * N = 1/sqrt((l−1) l (l+1) (l+2)) (0 below l = 2), D = sqrt((2l+1)/(2l−1) (l² − m²)).
+ * Synthesis: Q_m = −Σ (E W + i B X), U_m = Σ (i E X − B W); analysis: E = −Σ (W Q + i X U), B = Σ (i X Q − W U).
+ * Under θ → π − θ, W takes (−1)^(l+m) and X the opposite. Chunks are SHT_SPIN_CHUNK degrees: the analysis
+ * keeps four values per item and degree in local memory. */
+#define SHT_SPIN_CHUNK 16
+#define SHT_SPIN_SHARE (SHT_GROUP / SHT_SPIN_CHUNK) /* items that sum one degree */
+
+/* Stages (a_l, b_l, N_l, D_lm) for l = lbase + j, j < SHT_SPIN_CHUNK, into ab (zeros past lmax). */
+ASTRO_FN void sht_stage_spin(int lid, int m, int lbase, int lmax, ASTRO_LOCAL double *ab)
+{
+    if (lid < SHT_SPIN_CHUNK) {
+        const int l = lbase + lid;
+        double a = 0.0, b = 0.0, n = 0.0, d = 0.0;
+        if (l <= lmax) {
+            const double lf = (double)l, mf = (double)m;
+            if (l > m) {
+                a = sht_a(l, m);
+                b = l == m + 1 ? 0.0 : a / sht_a(l - 1, m);
+            }
+            if (l >= 2)
+                n = 1.0 / ASTRO_SQRT((lf - 1.0) * lf * (lf + 1.0) * (lf + 2.0));
+            if (l >= 1)
+                d = ASTRO_SQRT((2.0 * lf + 1.0) / (2.0 * lf - 1.0) * (lf - mf) * (lf + mf));
+        }
+        ab[4 * lid] = a;
+        ab[4 * lid + 1] = b;
+        ab[4 * lid + 2] = n;
+        ab[4 * lid + 3] = d;
+    }
+}
+
+/* W and X of one lane at degree l from λ_l and λ_{l−1}. */
+ASTRO_FN void sht_spin_wx(int l, int m, double n, double d, double c, double inv_s2, double lam, double prev,
+                          double *w, double *x)
+{
+    const double lf = (double)l, mf = (double)m;
+    *w = -n * ((2.0 * (lf - mf * mf) * inv_s2 + lf * (lf - 1.0)) * lam - 2.0 * d * c * inv_s2 * prev);
+    *x = 2.0 * mf * n * (d * prev - (lf - 1.0) * c * lam) * inv_s2;
+}
+
+/* The next λ of every lane, into `lambda`, keeping the previous degree's in `prev`. */
+ASTRO_FN void sht_spin_advance(ShtWalk *w, int l, int m, ASTRO_LOCAL const double *abj, double lambda[SHT_LANES],
+                               double prev[SHT_LANES])
+{
+    for (int lane = 0; lane < SHT_LANES; ++lane)
+        prev[lane] = lambda[lane];
+    if (l == m)
+        sht_walk_first(w, lambda);
+    else
+        sht_walk_step(w, abj[0], abj[1], lambda);
+}
+
+/* Spin-2 synthesis: Q_m and U_m of the item's ring pairs, both rings of each pair. Local: ab (4 per degree)
+ * and coef (E and B, 4 per degree). */
+ASTRO_FN_INLINED void sht_spin_synthesis_item(unsigned int group, int lid,
+                                              ASTRO_GLOBAL const double *ASTRO_RESTRICT pair_cs,
+                                              ASTRO_GLOBAL const int *ASTRO_RESTRICT pair_rings, int npairs,
+                                              int nrings, int lmax, int m0, int nblocks,
+                                              ASTRO_GLOBAL const double *ASTRO_RESTRICT cmm,
+                                              ASTRO_GLOBAL const double *ASTRO_RESTRICT alm_e,
+                                              ASTRO_GLOBAL const double *ASTRO_RESTRICT alm_b,
+                                              ASTRO_GLOBAL double *ASTRO_RESTRICT delta_q,
+                                              ASTRO_GLOBAL double *ASTRO_RESTRICT delta_u, ASTRO_LOCAL double *ab,
+                                              ASTRO_LOCAL double *coef)
+{
+    const int m = m0 + (int)(group / (unsigned int)nblocks), block = (int)(group % (unsigned int)nblocks);
+    const ASTRO_I64 first = sht_alm_offset(m, lmax) - sht_alm_offset(m0, lmax);
+    ShtWalk w;
+    int q[SHT_LANES];
+    sht_walk_start(&w, q, block, lid, npairs, m, cmm[m - m0], pair_cs);
+    double inv_s2[SHT_LANES], lambda[SHT_LANES], prev[SHT_LANES];
+    /* (re, im) of Q and U on the northern and southern ring of each lane. */
+    double qn[2 * SHT_LANES], qs[2 * SHT_LANES], un[2 * SHT_LANES], us[2 * SHT_LANES];
+    for (int lane = 0; lane < SHT_LANES; ++lane) {
+        const double s = q[lane] >= 0 ? pair_cs[2 * q[lane] + 1] : 1.0;
+        inv_s2[lane] = 1.0 / (s * s);
+        lambda[lane] = 0.0;
+        for (int k = 0; k < 2; ++k)
+            qn[2 * lane + k] = qs[2 * lane + k] = un[2 * lane + k] = us[2 * lane + k] = 0.0;
+    }
+    for (int lbase = m; lbase <= lmax; lbase += SHT_SPIN_CHUNK) {
+        const int n = lmax - lbase + 1 < SHT_SPIN_CHUNK ? lmax - lbase + 1 : SHT_SPIN_CHUNK;
+        ASTRO_BARRIER();
+        sht_stage_spin(lid, m, lbase, lmax, ab);
+        if (lid >= SHT_SPIN_CHUNK && lid < 2 * SHT_SPIN_CHUNK && lid - SHT_SPIN_CHUNK < n) {
+            const int j = lid - SHT_SPIN_CHUNK;
+            const ASTRO_I64 at = 2 * (first + (lbase - m) + j);
+            coef[4 * j] = alm_e[at];
+            coef[4 * j + 1] = alm_e[at + 1];
+            coef[4 * j + 2] = alm_b[at];
+            coef[4 * j + 3] = alm_b[at + 1];
+        }
+        ASTRO_BARRIER();
+        for (int j = 0; j < n; ++j) {
+            const int l = lbase + j;
+            sht_spin_advance(&w, l, m, ab + 4 * j, lambda, prev);
+            const double er = coef[4 * j], ei = coef[4 * j + 1], br = coef[4 * j + 2], bi = coef[4 * j + 3];
+            const double sign = (j & 1) ? -1.0 : 1.0; /* (−1)^(l−m): chunks start at l − m even */
+            for (int lane = 0; lane < SHT_LANES; ++lane) {
+                double wv, xv;
+                sht_spin_wx(l, m, ab[4 * j + 2], ab[4 * j + 3], w.cs[lane], inv_s2[lane], lambda[lane], prev[lane],
+                            &wv, &xv);
+                /* qW = −E w, qX = −i B x, uW = −B w, uX = i E x. */
+                const double qwr = -er * wv, qwi = -ei * wv, qxr = bi * xv, qxi = -br * xv;
+                const double uwr = -br * wv, uwi = -bi * wv, uxr = -ei * xv, uxi = er * xv;
+                qn[2 * lane] += qwr + qxr;
+                qn[2 * lane + 1] += qwi + qxi;
+                un[2 * lane] += uwr + uxr;
+                un[2 * lane + 1] += uwi + uxi;
+                qs[2 * lane] += sign * (qwr - qxr);
+                qs[2 * lane + 1] += sign * (qwi - qxi);
+                us[2 * lane] += sign * (uwr - uxr);
+                us[2 * lane + 1] += sign * (uwi - uxi);
+            }
+        }
+    }
+    const ASTRO_I64 row = (ASTRO_I64)(m - m0) * nrings;
+    for (int lane = 0; lane < SHT_LANES; ++lane) {
+        if (q[lane] < 0)
+            continue;
+        const ASTRO_I64 north = 2 * (row + pair_rings[2 * q[lane]]);
+        delta_q[north] = qn[2 * lane];
+        delta_q[north + 1] = qn[2 * lane + 1];
+        delta_u[north] = un[2 * lane];
+        delta_u[north + 1] = un[2 * lane + 1];
+        const int south = pair_rings[2 * q[lane] + 1];
+        if (south >= 0) {
+            const ASTRO_I64 s = 2 * (row + south);
+            delta_q[s] = qs[2 * lane];
+            delta_q[s + 1] = qs[2 * lane + 1];
+            delta_u[s] = us[2 * lane];
+            delta_u[s + 1] = us[2 * lane + 1];
+        }
+    }
+}
+
+/* Spin-2 analysis: E and B of one m (the group's own), the blocks of ring pairs in turn, reduced as the scalar
+ * analysis is but with SHT_SPIN_SHARE items per degree and four values. Local: ab (4 SHT_SPIN_CHUNK), contrib
+ * (4 SHT_SPIN_CHUNK SHT_CONTRIB_STRIDE) and parts (4 SHT_GROUP) doubles. */
+ASTRO_FN_INLINED void sht_spin_analysis_item(unsigned int group, int lid,
+                                             ASTRO_GLOBAL const double *ASTRO_RESTRICT pair_cs,
+                                             ASTRO_GLOBAL const int *ASTRO_RESTRICT pair_rings, int npairs,
+                                             int nrings, int lmax, int m0, int nblocks,
+                                             ASTRO_GLOBAL const double *ASTRO_RESTRICT cmm,
+                                             ASTRO_GLOBAL const double *ASTRO_RESTRICT gq,
+                                             ASTRO_GLOBAL const double *ASTRO_RESTRICT gu,
+                                             ASTRO_GLOBAL double *ASTRO_RESTRICT alm_e,
+                                             ASTRO_GLOBAL double *ASTRO_RESTRICT alm_b, ASTRO_LOCAL double *ab,
+                                             ASTRO_LOCAL double *contrib, ASTRO_LOCAL double *parts)
+{
+    const int m = m0 + (int)group;
+    const ASTRO_I64 first = sht_alm_offset(m, lmax) - sht_alm_offset(m0, lmax);
+    const ASTRO_I64 row = (ASTRO_I64)(m - m0) * nrings;
+    for (int block = 0; block < nblocks; ++block) {
+        ShtWalk w;
+        int q[SHT_LANES];
+        sht_walk_start(&w, q, block, lid, npairs, m, cmm[m - m0], pair_cs);
+        double inv_s2[SHT_LANES], lambda[SHT_LANES], prev[SHT_LANES];
+        /* [0]: north + south, [1]: north − south, (re, im), of Q and U. */
+        double qp[4 * SHT_LANES], up[4 * SHT_LANES];
+        for (int lane = 0; lane < SHT_LANES; ++lane) {
+            double v[8] = {0, 0, 0, 0, 0, 0, 0, 0}; /* Qn, Qs, Un, Us as (re, im) */
+            double s = 1.0;
+            if (q[lane] >= 0) {
+                s = pair_cs[2 * q[lane] + 1];
+                const ASTRO_I64 north = 2 * (row + pair_rings[2 * q[lane]]);
+                v[0] = gq[north];
+                v[1] = gq[north + 1];
+                v[4] = gu[north];
+                v[5] = gu[north + 1];
+                const int south = pair_rings[2 * q[lane] + 1];
+                if (south >= 0) {
+                    const ASTRO_I64 so = 2 * (row + south);
+                    v[2] = gq[so];
+                    v[3] = gq[so + 1];
+                    v[6] = gu[so];
+                    v[7] = gu[so + 1];
+                }
+            }
+            inv_s2[lane] = 1.0 / (s * s);
+            lambda[lane] = 0.0;
+            for (int k = 0; k < 2; ++k) {
+                qp[4 * lane + k] = v[k] + v[2 + k];
+                qp[4 * lane + 2 + k] = v[k] - v[2 + k];
+                up[4 * lane + k] = v[4 + k] + v[6 + k];
+                up[4 * lane + 2 + k] = v[4 + k] - v[6 + k];
+            }
+        }
+        for (int lbase = m; lbase <= lmax; lbase += SHT_SPIN_CHUNK) {
+            const int n = lmax - lbase + 1 < SHT_SPIN_CHUNK ? lmax - lbase + 1 : SHT_SPIN_CHUNK;
+            ASTRO_BARRIER();
+            sht_stage_spin(lid, m, lbase, lmax, ab);
+            ASTRO_BARRIER();
+            for (int j = 0; j < n; ++j) {
+                const int l = lbase + j;
+                sht_spin_advance(&w, l, m, ab + 4 * j, lambda, prev);
+                /* W meets north + south when l − m is even and X north − south; the other way when odd. */
+                const int ws = (j & 1) ? 2 : 0, xs = 2 - ws;
+                double er = 0.0, ei = 0.0, br = 0.0, bi = 0.0;
+                for (int lane = 0; lane < SHT_LANES; ++lane) {
+                    double wv, xv;
+                    sht_spin_wx(l, m, ab[4 * j + 2], ab[4 * j + 3], w.cs[lane], inv_s2[lane], lambda[lane],
+                                prev[lane], &wv, &xv);
+                    const double wqr = wv * qp[4 * lane + ws], wqi = wv * qp[4 * lane + ws + 1];
+                    const double wur = wv * up[4 * lane + ws], wui = wv * up[4 * lane + ws + 1];
+                    const double xqr = xv * qp[4 * lane + xs], xqi = xv * qp[4 * lane + xs + 1];
+                    const double xur = xv * up[4 * lane + xs], xui = xv * up[4 * lane + xs + 1];
+                    /* E −= W Q + i X U; B += i X Q − W U. */
+                    er -= wqr - xui;
+                    ei -= wqi + xur;
+                    br += -xqi - wur;
+                    bi += xqr - wui;
+                }
+                const int at = 4 * (j * SHT_CONTRIB_STRIDE + lid);
+                contrib[at] = er;
+                contrib[at + 1] = ei;
+                contrib[at + 2] = br;
+                contrib[at + 3] = bi;
+            }
+            ASTRO_BARRIER();
+            {
+                const int j = lid / SHT_SPIN_SHARE, part = lid % SHT_SPIN_SHARE;
+                if (j < n) {
+                    double v[4] = {0.0, 0.0, 0.0, 0.0};
+                    for (int i = 0; i < SHT_GROUP / SHT_SPIN_SHARE; ++i) {
+                        const int at = 4 * (j * SHT_CONTRIB_STRIDE + part * (SHT_GROUP / SHT_SPIN_SHARE) + i);
+                        for (int k = 0; k < 4; ++k)
+                            v[k] += contrib[at + k];
+                    }
+                    for (int k = 0; k < 4; ++k)
+                        parts[4 * lid + k] = v[k];
+                }
+            }
+            ASTRO_BARRIER();
+            if (lid < n) {
+                double v[4] = {0.0, 0.0, 0.0, 0.0};
+                for (int p = 0; p < SHT_SPIN_SHARE; ++p)
+                    for (int k = 0; k < 4; ++k)
+                        v[k] += parts[4 * (lid * SHT_SPIN_SHARE + p) + k];
+                const ASTRO_I64 at = 2 * (first + (lbase - m) + lid);
+                alm_e[at] = block == 0 ? v[0] : alm_e[at] + v[0];
+                alm_e[at + 1] = block == 0 ? v[1] : alm_e[at + 1] + v[1];
+                alm_b[at] = block == 0 ? v[2] : alm_b[at] + v[2];
+                alm_b[at + 1] = block == 0 ? v[3] : alm_b[at + 1] + v[3];
+            }
+        }
+    }
+}
+
 #endif /* ASTRO_HAS_FP64 */
 #endif /* SHT_H */

@@ -28,11 +28,38 @@ __global__ void __launch_bounds__(SHT_GROUP)
                       g, alm, ab, contrib, halves);
 }
 
+__global__ void __launch_bounds__(SHT_GROUP)
+    sht_spin_synthesis_f64(const double *__restrict__ pair_cs, const int *__restrict__ pair_rings, int npairs,
+                           int nrings, int lmax, int m0, int nblocks, const double *__restrict__ cmm,
+                           const double *__restrict__ alm_e, const double *__restrict__ alm_b,
+                           double *__restrict__ delta_q, double *__restrict__ delta_u)
+{
+    __shared__ double ab[4 * SHT_SPIN_CHUNK];
+    __shared__ double coef[4 * SHT_SPIN_CHUNK];
+    sht_spin_synthesis_item(blockIdx.x, (int)threadIdx.x, pair_cs, pair_rings, npairs, nrings, lmax, m0, nblocks,
+                            cmm, alm_e, alm_b, delta_q, delta_u, ab, coef);
+}
+
+__global__ void __launch_bounds__(SHT_GROUP)
+    sht_spin_analysis_f64(const double *__restrict__ pair_cs, const int *__restrict__ pair_rings, int npairs,
+                          int nrings, int lmax, int m0, int nblocks, const double *__restrict__ cmm,
+                          const double *__restrict__ gq, const double *__restrict__ gu, double *__restrict__ alm_e,
+                          double *__restrict__ alm_b)
+{
+    __shared__ double ab[4 * SHT_SPIN_CHUNK];
+    __shared__ double contrib[4 * SHT_SPIN_CHUNK * SHT_CONTRIB_STRIDE];
+    __shared__ double parts[4 * SHT_GROUP];
+    sht_spin_analysis_item(blockIdx.x, (int)threadIdx.x, pair_cs, pair_rings, npairs, nrings, lmax, m0, nblocks, cmm,
+                           gq, gu, alm_e, alm_b, ab, contrib, parts);
+}
+
 namespace astroport_cuda {
 #define SHT_ENTRY(k) {#k, reinterpret_cast<const void *>(&k)}
 extern const KernelEntry sht_kernels[] = {
     SHT_ENTRY(sht_synthesis_f64),
     SHT_ENTRY(sht_analysis_f64),
+    SHT_ENTRY(sht_spin_synthesis_f64),
+    SHT_ENTRY(sht_spin_analysis_f64),
 };
 #undef SHT_ENTRY
 extern const int sht_kernel_count = sizeof(sht_kernels) / sizeof(sht_kernels[0]);

@@ -29,3 +29,26 @@ SHT_KERNEL sht_analysis_f64(const double *pair_cs, const int *pair_rings, int np
     sht_analysis_item((unsigned int)it.get_group(0), (int)it.get_local_id(0), pair_cs, pair_rings, npairs, nrings, lmax,
                       m0, nblocks, cmm, g, alm, &ab[0], &contrib[0], &halves[0]);
 }
+
+SHT_KERNEL sht_spin_synthesis_f64(const double *pair_cs, const int *pair_rings, int npairs, int nrings, int lmax,
+                                  int m0, int nblocks, const double *cmm, const double *alm_e, const double *alm_b,
+                                  double *delta_q, double *delta_u)
+{
+    static syclexp::work_group_static<double[4 * SHT_SPIN_CHUNK]> ab;
+    static syclexp::work_group_static<double[4 * SHT_SPIN_CHUNK]> coef;
+    const sycl::nd_item<1> it = item();
+    sht_spin_synthesis_item((unsigned int)it.get_group(0), (int)it.get_local_id(0), pair_cs, pair_rings, npairs,
+                            nrings, lmax, m0, nblocks, cmm, alm_e, alm_b, delta_q, delta_u, &ab[0], &coef[0]);
+}
+
+SHT_KERNEL sht_spin_analysis_f64(const double *pair_cs, const int *pair_rings, int npairs, int nrings, int lmax,
+                                 int m0, int nblocks, const double *cmm, const double *gq, const double *gu,
+                                 double *alm_e, double *alm_b)
+{
+    static syclexp::work_group_static<double[4 * SHT_SPIN_CHUNK]> ab;
+    static syclexp::work_group_static<double[4 * SHT_SPIN_CHUNK * SHT_CONTRIB_STRIDE]> contrib;
+    static syclexp::work_group_static<double[4 * SHT_GROUP]> parts;
+    const sycl::nd_item<1> it = item();
+    sht_spin_analysis_item((unsigned int)it.get_group(0), (int)it.get_local_id(0), pair_cs, pair_rings, npairs,
+                           nrings, lmax, m0, nblocks, cmm, gq, gu, alm_e, alm_b, &ab[0], &contrib[0], &parts[0]);
+}

@@ -3,7 +3,8 @@
 use super::cpu::HEALPIX_UNSEEN;
 use super::io::{read_alm_fits, read_healpix_map, write_alm_fits, write_healpix_map};
 use super::{
-    alm2map_on, alm2map_spin2, map2alm_on, map2alm_spin2, RingGrid, ShtProblem, Transform, PRESETS,
+    alm2map_on, alm2map_spin2_on, map2alm_on, map2alm_spin2_on, RingGrid, ShtProblem, Transform,
+    PRESETS,
 };
 use crate::backend::{discover, Precision};
 use crate::workload::{OneBackendArgs, Tool, ToolArgs, WorkloadArgs};
@@ -88,8 +89,7 @@ pub struct ShtToolArgs {
     /// Jacobi refinements of map2alm (healpy's iter, whose default is 3).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub iter: u32,
-    /// Polarisation: T, E, B (three a_lm HDUs) <-> T, Q, U (three map columns), healpy's convention; spin-2
-    /// runs on the cpu model only so far.
+    /// Polarisation: T, E, B (three a_lm HDUs) <-> T, Q, U (three map columns), healpy's convention.
     #[arg(long)]
     pub pol: bool,
     #[command(flatten)]
@@ -129,14 +129,27 @@ impl ToolArgs for ShtToolArgs {
                 warn_lmax(self.lmax, nside);
                 let grid = RingGrid::healpix(nside).map_err(|e| format!("--nside: {e}"))?;
                 let discovery = discover();
-                let target = self.target(&discovery)?;
+                let target = self.backend.target(&discovery)?;
                 let m = alm2map_on(target, &grid, &sets[0], &self.backend.options(), None)
                     .map_err(|e| format!("alm2map on {}: {e}", target.id()))?;
                 report("alm2map", &grid, self.lmax, target.id(), m.times.median);
                 let mut maps = vec![("TEMPERATURE", m.output)];
                 if self.pol {
-                    let (q, u) = alm2map_spin2(&grid, &sets[1], &sets[2])
-                        .map_err(|e| format!("{input}: E/B: {e}"))?;
+                    let pol = alm2map_spin2_on(
+                        target,
+                        &grid,
+                        (&sets[1], &sets[2]),
+                        &self.backend.options(),
+                    )
+                    .map_err(|e| format!("{input}: E/B on {}: {e}", target.id()))?;
+                    report(
+                        "alm2map spin-2",
+                        &grid,
+                        self.lmax,
+                        target.id(),
+                        pol.times.median,
+                    );
+                    let (q, u) = pol.output;
                     maps.push(("Q_POLARISATION", q));
                     maps.push(("U_POLARISATION", u));
                 }
@@ -166,7 +179,7 @@ impl ToolArgs for ShtToolArgs {
                 }
                 let grid = RingGrid::healpix(map.nside)?;
                 let discovery = discover();
-                let target = self.target(&discovery)?;
+                let target = self.backend.target(&discovery)?;
                 let iter = self.iter as usize;
                 let m = map2alm_on(
                     target,
@@ -180,15 +193,22 @@ impl ToolArgs for ShtToolArgs {
                 report("map2alm", &grid, self.lmax, target.id(), m.times.median);
                 let mut sets = vec![m.output];
                 if self.pol {
-                    let (e, b) = map2alm_spin2(
+                    let pol = map2alm_spin2_on(
+                        target,
                         &grid,
-                        &map.fields[1].1,
-                        &map.fields[2].1,
-                        self.lmax,
-                        mmax,
-                        iter,
+                        (&map.fields[1].1, &map.fields[2].1),
+                        (self.lmax, mmax, iter),
+                        &self.backend.options(),
                     )
-                    .map_err(|e| format!("{input}, Q/U: {e}"))?;
+                    .map_err(|e| format!("{input}, Q/U on {}: {e}", target.id()))?;
+                    report(
+                        "map2alm spin-2",
+                        &grid,
+                        self.lmax,
+                        target.id(),
+                        pol.times.median,
+                    );
+                    let (e, b) = pol.output;
                     sets.push(e);
                     sets.push(b);
                 }
@@ -198,31 +218,6 @@ impl ToolArgs for ShtToolArgs {
         }
         eprintln!("wrote {}", self.output.display());
         Ok(0)
-    }
-}
-
-impl ShtToolArgs {
-    /// The backend: spin-2 runs on the `cpu` model only so far, so `--pol` takes `cpu` unless told otherwise
-    /// and refuses another model.
-    fn target<'d>(
-        &self,
-        discovery: &'d crate::backend::Discovery,
-    ) -> Result<&'d crate::backend::Target, String> {
-        if self.pol && self.backend.backends.is_empty() {
-            let cpu = OneBackendArgs {
-                backends: vec!["cpu".into()],
-                ..self.backend.clone()
-            };
-            return cpu.target(discovery);
-        }
-        let target = self.backend.target(discovery)?;
-        if self.pol && target.model() != crate::backend::Model::Cpu {
-            return Err(format!(
-                "--pol with --backend {}: spin-2 transforms run on the cpu model only so far (issue 14)",
-                target.id()
-            ));
-        }
-        Ok(target)
     }
 }
 

@@ -307,6 +307,19 @@ pub(super) fn lane_sum(v: &[f64; LANES]) -> f64 {
     quarter[0] + quarter[1]
 }
 
+/// The process's FFT planner: it keeps every plan it made, so repeated transforms (Jacobi iterations, timed
+/// repeats, MPI steps) plan each ring length once. HEALPix at nside 2048 has 2,049 lengths, many with large
+/// prime factors, whose plans cost as much as the FFTs themselves.
+fn planner() -> std::sync::MutexGuard<'static, RealFftPlanner<f64>> {
+    static PLANNER: std::sync::OnceLock<std::sync::Mutex<RealFftPlanner<f64>>> =
+        std::sync::OnceLock::new();
+    PLANNER
+        .get_or_init(|| std::sync::Mutex::new(RealFftPlanner::new()))
+        .lock()
+        // A panic while planning leaves the planner usable: it only caches finished plans.
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// One plan per ring length, made before the parallel loops.
 fn plans<T>(grid: &RingGrid, mut make: impl FnMut(usize) -> Arc<T>) -> HashMap<usize, Arc<T>>
 where
@@ -343,8 +356,10 @@ const RING_BLOCK: usize = 16;
 /// nφ frequencies (m ≥ nφ/2 aliases, as it must on short polar rings) and one inverse real FFT.
 pub(super) fn rings_from_delta(grid: &RingGrid, mmax: usize, delta: &[Complex64]) -> Vec<f64> {
     let nr = grid.rings.len();
-    let mut planner = RealFftPlanner::<f64>::new();
-    let plans = plans(grid, |n| planner.plan_fft_inverse(n));
+    let plans = {
+        let mut planner = planner();
+        plans(grid, |n| planner.plan_fft_inverse(n))
+    };
     let mut map = vec![0.0; grid.npix];
     let mut slices = ring_slices(grid, &mut map);
     slices
@@ -435,8 +450,10 @@ fn fold(spectrum: &mut [Complex64], n: usize, m: usize, f: Complex64) {
 /// forward real FFT per ring.
 pub(super) fn rings_to_phases(grid: &RingGrid, map: &[f64], mmax: usize) -> Vec<Complex64> {
     let nm = mmax + 1;
-    let mut planner = RealFftPlanner::<f64>::new();
-    let plans = plans(grid, |n| planner.plan_fft_forward(n));
+    let plans = {
+        let mut planner = planner();
+        plans(grid, |n| planner.plan_fft_forward(n))
+    };
     let mut g = vec![ZERO; grid.rings.len() * nm];
     g.par_chunks_mut(nm)
         .zip(grid.rings.par_iter())

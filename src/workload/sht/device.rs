@@ -246,23 +246,19 @@ impl<'a> DeviceSht<'a> {
 
     /// Synthesis: the map of `alm` on the grid.
     pub fn alm2map(&mut self, alm: &Alm) -> Result<Vec<f64>, RunError> {
-        alm.check()?;
-        let delta = self.synthesis_delta(alm)?;
-        let (map, t) = time_host(&self.opts, "host clock", || {
-            Ok(rings_from_delta(self.grid, alm.mmax, &delta))
-        })?;
-        self.timing.add_host(RING_STAGE, t);
-        Ok(map)
+        Ok(self.synthesis(&[alm])?.remove(0))
+    }
+
+    /// Spin-2 synthesis: the Q and U maps of E and B (healpy's convention, as [`super::alm2map_spin2`]).
+    pub fn alm2map_spin2(&mut self, e: &Alm, b: &Alm) -> Result<(Vec<f64>, Vec<f64>), RunError> {
+        let mut maps = self.synthesis(&[e, b])?;
+        let u = maps.pop().expect("two maps");
+        Ok((maps.pop().expect("two maps"), u))
     }
 
     /// Adjoint synthesis (map2alm with no iteration).
     pub fn adjoint(&mut self, map: &[f64], lmax: usize, mmax: usize) -> Result<Alm, RunError> {
-        super::cpu::check_analysis(self.grid, map, lmax, mmax)?;
-        let (g, t) = time_host(&self.opts, "host clock", || {
-            Ok(rings_to_phases(self.grid, map, mmax))
-        })?;
-        self.timing.add_host(RING_STAGE, t);
-        self.analysis(&g, lmax, mmax)
+        Ok(self.adjoint_fields(&[map], lmax, mmax)?.remove(0))
     }
 
     /// Analysis with `iter` Jacobi refinements, as the `cpu` model's [`super::map2alm`].
@@ -273,16 +269,86 @@ impl<'a> DeviceSht<'a> {
         mmax: usize,
         iter: usize,
     ) -> Result<Alm, RunError> {
-        let mut alm = self.adjoint(map, lmax, mmax)?;
+        Ok(self.analysis_fields(&[map], lmax, mmax, iter)?.remove(0))
+    }
+
+    /// Spin-2 analysis with `iter` Jacobi refinements: E and B of Q and U (as [`super::map2alm_spin2`]).
+    pub fn map2alm_spin2(
+        &mut self,
+        q: &[f64],
+        u: &[f64],
+        lmax: usize,
+        mmax: usize,
+        iter: usize,
+    ) -> Result<(Alm, Alm), RunError> {
+        let mut sets = self.analysis_fields(&[q, u], lmax, mmax, iter)?;
+        let b = sets.pop().expect("two sets");
+        Ok((sets.pop().expect("two sets"), b))
+    }
+
+    /// Synthesis of one field (scalar) or two (E, B: spin 2); each field's map comes from the host ring stage.
+    fn synthesis(&mut self, fields: &[&Alm]) -> Result<Vec<Vec<f64>>, RunError> {
+        for f in fields {
+            f.check()?;
+        }
+        let deltas = self.synthesis_delta(fields)?;
+        let mmax = fields[0].mmax;
+        let (maps, t) = time_host(&self.opts, "host clock", || {
+            Ok(deltas
+                .iter()
+                .map(|d| rings_from_delta(self.grid, mmax, d))
+                .collect::<Vec<_>>())
+        })?;
+        self.timing.add_host(RING_STAGE, t);
+        Ok(maps)
+    }
+
+    /// The adjoint of [`Self::synthesis`].
+    fn adjoint_fields(
+        &mut self,
+        maps: &[&[f64]],
+        lmax: usize,
+        mmax: usize,
+    ) -> Result<Vec<Alm>, RunError> {
+        for map in maps {
+            super::cpu::check_analysis(self.grid, map, lmax, mmax)?;
+        }
+        let (phases, t) = time_host(&self.opts, "host clock", || {
+            Ok(maps
+                .iter()
+                .map(|m| rings_to_phases(self.grid, m, mmax))
+                .collect::<Vec<_>>())
+        })?;
+        self.timing.add_host(RING_STAGE, t);
+        self.analysis(&phases, lmax, mmax)
+    }
+
+    /// Analysis with healpy's Jacobi iterations, every field together: a ← a + adjoint(map − synthesis(a)).
+    fn analysis_fields(
+        &mut self,
+        maps: &[&[f64]],
+        lmax: usize,
+        mmax: usize,
+        iter: usize,
+    ) -> Result<Vec<Alm>, RunError> {
+        let mut sets = self.adjoint_fields(maps, lmax, mmax)?;
         for _ in 0..iter {
-            let model = self.alm2map(&alm)?;
-            let residual: Vec<f64> = map.iter().zip(&model).map(|(f, g)| f - g).collect();
-            let correction = self.adjoint(&residual, lmax, mmax)?;
-            for (a, c) in alm.coeffs.iter_mut().zip(&correction.coeffs) {
-                *a += c;
+            let refs: Vec<&Alm> = sets.iter().collect();
+            let models = self.synthesis(&refs)?;
+            let residuals: Vec<Vec<f64>> = maps
+                .iter()
+                .zip(&models)
+                .map(|(map, model)| map.iter().zip(model).map(|(f, g)| f - g).collect())
+                .collect();
+            let residual_refs: Vec<&[f64]> = residuals.iter().map(|r| r.as_slice()).collect();
+            let corrections = self.adjoint_fields(&residual_refs, lmax, mmax)?;
+            for (set, correction) in sets.iter_mut().zip(&corrections) {
+                for (a, c) in set.coeffs.iter_mut().zip(&correction.coeffs) {
+                    *a += c;
+                }
             }
         }
-        Ok(alm)
+        Ok(sets)
     }
 
     /// What everything run so far measured, with `output`.
@@ -290,88 +356,117 @@ impl<'a> DeviceSht<'a> {
         self.timing.measured(output)
     }
 
-    /// Δ_m(ring) of every m and ring, m-major, from the device.
-    fn synthesis_delta(&mut self, alm: &Alm) -> Result<Vec<Complex64>, RunError> {
-        let (lmax, mmax, nrings) = (alm.lmax, alm.mmax, self.pairs.nrings);
-        let flat = alm.to_flat();
-        self.legendre_stage(Stage::Synthesis, lmax, mmax, |m0, m1| {
+    /// Δ_m(ring) of every m and ring, m-major, from the device: one per field (T; or E, B giving Q, U).
+    fn synthesis_delta(&mut self, fields: &[&Alm]) -> Result<Vec<Vec<Complex64>>, RunError> {
+        let (lmax, mmax, nrings) = (fields[0].lmax, fields[0].mmax, self.pairs.nrings);
+        let flats: Vec<Vec<f64>> = fields.iter().map(|a| a.to_flat()).collect();
+        let stage = Stage::synthesis(fields.len());
+        self.legendre_stage(stage, lmax, mmax, |m0, m1| {
             let (c0, c1) = band_coefficients(lmax, m0, m1);
-            (&flat[2 * c0..2 * c1], (m1 - m0) * nrings)
+            let inputs = flats.iter().map(|f| &f[2 * c0..2 * c1]).collect();
+            (inputs, (m1 - m0) * nrings)
         })
     }
 
-    /// a_lm from the ring phases G (ring-major, m = 0..=mmax), on the device.
-    fn analysis(&mut self, g: &[Complex64], lmax: usize, mmax: usize) -> Result<Alm, RunError> {
+    /// a_lm from the ring phases G (ring-major, m = 0..=mmax), on the device: one per field (T; or Q, U
+    /// giving E, B).
+    fn analysis(
+        &mut self,
+        phases: &[Vec<Complex64>],
+        lmax: usize,
+        mmax: usize,
+    ) -> Result<Vec<Alm>, RunError> {
         let (nm, nrings) = (mmax + 1, self.pairs.nrings);
         // m-major for the device: each band's phases are one contiguous slice, and a group's reads coalesce.
-        let g_mmajor: Vec<f64> = (0..nm)
-            .into_par_iter()
-            .flat_map_iter(|m| (0..nrings).flat_map(move |r| [g[r * nm + m].re, g[r * nm + m].im]))
+        let mmajor: Vec<Vec<f64>> = phases
+            .iter()
+            .map(|g| {
+                (0..nm)
+                    .into_par_iter()
+                    .flat_map_iter(|m| {
+                        (0..nrings).flat_map(move |r| [g[r * nm + m].re, g[r * nm + m].im])
+                    })
+                    .collect()
+            })
             .collect();
-        let coeffs = self.legendre_stage(Stage::Analysis, lmax, mmax, |m0, m1| {
+        let stage = Stage::analysis(phases.len());
+        let coeffs = self.legendre_stage(stage, lmax, mmax, |m0, m1| {
             let (c0, c1) = band_coefficients(lmax, m0, m1);
-            (&g_mmajor[2 * m0 * nrings..2 * m1 * nrings], c1 - c0)
+            let inputs = mmajor
+                .iter()
+                .map(|g| &g[2 * m0 * nrings..2 * m1 * nrings])
+                .collect();
+            (inputs, c1 - c0)
         })?;
-        if coeffs.len() != Alm::len_for(lmax, mmax) {
-            return Err(RunError::Failed(format!(
-                "the device returned {} coefficients, lmax {lmax} mmax {mmax} has {}",
-                coeffs.len(),
-                Alm::len_for(lmax, mmax)
-            )));
-        }
-        Ok(Alm { lmax, mmax, coeffs })
+        coeffs
+            .into_iter()
+            .map(|coeffs| {
+                if coeffs.len() != Alm::len_for(lmax, mmax) {
+                    return Err(RunError::Failed(format!(
+                        "the device returned {} coefficients, lmax {lmax} mmax {mmax} has {}",
+                        coeffs.len(),
+                        Alm::len_for(lmax, mmax)
+                    )));
+                }
+                Ok(Alm { lmax, mmax, coeffs })
+            })
+            .collect()
     }
 
-    /// One Legendre stage over bands of m: `band(m0, m1)` gives the band's input (f64 pairs) and its output's
-    /// length in complex values; the outputs are concatenated in band order.
+    /// One Legendre stage over bands of m: `band(m0, m1)` gives the band's inputs (f64 pairs, one per field)
+    /// and the length of each output in complex values; each field's outputs are concatenated in band order.
     fn legendre_stage<'i>(
         &mut self,
         stage: Stage,
         lmax: usize,
         mmax: usize,
-        band: impl Fn(usize, usize) -> (&'i [f64], usize),
-    ) -> Result<Vec<Complex64>, RunError> {
+        band: impl Fn(usize, usize) -> (Vec<&'i [f64]>, usize),
+    ) -> Result<Vec<Vec<Complex64>>, RunError> {
         let cmm = start_factors(mmax);
         let bands = m_bands(mmax, self.budget(), |m0, m1| {
-            let (input, out_len) = band(m0, m1);
-            vec![8 * input.len() as u64, 16 * out_len as u64]
+            let (inputs, out_len) = band(m0, m1);
+            let mut sizes: Vec<u64> = inputs.iter().map(|i| 8 * i.len() as u64).collect();
+            sizes.extend(inputs.iter().map(|_| 16 * out_len as u64));
+            sizes
         });
         let pairs = &self.pairs;
         let jobs: Vec<KernelJob> = bands
             .iter()
             .map(|&(m0, m1)| {
-                let (input, out_len) = band(m0, m1);
-                let groups = match stage {
-                    Stage::Synthesis => (m1 - m0) * pairs.nblocks,
-                    Stage::Analysis => m1 - m0,
+                let (inputs, out_len) = band(m0, m1);
+                let fields = inputs.len();
+                let groups = if stage.per_block() {
+                    (m1 - m0) * pairs.nblocks
+                } else {
+                    m1 - m0
                 };
+                let mut buffers = vec![
+                    BufferSpec::Input(HostSlice::F64(&pairs.cs)),
+                    BufferSpec::Input(HostSlice::I32(&pairs.rings)),
+                    BufferSpec::Input(HostSlice::F64(&cmm[m0..m1])),
+                ];
+                buffers.extend(inputs.iter().map(|i| BufferSpec::Input(HostSlice::F64(i))));
+                buffers.extend((0..fields).map(|_| BufferSpec::Output {
+                    dtype: DType::F64,
+                    len: 2 * out_len,
+                }));
+                let mut args = vec![
+                    StepArg::Buffer(0),
+                    StepArg::Buffer(1),
+                    StepArg::I32(pairs.npairs as i32),
+                    StepArg::I32(pairs.nrings as i32),
+                    StepArg::I32(lmax as i32),
+                    StepArg::I32(m0 as i32),
+                    StepArg::I32(pairs.nblocks as i32),
+                ];
+                args.extend((2..3 + 2 * fields).map(StepArg::Buffer));
                 KernelJob {
                     program: &PROGRAM,
                     defines: Vec::new(),
-                    buffers: vec![
-                        BufferSpec::Input(HostSlice::F64(&pairs.cs)),
-                        BufferSpec::Input(HostSlice::I32(&pairs.rings)),
-                        BufferSpec::Input(HostSlice::F64(&cmm[m0..m1])),
-                        BufferSpec::Input(HostSlice::F64(input)),
-                        BufferSpec::Output {
-                            dtype: DType::F64,
-                            len: 2 * out_len,
-                        },
-                    ],
+                    buffers,
                     steps: vec![Step::Launch(Launch {
                         kernel: stage.kernel().into(),
-                        args: vec![
-                            StepArg::Buffer(0),
-                            StepArg::Buffer(1),
-                            StepArg::I32(pairs.npairs as i32),
-                            StepArg::I32(pairs.nrings as i32),
-                            StepArg::I32(lmax as i32),
-                            StepArg::I32(m0 as i32),
-                            StepArg::I32(pairs.nblocks as i32),
-                            StepArg::Buffer(2),
-                            StepArg::Buffer(3),
-                            StepArg::Buffer(4),
-                        ],
+                        args,
                         global: groups * GROUP,
                         local: Local::Exact(GROUP),
                     })],
@@ -383,28 +478,65 @@ impl<'a> DeviceSht<'a> {
         let mut run = run_plan(self.dev, &jobs, self.opts.warmup)?;
         let outputs = std::mem::take(&mut run.outputs);
         self.timing.add_plan(run);
-        let mut out = Vec::new();
-        for o in outputs {
-            out.extend(complex_output(o)?);
+        let mut out = vec![Vec::new(); stage.fields()];
+        for band_outputs in outputs {
+            if band_outputs.len() != out.len() {
+                return Err(RunError::Failed(format!(
+                    "the sht job returned {} outputs, {} expected",
+                    band_outputs.len(),
+                    out.len()
+                )));
+            }
+            for (field, o) in out.iter_mut().zip(band_outputs) {
+                field.extend(complex_output(o)?);
+            }
         }
         Ok(out)
     }
 }
 
-/// The two kernels, which take the same arguments: synthesis's input is a_lm and its output Δ; analysis's
-/// input is G and its output a_lm.
+/// The kernels, which take the same arguments but for the number of fields: synthesis's inputs are a_lm
+/// and its outputs Δ; analysis's inputs are G and its outputs a_lm; spin-2 has two of each.
 #[derive(Clone, Copy)]
 enum Stage {
     Synthesis,
     Analysis,
+    SpinSynthesis,
+    SpinAnalysis,
 }
 
 impl Stage {
+    fn synthesis(fields: usize) -> Stage {
+        if fields == 2 {
+            Stage::SpinSynthesis
+        } else {
+            Stage::Synthesis
+        }
+    }
+    fn analysis(fields: usize) -> Stage {
+        if fields == 2 {
+            Stage::SpinAnalysis
+        } else {
+            Stage::Analysis
+        }
+    }
     fn kernel(self) -> &'static str {
         match self {
             Stage::Synthesis => "sht_synthesis_f64",
             Stage::Analysis => "sht_analysis_f64",
+            Stage::SpinSynthesis => "sht_spin_synthesis_f64",
+            Stage::SpinAnalysis => "sht_spin_analysis_f64",
         }
+    }
+    fn fields(self) -> usize {
+        match self {
+            Stage::Synthesis | Stage::Analysis => 1,
+            Stage::SpinSynthesis | Stage::SpinAnalysis => 2,
+        }
+    }
+    /// Synthesis has a group per (m, block of ring pairs); analysis a group per m.
+    fn per_block(self) -> bool {
+        matches!(self, Stage::Synthesis | Stage::SpinSynthesis)
     }
 }
 
@@ -414,10 +546,10 @@ fn band_coefficients(lmax: usize, m0: usize, m1: usize) -> (usize, usize) {
     (start(m0), start(m1))
 }
 
-/// A job's single output as complex numbers.
-fn complex_output(mut out: Vec<HostVec>) -> Result<Vec<Complex64>, RunError> {
-    match out.pop() {
-        Some(HostVec::F64(v)) => Ok(v
+/// One output of a job as complex numbers.
+fn complex_output(out: HostVec) -> Result<Vec<Complex64>, RunError> {
+    match out {
+        HostVec::F64(v) => Ok(v
             .chunks_exact(2)
             .map(|c| Complex64::new(c[0], c[1]))
             .collect()),

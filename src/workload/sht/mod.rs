@@ -280,6 +280,49 @@ pub fn map2alm_on(
     }
 }
 
+/// Spin-2 synthesis on any target, as [`alm2map_on`]: (Q, U) of (E, B).
+pub fn alm2map_spin2_on(
+    target: &Target,
+    grid: &RingGrid,
+    (e, b): (&Alm, &Alm),
+    opts: &RunOptions,
+) -> Result<Measured<(Vec<f64>, Vec<f64>)>, RunError> {
+    match target {
+        Target::Cpu(_) => {
+            let (out, times) = time_host(opts, "host clock", || alm2map_spin2(grid, e, b))?;
+            Ok(Measured::host(out, times))
+        }
+        Target::Device(d) => {
+            let mut sht = device::DeviceSht::new(d.as_ref(), grid, opts)?;
+            let out = sht.alm2map_spin2(e, b)?;
+            Ok(sht.measured(out))
+        }
+    }
+}
+
+/// Spin-2 analysis on any target, as [`map2alm_on`]: (E, B) of (Q, U); `(lmax, mmax, iter)`.
+pub fn map2alm_spin2_on(
+    target: &Target,
+    grid: &RingGrid,
+    (q, u): (&[f64], &[f64]),
+    (lmax, mmax, iter): (usize, usize, usize),
+    opts: &RunOptions,
+) -> Result<Measured<(Alm, Alm)>, RunError> {
+    match target {
+        Target::Cpu(_) => {
+            let (out, times) = time_host(opts, "host clock", || {
+                map2alm_spin2(grid, q, u, lmax, mmax, iter)
+            })?;
+            Ok(Measured::host(out, times))
+        }
+        Target::Device(d) => {
+            let mut sht = device::DeviceSht::new(d.as_ref(), grid, opts)?;
+            let out = sht.map2alm_spin2(q, u, lmax, mmax, iter)?;
+            Ok(sht.measured(out))
+        }
+    }
+}
+
 /// Errors of a flattened output against its reference, relative to the reference's largest magnitude.
 pub fn relative_errors(output: &[f64], reference: &[f64], tol_rel: f64) -> Accuracy {
     let scale = reference
