@@ -280,13 +280,16 @@ pub fn map2alm_on(
     }
 }
 
+/// The Q and U maps of a spin-2 synthesis.
+pub type QuMaps = (Vec<f64>, Vec<f64>);
+
 /// Spin-2 synthesis on any target, as [`alm2map_on`]: (Q, U) of (E, B).
 pub fn alm2map_spin2_on(
     target: &Target,
     grid: &RingGrid,
     (e, b): (&Alm, &Alm),
     opts: &RunOptions,
-) -> Result<Measured<(Vec<f64>, Vec<f64>)>, RunError> {
+) -> Result<Measured<QuMaps>, RunError> {
     match target {
         Target::Cpu(_) => {
             let (out, times) = time_host(opts, "host clock", || alm2map_spin2(grid, e, b))?;
