@@ -2,14 +2,17 @@
 # Spherical harmonic transforms on the GPU machine (issue 14): presets ci and planck, alm2map and map2alm, on
 # CUDA, NVIDIA OpenCL and the 16-core `cpu` model. The device rows time the Legendre stage with device events
 # and the ring FFTs (host, realfft) with the host clock; each row's steps give the two apart.
-# Build as docs/architecture.md says ("GPU evidence runs"); carry .carry. PRESETS overrides "ci planck".
+# Build as docs/architecture.md says ("GPU evidence runs"); carry .carry. PRESETS overrides "ci planck", SPINS
+# overrides "0 2".
 set -uo pipefail
 source "$(dirname "$0")/gpu_common.sh"
 status=0
 for preset in ${PRESETS:-ci planck}; do
-  "$bin" run sht --preset "$preset" --backend cuda --backend "$nv" --backend cpu --out "$out/sht-gpu" \
-    > "$out/sht-$preset.log" 2>&1 || status=1
-  grep -E "^│ sht|failed" "$out/sht-$preset.log" | cut -c1-260
+  for spin in ${SPINS:-0 2}; do
+    "$bin" run sht --preset "$preset" --spin "$spin" --backend cuda --backend "$nv" --backend cpu \
+      --out "$out/sht-gpu" > "$out/sht-$preset-spin$spin.log" 2>&1 || status=1
+    grep -E "^│ sht|failed" "$out/sht-$preset-spin$spin.log" | cut -c1-260
+  done
 done
 python3 - "$out/sht-gpu/results.jsonl" <<'PY'
 import json, sys

@@ -202,7 +202,7 @@ fn bad_inputs_are_refused_by_name() {
 }
 
 /// Every device against the `cpu` reference (1e-12 relative; outputs poisoned, so a kernel that writes
-/// nothing fails): the oracle's size in both directions and with healpy's iterations, a Gauss-Legendre grid
+/// nothing fails): the oracle's size in both directions and with healpy's iterations, scalar and spin 2, a Gauss-Legendre grid
 /// (odd ring count: an equator ring without a mirror), and a run cut into bands of m by a small memory cap.
 #[test]
 fn every_backend_matches_the_cpu_reference() {
@@ -215,6 +215,14 @@ fn every_backend_matches_the_cpu_reference() {
     let mut problems = vec![
         ShtProblem::preset("tiny", Transform::Alm2Map).unwrap(),
         ShtProblem::preset("tiny", Transform::Map2Alm { iter: 2 }).unwrap(),
+        ShtProblem::preset("tiny", Transform::Alm2Map)
+            .unwrap()
+            .spin2()
+            .unwrap(),
+        ShtProblem::preset("tiny", Transform::Map2Alm { iter: 1 })
+            .unwrap()
+            .spin2()
+            .unwrap(),
     ];
     let gl = RingGrid::gauss_legendre(97, 194).unwrap();
     for transform in [Transform::Alm2Map, Transform::Map2Alm { iter: 0 }] {

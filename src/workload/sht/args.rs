@@ -33,6 +33,9 @@ pub struct ShtArgs {
     /// Cap on device memory in MiB, below what the device reports (forces tiling into bands of m).
     #[arg(long)]
     pub device_mem_mib: Option<u64>,
+    /// Spin of the fields: 0 (temperature) or 2 (polarisation: E, B <-> Q, U).
+    #[arg(long, default_value = "0", value_parser = ["0", "2"])]
+    pub spin: String,
 }
 
 impl WorkloadArgs for ShtArgs {
@@ -54,6 +57,9 @@ impl WorkloadArgs for ShtArgs {
                     },
                 };
                 let mut problem = ShtProblem::preset(&self.preset, transform)?;
+                if self.spin == "2" {
+                    problem = problem.spin2()?;
+                }
                 problem.device_mem_cap = cap;
                 Ok(problem)
             })
@@ -140,6 +146,7 @@ impl ToolArgs for ShtToolArgs {
                         &grid,
                         (&sets[1], &sets[2]),
                         &self.backend.options(),
+                        None,
                     )
                     .map_err(|e| format!("{input}: E/B on {}: {e}", target.id()))?;
                     report(
@@ -199,6 +206,7 @@ impl ToolArgs for ShtToolArgs {
                         (&map.fields[1].1, &map.fields[2].1),
                         (self.lmax, mmax, iter),
                         &self.backend.options(),
+                        None,
                     )
                     .map_err(|e| format!("{input}, Q/U on {}: {e}", target.id()))?;
                     report(

@@ -66,6 +66,16 @@ pub struct ShtProblem {
     /// Device memory to use at most, bytes, below what the device reports (`--device-mem-mib`: forces the
     /// tiling into bands of m).
     pub device_mem_cap: Option<u64>,
+    /// A spin-2 problem's inputs (`--spin 2`); the scalar inputs above are then not used.
+    pub pol_in: Option<PolInput>,
+}
+
+/// A spin-2 problem's inputs: E and B (seeds 2 and 3, nothing below l = 2), and for analysis their Q and U.
+pub struct PolInput {
+    pub e: Alm,
+    pub b: Alm,
+    pub q: Vec<f64>,
+    pub u: Vec<f64>,
 }
 
 impl ShtProblem {
@@ -105,7 +115,31 @@ impl ShtProblem {
             alm_in,
             map_in,
             device_mem_cap: None,
+            pol_in: None,
         })
+    }
+
+    /// The same preset as a spin-2 transform (E, B <-> Q, U).
+    pub fn spin2(mut self) -> Result<ShtProblem, String> {
+        let polar = |seed| {
+            let mut a = Alm::random(self.lmax, self.mmax, seed);
+            for (l, m) in [(0, 0), (1, 0), (1, 1)] {
+                if l <= self.lmax && m <= self.mmax {
+                    let i = a.index(l, m);
+                    a.coeffs[i] = realfft::num_complex::Complex64::new(0.0, 0.0);
+                }
+            }
+            a
+        };
+        let (e, b) = (polar(2), polar(3));
+        let (q, u) = match self.transform {
+            Transform::Alm2Map => (Vec::new(), Vec::new()),
+            Transform::Map2Alm { .. } => alm2map_spin2(&self.grid, &e, &b)?,
+        };
+        self.alm_in = Alm::zeros(0, 0);
+        self.map_in = Vec::new();
+        self.pol_in = Some(PolInput { e, b, q, u });
+        Ok(self)
     }
 
     /// (ring pair, l, m) triples of one Legendre stage: its work.
@@ -114,8 +148,21 @@ impl ShtProblem {
         lm as f64 * self.grid.pairs.len() as f64
     }
 
-    /// The transform on the `cpu` model, flattened: the map, or the coefficients as (re, im).
+    /// The transform on the `cpu` model, flattened: the map, or the coefficients as (re, im); spin 2 gives
+    /// Q then U, or E then B.
     fn cpu_output(&self) -> Result<Vec<f64>, String> {
+        if let Some(p) = &self.pol_in {
+            return Ok(match self.transform {
+                Transform::Alm2Map => {
+                    let (q, u) = alm2map_spin2(&self.grid, &p.e, &p.b)?;
+                    [q, u].concat()
+                }
+                Transform::Map2Alm { iter } => {
+                    let (e, b) = map2alm_spin2(&self.grid, &p.q, &p.u, self.lmax, self.mmax, iter)?;
+                    [e.to_flat(), b.to_flat()].concat()
+                }
+            });
+        }
         match self.transform {
             Transform::Alm2Map => alm2map(&self.grid, &self.alm_in),
             Transform::Map2Alm { iter } => {
@@ -154,10 +201,15 @@ impl Workload for ShtProblem {
     }
     fn describe(&self) -> String {
         format!(
-            "{}, lmax {}, {}",
+            "{}, lmax {}, {}{}",
             self.grid.describe(),
             self.lmax,
-            self.transform.name()
+            self.transform.name(),
+            if self.pol_in.is_some() {
+                ", spin 2"
+            } else {
+                ""
+            }
         )
     }
     fn modes(&self) -> Vec<Precision> {
@@ -174,8 +226,9 @@ impl Workload for ShtProblem {
         })
     }
     fn pipe_instructions(&self, _mode: Precision) -> Option<f64> {
-        // 3 FMA per term: one for the recurrence, two for the complex accumulation (research/sht.md §4).
-        Some(3.0)
+        // Scalar: 3 FMA per term, one for the recurrence and two for the complex accumulation (research/sht.md
+        // §4). Spin 2: about 20, counted from the kernel's source (W and X, then 8 accumulations), not measured.
+        Some(if self.pol_in.is_some() { 20.0 } else { 3.0 })
     }
     fn reference(&self) -> Vec<f64> {
         // The presets' inputs are checked when the problem is built; an error here is a bug. An empty
@@ -190,6 +243,26 @@ impl Workload for ShtProblem {
     ) -> Result<Measured<Vec<f64>>, RunError> {
         if mode != Precision::F64 {
             return Err(RunError::NotBuilt("sht runs in float64 only so far".into()));
+        }
+        if let Some(p) = &self.pol_in {
+            let cap = self.device_mem_cap;
+            return match self.transform {
+                Transform::Alm2Map => {
+                    Ok(
+                        alm2map_spin2_on(target, &self.grid, (&p.e, &p.b), opts, cap)?
+                            .map(|(q, u)| [q, u].concat()),
+                    )
+                }
+                Transform::Map2Alm { iter } => Ok(map2alm_spin2_on(
+                    target,
+                    &self.grid,
+                    (&p.q, &p.u),
+                    (self.lmax, self.mmax, iter),
+                    opts,
+                    cap,
+                )?
+                .map(|(e, b)| [e.to_flat(), b.to_flat()].concat())),
+            };
         }
         match self.transform {
             Transform::Alm2Map => {
@@ -215,9 +288,12 @@ impl Workload for ShtProblem {
         _mode: Precision,
     ) -> Verdict<ShtDetails> {
         let accuracy = relative_errors(output, reference, TOL_F64_REL);
-        let input_recovery_rel_l2 = match self.transform {
-            Transform::Alm2Map => None,
-            Transform::Map2Alm { .. } => Some(rel_l2(output, &self.alm_in.to_flat())),
+        let input_recovery_rel_l2 = match (self.transform, &self.pol_in) {
+            (Transform::Alm2Map, _) => None,
+            (Transform::Map2Alm { .. }, None) => Some(rel_l2(output, &self.alm_in.to_flat())),
+            (Transform::Map2Alm { .. }, Some(p)) => {
+                Some(rel_l2(output, &[p.e.to_flat(), p.b.to_flat()].concat()))
+            }
         };
         Verdict {
             accuracy,
@@ -289,6 +365,7 @@ pub fn alm2map_spin2_on(
     grid: &RingGrid,
     (e, b): (&Alm, &Alm),
     opts: &RunOptions,
+    memory_cap: Option<u64>,
 ) -> Result<Measured<QuMaps>, RunError> {
     match target {
         Target::Cpu(_) => {
@@ -296,7 +373,8 @@ pub fn alm2map_spin2_on(
             Ok(Measured::host(out, times))
         }
         Target::Device(d) => {
-            let mut sht = device::DeviceSht::new(d.as_ref(), grid, opts)?;
+            let mut sht =
+                device::DeviceSht::new(d.as_ref(), grid, opts)?.with_memory_cap(memory_cap);
             let out = sht.alm2map_spin2(e, b)?;
             Ok(sht.measured(out))
         }
@@ -310,6 +388,7 @@ pub fn map2alm_spin2_on(
     (q, u): (&[f64], &[f64]),
     (lmax, mmax, iter): (usize, usize, usize),
     opts: &RunOptions,
+    memory_cap: Option<u64>,
 ) -> Result<Measured<(Alm, Alm)>, RunError> {
     match target {
         Target::Cpu(_) => {
@@ -319,7 +398,8 @@ pub fn map2alm_spin2_on(
             Ok(Measured::host(out, times))
         }
         Target::Device(d) => {
-            let mut sht = device::DeviceSht::new(d.as_ref(), grid, opts)?;
+            let mut sht =
+                device::DeviceSht::new(d.as_ref(), grid, opts)?.with_memory_cap(memory_cap);
             let out = sht.map2alm_spin2(q, u, lmax, mmax, iter)?;
             Ok(sht.measured(out))
         }
