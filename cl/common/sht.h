@@ -31,8 +31,8 @@
  * reduction's reads fall in different banks. */
 #define SHT_CONTRIB_STRIDE (SHT_GROUP + 1)
 
-#if SHT_GROUP != 2 * SHT_CHUNK
-#  error "the analysis reduction gives each degree of a chunk two work-items"
+#if SHT_GROUP % SHT_CHUNK != 0
+#  error "the analysis reduction gives each degree of a chunk the same number of work-items"
 #endif
 
 #if ASTRO_HAS_FP64
@@ -241,6 +241,50 @@ ASTRO_FN_INLINED void sht_synthesis_item(unsigned int group, int lid,
     }
 }
 
+/* The phases of one lane's ring pair at m (north re, im, south re, im; zeros for a missing ring or lane), from
+ * an m-major array whose row for m starts at `row`. */
+ASTRO_FN void sht_pair_phases(int pair, ASTRO_I64 row, ASTRO_GLOBAL const int *ASTRO_RESTRICT pair_rings,
+                              ASTRO_GLOBAL const double *ASTRO_RESTRICT g, double v[4])
+{
+    v[0] = v[1] = v[2] = v[3] = 0.0;
+    if (pair < 0)
+        return;
+    const ASTRO_I64 north = 2 * (row + pair_rings[2 * pair]);
+    v[0] = g[north];
+    v[1] = g[north + 1];
+    const int south = pair_rings[2 * pair + 1];
+    if (south >= 0) {
+        const ASTRO_I64 s = 2 * (row + south);
+        v[2] = g[s];
+        v[3] = g[s + 1];
+    }
+}
+
+/* Sums the group's items for each of the chunk's n degrees, in a fixed order. `contrib` holds `values` doubles
+ * per (degree, item) at stride SHT_CONTRIB_STRIDE items; `share` items sum each degree, a fixed run each, into
+ * `parts`; after a barrier, item j < n adds its degree's parts into sum[0..values). Every item must call it. */
+ASTRO_FN void sht_sum_items(int lid, int n, int values, int share, ASTRO_LOCAL const double *contrib,
+                            ASTRO_LOCAL double *parts, double sum[4])
+{
+    const int j = lid / share, part = lid % share, run = SHT_GROUP / share;
+    if (j < n) {
+        double v[4] = {0.0, 0.0, 0.0, 0.0};
+        for (int i = 0; i < run; ++i) {
+            const int at = values * (j * SHT_CONTRIB_STRIDE + part * run + i);
+            for (int k = 0; k < values; ++k)
+                v[k] += contrib[at + k];
+        }
+        for (int k = 0; k < values; ++k)
+            parts[values * lid + k] = v[k];
+    }
+    ASTRO_BARRIER();
+    sum[0] = sum[1] = sum[2] = sum[3] = 0.0;
+    if (lid < n)
+        for (int p = 0; p < share; ++p)
+            for (int k = 0; k < values; ++k)
+                sum[k] += parts[values * (lid * share + p) + k];
+}
+
 /* Analysis: a_lm = Σ_pairs λ_lm (G_north ± G_south) for one m (the group's own: no other group writes its
  * coefficients), the blocks of ring pairs walked one after the other. Per degree, each work-item sums its
  * lanes and leaves the sum in `contrib`; the group then sums the items in a fixed order, two work-items per
@@ -263,22 +307,12 @@ ASTRO_FN_INLINED void sht_analysis_item(unsigned int group, int lid,
         sht_walk_start(&w, q, block, lid, npairs, m, cmm[m - m0], pair_cs);
         double even_re[SHT_LANES], even_im[SHT_LANES], odd_re[SHT_LANES], odd_im[SHT_LANES];
         for (int lane = 0; lane < SHT_LANES; ++lane) {
-            double nr = 0.0, ni = 0.0, sr = 0.0, si = 0.0;
-            if (q[lane] >= 0) {
-                const ASTRO_I64 north = 2 * (row + pair_rings[2 * q[lane]]);
-                nr = g[north];
-                ni = g[north + 1];
-                const int south = pair_rings[2 * q[lane] + 1];
-                if (south >= 0) {
-                    const ASTRO_I64 s = 2 * (row + south);
-                    sr = g[s];
-                    si = g[s + 1];
-                }
-            }
-            even_re[lane] = nr + sr;
-            even_im[lane] = ni + si;
-            odd_re[lane] = nr - sr;
-            odd_im[lane] = ni - si;
+            double v[4];
+            sht_pair_phases(q[lane], row, pair_rings, g, v);
+            even_re[lane] = v[0] + v[2];
+            even_im[lane] = v[1] + v[3];
+            odd_re[lane] = v[0] - v[2];
+            odd_im[lane] = v[1] - v[3];
         }
         double lambda[SHT_LANES];
         for (int lbase = m; lbase <= lmax; lbase += SHT_CHUNK) {
@@ -307,26 +341,12 @@ ASTRO_FN_INLINED void sht_analysis_item(unsigned int group, int lid,
                 contrib[2 * (j * SHT_CONTRIB_STRIDE + lid) + 1] = im;
             }
             ASTRO_BARRIER();
-            {
-                const int j = lid >> 1, side = lid & 1;
-                if (j < n) {
-                    double re = 0.0, im = 0.0;
-                    for (int i = 0; i < SHT_GROUP / 2; ++i) {
-                        const int at = 2 * (j * SHT_CONTRIB_STRIDE + side * (SHT_GROUP / 2) + i);
-                        re += contrib[at];
-                        im += contrib[at + 1];
-                    }
-                    halves[2 * lid] = re;
-                    halves[2 * lid + 1] = im;
-                }
-            }
-            ASTRO_BARRIER();
+            double sum[4];
+            sht_sum_items(lid, n, 2, SHT_GROUP / SHT_CHUNK, contrib, halves, sum);
             if (lid < n) {
                 const ASTRO_I64 at = 2 * (first + (lbase - m) + lid);
-                const double re = halves[4 * lid] + halves[4 * lid + 2];
-                const double im = halves[4 * lid + 1] + halves[4 * lid + 3];
-                alm[at] = block == 0 ? re : alm[at] + re;
-                alm[at + 1] = block == 0 ? im : alm[at + 1] + im;
+                alm[at] = block == 0 ? sum[0] : alm[at] + sum[0];
+                alm[at + 1] = block == 0 ? sum[1] : alm[at + 1] + sum[1];
             }
         }
     }
@@ -496,24 +516,10 @@ ASTRO_FN_INLINED void sht_spin_analysis_item(unsigned int group, int lid,
         /* [0]: north + south, [1]: north − south, (re, im), of Q and U. */
         double qp[4 * SHT_LANES], up[4 * SHT_LANES];
         for (int lane = 0; lane < SHT_LANES; ++lane) {
-            double v[8] = {0, 0, 0, 0, 0, 0, 0, 0}; /* Qn, Qs, Un, Us as (re, im) */
-            double s = 1.0;
-            if (q[lane] >= 0) {
-                s = pair_cs[2 * q[lane] + 1];
-                const ASTRO_I64 north = 2 * (row + pair_rings[2 * q[lane]]);
-                v[0] = gq[north];
-                v[1] = gq[north + 1];
-                v[4] = gu[north];
-                v[5] = gu[north + 1];
-                const int south = pair_rings[2 * q[lane] + 1];
-                if (south >= 0) {
-                    const ASTRO_I64 so = 2 * (row + south);
-                    v[2] = gq[so];
-                    v[3] = gq[so + 1];
-                    v[6] = gu[so];
-                    v[7] = gu[so + 1];
-                }
-            }
+            double v[8]; /* Qn, Qs, Un, Us as (re, im) */
+            sht_pair_phases(q[lane], row, pair_rings, gq, v);
+            sht_pair_phases(q[lane], row, pair_rings, gu, v + 4);
+            const double s = q[lane] >= 0 ? pair_cs[2 * q[lane] + 1] : 1.0;
             inv_s2[lane] = 1.0 / (s * s);
             lambda[lane] = 0.0;
             for (int k = 0; k < 2; ++k) {
@@ -555,25 +561,9 @@ ASTRO_FN_INLINED void sht_spin_analysis_item(unsigned int group, int lid,
                 contrib[at + 3] = bi;
             }
             ASTRO_BARRIER();
-            {
-                const int j = lid / SHT_SPIN_SHARE, part = lid % SHT_SPIN_SHARE;
-                if (j < n) {
-                    double v[4] = {0.0, 0.0, 0.0, 0.0};
-                    for (int i = 0; i < SHT_GROUP / SHT_SPIN_SHARE; ++i) {
-                        const int at = 4 * (j * SHT_CONTRIB_STRIDE + part * (SHT_GROUP / SHT_SPIN_SHARE) + i);
-                        for (int k = 0; k < 4; ++k)
-                            v[k] += contrib[at + k];
-                    }
-                    for (int k = 0; k < 4; ++k)
-                        parts[4 * lid + k] = v[k];
-                }
-            }
-            ASTRO_BARRIER();
+            double v[4];
+            sht_sum_items(lid, n, 4, SHT_SPIN_SHARE, contrib, parts, v);
             if (lid < n) {
-                double v[4] = {0.0, 0.0, 0.0, 0.0};
-                for (int p = 0; p < SHT_SPIN_SHARE; ++p)
-                    for (int k = 0; k < 4; ++k)
-                        v[k] += parts[4 * (lid * SHT_SPIN_SHARE + p) + k];
                 const ASTRO_I64 at = 2 * (first + (lbase - m) + lid);
                 alm_e[at] = block == 0 ? v[0] : alm_e[at] + v[0];
                 alm_e[at + 1] = block == 0 ? v[1] : alm_e[at + 1] + v[1];
