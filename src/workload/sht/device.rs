@@ -313,10 +313,13 @@ impl<'a> DeviceSht<'a> {
         for map in maps {
             super::cpu::check_analysis(self.grid, map, lmax, mmax)?;
         }
+        // The ring stage and the reordering of its phases m-major (the device's layout) are host work of the
+        // transform: both are timed.
+        let nrings = self.pairs.nrings;
         let (phases, t) = time_host(&self.opts, "host clock", || {
             Ok(maps
                 .iter()
-                .map(|m| rings_to_phases(self.grid, m, mmax))
+                .map(|m| m_major(&rings_to_phases(self.grid, m, mmax), nrings, mmax + 1))
                 .collect::<Vec<_>>())
         })?;
         self.timing.add_host(RING_STAGE, t);
@@ -368,28 +371,16 @@ impl<'a> DeviceSht<'a> {
         })
     }
 
-    /// a_lm from the ring phases G (ring-major, m = 0..=mmax), on the device: one per field (T; or Q, U
+    /// a_lm from the ring phases G (m-major f64 pairs, [`m_major`]), on the device: one per field (T; or Q, U
     /// giving E, B).
     fn analysis(
         &mut self,
-        phases: &[Vec<Complex64>],
+        mmajor: &[Vec<f64>],
         lmax: usize,
         mmax: usize,
     ) -> Result<Vec<Alm>, RunError> {
-        let (nm, nrings) = (mmax + 1, self.pairs.nrings);
-        // m-major for the device: each band's phases are one contiguous slice, and a group's reads coalesce.
-        let mmajor: Vec<Vec<f64>> = phases
-            .iter()
-            .map(|g| {
-                (0..nm)
-                    .into_par_iter()
-                    .flat_map_iter(|m| {
-                        (0..nrings).flat_map(move |r| [g[r * nm + m].re, g[r * nm + m].im])
-                    })
-                    .collect()
-            })
-            .collect();
-        let stage = Stage::analysis(phases.len());
+        let nrings = self.pairs.nrings;
+        let stage = Stage::analysis(mmajor.len());
         let coeffs = self.legendre_stage(stage, lmax, mmax, |m0, m1| {
             let (c0, c1) = band_coefficients(lmax, m0, m1);
             let inputs = mmajor
@@ -538,6 +529,15 @@ impl Stage {
     fn per_block(self) -> bool {
         matches!(self, Stage::Synthesis | Stage::SpinSynthesis)
     }
+}
+
+/// Ring-major phases (`nm` per ring) as m-major f64 pairs: each band of m is then one contiguous slice, and a
+/// work-group's reads coalesce.
+fn m_major(g: &[Complex64], nrings: usize, nm: usize) -> Vec<f64> {
+    (0..nm)
+        .into_par_iter()
+        .flat_map_iter(|m| (0..nrings).flat_map(move |r| [g[r * nm + m].re, g[r * nm + m].im]))
+        .collect()
 }
 
 /// The coefficient range [c0, c1) of m in [m0, m1), in the m-major layout of [`Alm`].
