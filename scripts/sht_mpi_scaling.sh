@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/env.sh"
 out="${1:?usage: sht_mpi_scaling.sh OUT.jsonl}"
 cargo build --quiet --release --features "$ASTROPORT_FEATURES" --manifest-path "$root/Cargo.toml"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 for preset in ${PRESETS:-ci}; do
   for transform in alm2map map2alm; do
     for np in 1 2 3; do

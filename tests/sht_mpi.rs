@@ -28,6 +28,8 @@ fn run(np: usize, preset: &str, transform: &str, iter: u32) -> serde_json::Value
         // CI runs as root; OpenMPI refuses that unless told.
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        // Containers often forbid the cross-memory attach that OpenMPI's shared-memory transport tries first.
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
         .output()
         .expect("mpirun (OpenMPI) is needed: run scripts/setup.sh");
     let stdout = String::from_utf8_lossy(&out.stdout);
