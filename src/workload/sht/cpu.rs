@@ -169,11 +169,12 @@ fn analysis_row(
     out: &mut [Complex64],
 ) {
     let m = rec.m;
+    let degrees = out.len();
     let mut sums = AnalysisSums {
         m,
         even: Default::default(),
         odd: Default::default(),
-        out,
+        acc: vec![LaneComplex::default(); degrees],
     };
     for chunk in grid.pairs.chunks(LANES) {
         let (cos, sin) = lane_angles(chunk);
@@ -186,6 +187,10 @@ fn analysis_row(
             sums.odd.set(lane, north - south);
         }
         rec.walk_lanes(&cos, &sin, &mut sums);
+    }
+    // One horizontal sum per degree, after every chunk (not one per chunk and degree).
+    for (o, a) in out.iter_mut().zip(&sums.acc) {
+        *o = Complex64::new(lane_sum(&a.re), lane_sum(&a.im));
     }
 }
 
@@ -269,27 +274,24 @@ impl LaneVisitor for SynthesisSums<'_> {
     }
 }
 
-/// Analysis: a_lm += Σ_lanes λ_lm G (G = G_north ± G_south by the parity of l − m), the lanes summed as a
-/// fixed tree (deterministic).
-struct AnalysisSums<'a> {
+/// Analysis: per lane, acc[l − m] += λ_lm G (G = G_north ± G_south by the parity of l − m), chunk after
+/// chunk; the lanes are summed once at the end as a fixed tree (deterministic).
+struct AnalysisSums {
     m: usize,
     even: LaneComplex,
     odd: LaneComplex,
-    out: &'a mut [Complex64],
+    acc: Vec<LaneComplex>,
 }
 
-impl LaneVisitor for AnalysisSums<'_> {
+impl LaneVisitor for AnalysisSums {
     #[inline(always)]
     fn all<const ODD: bool>(&mut self, l: usize, lambda: &[f64; LANES]) {
         let g = if ODD { &self.odd } else { &self.even };
-        let (mut re, mut im) = ([0.0f64; LANES], [0.0f64; LANES]);
+        let acc = &mut self.acc[l - self.m];
         for lane in 0..LANES {
-            re[lane] = g.re[lane] * lambda[lane];
-            im[lane] = g.im[lane] * lambda[lane];
+            acc.re[lane] = g.re[lane].mul_add(lambda[lane], acc.re[lane]);
+            acc.im[lane] = g.im[lane].mul_add(lambda[lane], acc.im[lane]);
         }
-        let out = &mut self.out[l - self.m];
-        out.re += lane_sum(&re);
-        out.im += lane_sum(&im);
     }
 }
 
