@@ -288,9 +288,9 @@ impl LaneVisitor for AnalysisSums {
     fn all<const ODD: bool>(&mut self, l: usize, lambda: &[f64; LANES]) {
         let g = if ODD { &self.odd } else { &self.even };
         let acc = &mut self.acc[l - self.m];
-        for lane in 0..LANES {
-            acc.re[lane] = g.re[lane].mul_add(lambda[lane], acc.re[lane]);
-            acc.im[lane] = g.im[lane].mul_add(lambda[lane], acc.im[lane]);
+        for (lane, &lam) in lambda.iter().enumerate() {
+            acc.re[lane] = g.re[lane].mul_add(lam, acc.re[lane]);
+            acc.im[lane] = g.im[lane].mul_add(lam, acc.im[lane]);
         }
     }
 }
