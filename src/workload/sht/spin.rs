@@ -198,6 +198,8 @@ pub fn adjoint_spin2(
         for (m, (out_e, out_b)) in task {
             let rec = MRecurrence::new(m, lmax, c[m]);
             let factors = spin_factors(m, lmax);
+            // Per degree and lane, E and B over every chunk; the lanes are summed once at the end.
+            let mut acc = vec![[[ZERO; LANES]; 2]; lmax + 1 - m];
             for chunk in grid.pairs.chunks(LANES) {
                 let (cos, sin) = lane_angles(chunk);
                 // (north + south, north − south) of Q and U per lane.
@@ -218,10 +220,13 @@ pub fn adjoint_spin2(
                     factors: &factors,
                     qs,
                     us,
-                    e: &mut *out_e,
-                    b: &mut *out_b,
+                    acc: &mut acc,
                 };
                 rec.walk_lanes(&cos, &sin, &mut sums);
+            }
+            for (k, [e, b]) in acc.iter().enumerate() {
+                out_e[k] = e.iter().sum();
+                out_b[k] = b.iter().sum();
             }
         }
     });
@@ -235,8 +240,8 @@ struct AnalysisSums<'a> {
     /// [0]: north + south, [1]: north − south.
     qs: [[Complex64; LANES]; 2],
     us: [[Complex64; LANES]; 2],
-    e: &'a mut [Complex64],
-    b: &'a mut [Complex64],
+    /// Per degree: [E, B] per lane.
+    acc: &'a mut [[[Complex64; LANES]; 2]],
 }
 
 impl LaneVisitor for AnalysisSums<'_> {
@@ -246,16 +251,14 @@ impl LaneVisitor for AnalysisSums<'_> {
         let wx = self.lanes.wx(l, self.factors[k], lambda);
         // W pairs with north + south when l − m is even, X with north − south; the other way when odd.
         let (w_side, x_side) = if ODD { (1, 0) } else { (0, 1) };
-        let (mut e, mut b) = (ZERO, ZERO);
+        let [e, b] = &mut self.acc[k];
         for (lane, &(w, x)) in wx.iter().enumerate() {
             let (wq, wu) = (self.qs[w_side][lane] * w, self.us[w_side][lane] * w);
             let (xq, xu) = (self.qs[x_side][lane] * x, self.us[x_side][lane] * x);
             // E −= W Q + i X U; B += i X Q − W U.
-            e -= wq + times_i(xu);
-            b += times_i(xq) - wu;
+            e[lane] -= wq + times_i(xu);
+            b[lane] += times_i(xq) - wu;
         }
-        self.e[k] += e;
-        self.b[k] += b;
     }
 }
 
