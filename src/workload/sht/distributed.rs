@@ -391,4 +391,19 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn more_ranks_than_work_leaves_some_ranks_empty_but_covers_everything() {
+        // 5 m pairs (mmax 8) and 2 ring pairs (nside 1: one mirrored pair and the equator) over 9 ranks.
+        let grid = RingGrid::healpix(1).unwrap();
+        let l = Layout::new(&grid, 8, 9);
+        assert_eq!(l.ranks(), 9);
+        let mut ms: Vec<usize> = l.ms.iter().flatten().copied().collect();
+        ms.sort_unstable();
+        assert_eq!(ms, (0..=8).collect::<Vec<_>>());
+        let mut rings: Vec<usize> = l.rings.iter().flatten().copied().collect();
+        rings.sort_unstable();
+        assert_eq!(rings, vec![0, 1, 2]);
+        assert!(l.ms.iter().any(|m| m.is_empty()) && l.rings.iter().any(|r| r.is_empty()));
+    }
 }
