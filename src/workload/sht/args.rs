@@ -1,6 +1,6 @@
 //! Spherical harmonics' command-line flags: `run sht`, one problem per transform of a preset.
 
-use super::cpu::HEALPIX_UNSEEN;
+use super::cpu::check_analysis;
 use super::io::{read_alm_fits, read_healpix_map, write_alm_fits, write_healpix_map};
 use super::{
     alm2map_on, alm2map_spin2_on, map2alm_on, map2alm_spin2_on, RingGrid, ShtProblem, Transform,
@@ -172,19 +172,12 @@ impl ToolArgs for ShtToolArgs {
                     return Err(format!("--mmax {mmax} is above --lmax {}", self.lmax));
                 }
                 warn_lmax(self.lmax, map.nside);
-                for (name, pixels) in &map.fields {
-                    if let Some(p) = pixels
-                        .iter()
-                        .position(|v| !v.is_finite() || *v == HEALPIX_UNSEEN)
-                    {
-                        return Err(format!(
-                            "{input}, column '{name}': pixel {p} is {} (NaN, infinite or healpy's \
-                             UNSEEN): masked analysis is not supported yet",
-                            pixels[p]
-                        ));
-                    }
-                }
                 let grid = RingGrid::healpix(map.nside)?;
+                // The transforms' own check, run before any backend is looked for.
+                for (name, pixels) in &map.fields {
+                    check_analysis(&grid, pixels, self.lmax, mmax)
+                        .map_err(|e| format!("{input}, column '{name}': {e}"))?;
+                }
                 let discovery = discover();
                 let target = self.backend.target(&discovery)?;
                 let iter = self.iter as usize;

@@ -309,8 +309,32 @@ impl Workload for ShtProblem {
     }
 }
 
-/// Synthesis on any target: the `cpu` model's code timed with the host clock, or the device Legendre stage
-/// (with the ring FFTs on the host) timed with device events. `memory_cap` limits the device memory used.
+/// Runs one transform on any target: on `cpu`, `on_cpu` timed with the host clock; on a device, `on_device`
+/// through a [`device::DeviceSht`] (the Legendre stage by device events, the ring FFTs by the host clock).
+/// `memory_cap` limits the device memory used.
+fn on_target<T>(
+    target: &Target,
+    grid: &RingGrid,
+    opts: &RunOptions,
+    memory_cap: Option<u64>,
+    on_cpu: impl FnMut() -> Result<T, String>,
+    on_device: impl FnOnce(&mut device::DeviceSht) -> Result<T, RunError>,
+) -> Result<Measured<T>, RunError> {
+    match target {
+        Target::Cpu(_) => {
+            let (out, times) = time_host(opts, "host clock", on_cpu)?;
+            Ok(Measured::host(out, times))
+        }
+        Target::Device(d) => {
+            let mut sht =
+                device::DeviceSht::new(d.as_ref(), grid, opts)?.with_memory_cap(memory_cap);
+            let out = on_device(&mut sht)?;
+            Ok(sht.measured(out))
+        }
+    }
+}
+
+/// Synthesis on any target (see [`on_target`]).
 pub fn alm2map_on(
     target: &Target,
     grid: &RingGrid,
@@ -318,21 +342,17 @@ pub fn alm2map_on(
     opts: &RunOptions,
     memory_cap: Option<u64>,
 ) -> Result<Measured<Vec<f64>>, RunError> {
-    match target {
-        Target::Cpu(_) => {
-            let (out, times) = time_host(opts, "host clock", || alm2map(grid, alm))?;
-            Ok(Measured::host(out, times))
-        }
-        Target::Device(d) => {
-            let mut sht =
-                device::DeviceSht::new(d.as_ref(), grid, opts)?.with_memory_cap(memory_cap);
-            let out = sht.alm2map(alm)?;
-            Ok(sht.measured(out))
-        }
-    }
+    on_target(
+        target,
+        grid,
+        opts,
+        memory_cap,
+        || alm2map(grid, alm),
+        |sht| sht.alm2map(alm),
+    )
 }
 
-/// Analysis with `iter` Jacobi refinements on any target, as [`alm2map_on`]; `(lmax, mmax, iter)`.
+/// Analysis with `iter` Jacobi refinements on any target; `(lmax, mmax, iter)`.
 pub fn map2alm_on(
     target: &Target,
     grid: &RingGrid,
@@ -341,25 +361,20 @@ pub fn map2alm_on(
     opts: &RunOptions,
     memory_cap: Option<u64>,
 ) -> Result<Measured<Alm>, RunError> {
-    match target {
-        Target::Cpu(_) => {
-            let (out, times) =
-                time_host(opts, "host clock", || map2alm(grid, map, lmax, mmax, iter))?;
-            Ok(Measured::host(out, times))
-        }
-        Target::Device(d) => {
-            let mut sht =
-                device::DeviceSht::new(d.as_ref(), grid, opts)?.with_memory_cap(memory_cap);
-            let out = sht.map2alm(map, lmax, mmax, iter)?;
-            Ok(sht.measured(out))
-        }
-    }
+    on_target(
+        target,
+        grid,
+        opts,
+        memory_cap,
+        || map2alm(grid, map, lmax, mmax, iter),
+        |sht| sht.map2alm(map, lmax, mmax, iter),
+    )
 }
 
 /// The Q and U maps of a spin-2 synthesis.
 pub type QuMaps = (Vec<f64>, Vec<f64>);
 
-/// Spin-2 synthesis on any target, as [`alm2map_on`]: (Q, U) of (E, B).
+/// Spin-2 synthesis on any target: (Q, U) of (E, B).
 pub fn alm2map_spin2_on(
     target: &Target,
     grid: &RingGrid,
@@ -367,21 +382,17 @@ pub fn alm2map_spin2_on(
     opts: &RunOptions,
     memory_cap: Option<u64>,
 ) -> Result<Measured<QuMaps>, RunError> {
-    match target {
-        Target::Cpu(_) => {
-            let (out, times) = time_host(opts, "host clock", || alm2map_spin2(grid, e, b))?;
-            Ok(Measured::host(out, times))
-        }
-        Target::Device(d) => {
-            let mut sht =
-                device::DeviceSht::new(d.as_ref(), grid, opts)?.with_memory_cap(memory_cap);
-            let out = sht.alm2map_spin2(e, b)?;
-            Ok(sht.measured(out))
-        }
-    }
+    on_target(
+        target,
+        grid,
+        opts,
+        memory_cap,
+        || alm2map_spin2(grid, e, b),
+        |sht| sht.alm2map_spin2(e, b),
+    )
 }
 
-/// Spin-2 analysis on any target, as [`map2alm_on`]: (E, B) of (Q, U); `(lmax, mmax, iter)`.
+/// Spin-2 analysis on any target: (E, B) of (Q, U); `(lmax, mmax, iter)`.
 pub fn map2alm_spin2_on(
     target: &Target,
     grid: &RingGrid,
@@ -390,20 +401,14 @@ pub fn map2alm_spin2_on(
     opts: &RunOptions,
     memory_cap: Option<u64>,
 ) -> Result<Measured<(Alm, Alm)>, RunError> {
-    match target {
-        Target::Cpu(_) => {
-            let (out, times) = time_host(opts, "host clock", || {
-                map2alm_spin2(grid, q, u, lmax, mmax, iter)
-            })?;
-            Ok(Measured::host(out, times))
-        }
-        Target::Device(d) => {
-            let mut sht =
-                device::DeviceSht::new(d.as_ref(), grid, opts)?.with_memory_cap(memory_cap);
-            let out = sht.map2alm_spin2(q, u, lmax, mmax, iter)?;
-            Ok(sht.measured(out))
-        }
-    }
+    on_target(
+        target,
+        grid,
+        opts,
+        memory_cap,
+        || map2alm_spin2(grid, q, u, lmax, mmax, iter),
+        |sht| sht.map2alm_spin2(q, u, lmax, mmax, iter),
+    )
 }
 
 /// Errors of a flattened output against its reference, relative to the reference's largest magnitude.
