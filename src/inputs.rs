@@ -293,6 +293,61 @@ pub unsafe fn wrap_raw_fits(
     }
 }
 
+/// cfitsio's type code (after scaling), repeat count and width of a 0-based column of the current HDU.
+///
+/// # Safety
+/// `fptr` must be an open cfitsio file positioned at a table HDU.
+pub unsafe fn fits_column_type(
+    fptr: *mut fitsio::sys::fitsfile,
+    index: usize,
+) -> Result<(c_int, i64, i64), fitsio::errors::Error> {
+    let (mut code, mut repeat, mut width, mut status) = (0, 0, 0, 0);
+    // SAFETY: the caller's obligation above.
+    unsafe {
+        fitsio::sys::ffeqtyll(
+            fptr,
+            index as c_int + 1,
+            &mut code,
+            &mut repeat,
+            &mut width,
+            &mut status,
+        )
+    };
+    fitsio::errors::check_status(status)?;
+    Ok((code, repeat, width))
+}
+
+/// The first `n` values of a 0-based numeric column of the current HDU as f64, row after row (a vector column
+/// gives all of a row's values before the next row's). Null cells (NaN floats, TNULL integers) become NaN.
+///
+/// # Safety
+/// `fptr` must be an open cfitsio file positioned at a table HDU holding at least `n` values in the column.
+pub unsafe fn fits_column_f64(
+    fptr: *mut fitsio::sys::fitsfile,
+    index: usize,
+    n: usize,
+) -> Result<Vec<f64>, fitsio::errors::Error> {
+    let mut out = vec![0.0; n];
+    let (mut any_null, mut status) = (0, 0);
+    // SAFETY: out holds n values; the rest is the caller's obligation. A NaN null value makes cfitsio check
+    // for null cells and write NaN for them.
+    unsafe {
+        fitsio::sys::ffgcvd(
+            fptr,
+            index as c_int + 1,
+            1,
+            1,
+            n as i64,
+            f64::NAN,
+            out.as_mut_ptr(),
+            &mut any_null,
+            &mut status,
+        )
+    };
+    fitsio::errors::check_status(status)?;
+    Ok(out)
+}
+
 /// FITS files are whole 2880-byte records, and cfitsio reads whole records: a file cut short inside one
 /// would be read past the end of its buffer. `None` when the length is whole.
 pub fn fits_length_problem(len: usize) -> Option<String> {

@@ -48,8 +48,8 @@ use fitsio::sys;
 use super::{values_problem, weights, LightCurve, Peak, MIN_POINTS};
 pub use crate::inputs::InputError;
 use crate::inputs::{
-    csv_rows, csv_writer, finish_csv, fits_hdu_problem, fits_length_problem, float, io_error,
-    open_fits_in_memory, realloc, write_atomic, CBuffer,
+    csv_rows, csv_writer, finish_csv, fits_column_f64, fits_column_type, fits_hdu_problem,
+    fits_length_problem, float, io_error, open_fits_in_memory, realloc, write_atomic, CBuffer,
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -649,42 +649,13 @@ impl OpenFits {
 
     /// Type code (cfitsio's, after scaling) and repeat count of a 0-based column of the current HDU.
     fn column_type(&self, index: usize) -> Result<(c_int, i64, i64), FitsProblem> {
-        let (mut code, mut repeat, mut width, mut status) = (0, 0, 0, 0);
         // SAFETY: the file is open at a table HDU.
-        unsafe {
-            sys::ffeqtyll(
-                self.0,
-                index as c_int + 1,
-                &mut code,
-                &mut repeat,
-                &mut width,
-                &mut status,
-            )
-        };
-        check(status)?;
-        Ok((code, repeat, width))
+        Ok(unsafe { fits_column_type(self.0, index) }?)
     }
 
     fn read_f64(&self, index: usize, rows: usize) -> Result<Vec<f64>, FitsProblem> {
-        let mut out = vec![0.0; rows];
-        let (mut any_null, mut status) = (0, 0);
-        // SAFETY: out holds `rows` values. A NaN null value makes cfitsio check for null cells
-        // (NaN floats, TNULL integers) and write NaN for them.
-        unsafe {
-            sys::ffgcvd(
-                self.0,
-                index as c_int + 1,
-                1,
-                1,
-                rows as i64,
-                f64::NAN,
-                out.as_mut_ptr(),
-                &mut any_null,
-                &mut status,
-            )
-        };
-        check(status)?;
-        Ok(out)
+        // SAFETY: the file is open at a table HDU with `rows` rows.
+        Ok(unsafe { fits_column_f64(self.0, index, rows) }?)
     }
 
     fn read_i64(&self, index: usize, rows: usize) -> Result<Vec<i64>, FitsProblem> {

@@ -12,14 +12,13 @@
 
 use super::alm::Alm;
 use crate::inputs::{
-    encode_fits_in_memory, fits_hdu_problem, fits_length_problem, io_error, open_fits_in_memory,
-    wrap_raw_fits, write_atomic, InputError,
+    encode_fits_in_memory, fits_column_f64, fits_column_type, fits_hdu_problem,
+    fits_length_problem, io_error, open_fits_in_memory, wrap_raw_fits, write_atomic, InputError,
 };
 use fitsio::hdu::HduInfo;
 use fitsio::tables::{ColumnDataType, ColumnDescription};
 use fitsio::{FileOpenMode, FitsFile};
 use realfft::num_complex::Complex64;
-use std::ffi::c_int;
 use std::path::Path;
 
 /// A full-sky HEALPix map in RING order: one or more fields of 12 nside² pixels.
@@ -128,45 +127,17 @@ fn key_text(t: &mut Table, key: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-/// Elements per row of a 1-based column (its repeat count).
+/// Elements per row of a 0-based column (its repeat count).
 fn column_repeat(f: &mut FitsFile, column: usize) -> Result<usize, Problem> {
-    let (mut code, mut repeat, mut width, mut status) = (0, 0i64, 0i64, 0);
-    // SAFETY: f is open at a table HDU.
-    unsafe {
-        fitsio::sys::ffeqtyll(
-            f.as_raw(),
-            column as c_int,
-            &mut code,
-            &mut repeat,
-            &mut width,
-            &mut status,
-        )
-    };
-    fitsio::errors::check_status(status)?;
+    // SAFETY: f is open at the table's HDU.
+    let (_, repeat, _) = unsafe { fits_column_type(f.as_raw(), column) }?;
     Ok(repeat.max(0) as usize)
 }
 
-/// `n` values of a 1-based numeric column, across rows (vector columns read row after row); null cells
-/// become NaN.
+/// `n` values of a 0-based numeric column, row after row; null cells become NaN.
 fn column_values(f: &mut FitsFile, column: usize, n: usize) -> Result<Vec<f64>, Problem> {
-    let mut out = vec![0.0; n];
-    let (mut any_null, mut status) = (0, 0);
-    // SAFETY: out holds n values.
-    unsafe {
-        fitsio::sys::ffgcvd(
-            f.as_raw(),
-            column as c_int,
-            1,
-            1,
-            n as i64,
-            f64::NAN,
-            out.as_mut_ptr(),
-            &mut any_null,
-            &mut status,
-        )
-    };
-    fitsio::errors::check_status(status)?;
-    Ok(out)
+    // SAFETY: f is open at the table's HDU; callers ask for at most the column's rows × repeat values.
+    Ok(unsafe { fits_column_f64(f.as_raw(), column, n) }?)
 }
 
 /// Reads the first `fields` columns of a healpy map file (1: temperature; 3: I, Q, U), in RING order.
@@ -226,14 +197,14 @@ fn decode_map(bytes: &mut [u8], fields: usize) -> Result<HealpixMap, Problem> {
     let npix = 12 * nside * nside;
     let mut out = Vec::with_capacity(fields);
     for (c, name) in names.iter().enumerate().take(fields) {
-        let repeat = column_repeat(&mut t.file, c + 1)?;
+        let repeat = column_repeat(&mut t.file, c)?;
         if rows * repeat != npix {
             return Err(Problem::Content(format!(
                 "column '{name}' holds {} pixels ({rows} rows of {repeat}), NSIDE {nside} needs {npix}",
                 rows * repeat
             )));
         }
-        let values = column_values(&mut t.file, c + 1, npix)?;
+        let values = column_values(&mut t.file, c, npix)?;
         let ring = if nested {
             let mut ring = vec![0.0; npix];
             for (p, v) in values.iter().enumerate() {
@@ -361,7 +332,7 @@ fn decode_alm(bytes: &mut [u8], index: usize) -> Result<Alm, Problem> {
     let wanted = ["INDEX", "REAL", "IMAG"];
     let mut columns = [0usize; 3];
     for (slot, want) in columns.iter_mut().zip(wanted) {
-        *slot = 1 + names
+        *slot = names
             .iter()
             .position(|n| n.eq_ignore_ascii_case(want))
             .ok_or_else(|| {
