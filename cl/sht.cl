@@ -1,6 +1,6 @@
-/* Spherical harmonic transforms, the Legendre stage, OpenCL C 1.2 (float64 only). Each kernel declares its
- * local memory and computes its indices; the work of one item is in cl/common/sht.h, identical in the three
- * dialects. Work-groups are SHT_GROUP wide (the host launches with exactly that size). */
+/* Spherical harmonic transforms, the Legendre and ring stages, OpenCL C 1.2 (float64 only). Each kernel declares
+ * its local memory and computes its indices; the work of one item is in cl/common/sht.h, identical in the three
+ * dialects. Work-groups are SHT_GROUP wide (SHT_RING_GROUP for the ring stage); the host launches exactly that. */
 #include "astro_dialect.h"
 #include "sht.h"
 
@@ -51,5 +51,23 @@ __kernel void sht_spin_analysis_f64(__global const double *restrict pair_cs, __g
     __local double parts[4 * SHT_GROUP];
     sht_spin_analysis_item((unsigned int)get_group_id(0), (int)get_local_id(0), pair_cs, pair_rings, npairs, nrings,
                            lmax, m0, nblocks, cmm, gq, gu, alm_e, alm_b, ab, contrib, parts);
+}
+
+/* The ring stage: one work-group of SHT_RING_GROUP items per ring. */
+__kernel void sht_ring_synthesis_f64(__global const int *restrict ring_table, __global const double *restrict ring_phi0,
+                                     const int nrings, const int mmax, __global const double *restrict delta,
+                                     __global double *restrict map, __global double *work)
+{
+    sht_ring_synthesis_item((int)get_group_id(0), (int)get_local_id(0), SHT_RING_GROUP, ring_table, ring_phi0, nrings,
+                            mmax, delta, map, work);
+}
+
+__kernel void sht_ring_analysis_f64(__global const int *restrict ring_table, __global const double *restrict ring_phi0,
+                                    __global const double *restrict ring_weight, const int nrings, const int mmax,
+                                    __global const double *restrict map, __global double *restrict g,
+                                    __global double *work)
+{
+    sht_ring_analysis_item((int)get_group_id(0), (int)get_local_id(0), SHT_RING_GROUP, ring_table, ring_phi0,
+                           ring_weight, nrings, mmax, map, g, work);
 }
 #endif

@@ -263,10 +263,87 @@ fn every_backend_matches_the_cpu_reference() {
                     r.backend
                 );
             }
+            // Where the whole transform fits in one job the ring FFTs run on the device; cut into bands, on
+            // the host. The row's steps say which.
+            if r.model != "cpu" {
+                let names: Vec<&str> = r.steps.iter().map(|s| s.name.as_str()).collect();
+                let on_device = names.iter().any(|n| n.starts_with("sht_ring_"));
+                let on_host = names.iter().any(|n| n.contains("(host, realfft)"));
+                assert_eq!(
+                    (on_device, on_host),
+                    (problem.preset != "banded", problem.preset == "banded"),
+                    "{} {}: steps {names:?}",
+                    problem.describe(),
+                    r.backend
+                );
+            }
         }
         common::assert_ran_in_each_mode(&common::devices(&d), &rows, &["f64"]);
         eprintln!("{}", astroport::report::terminal(&rows));
     }
+}
+
+/// The device ring stage on ring lengths beyond HEALPix's: odd, prime (Bluestein's chirp-z where the direct
+/// DFT would cost more), one pixel, and a ring shorter than mmax (aliasing); synthesis and analysis against
+/// the `cpu` model (realfft) on a ring list.
+#[test]
+fn device_ring_stage_takes_any_ring_length() {
+    use astroport::backend::{discover, Target};
+    use astroport::exec::RunOptions;
+    use astroport::workload::sht::device::{fft_work_length, DeviceSht};
+    use astroport::workload::sht::Ring;
+    let lengths = [1usize, 2, 3, 5, 7, 9, 15, 61, 97, 194, 243, 251, 508, 1000];
+    assert!(
+        lengths.iter().any(|&n| fft_work_length(n) > n),
+        "no Bluestein length"
+    );
+    let mut offset = 0;
+    let rings: Vec<Ring> = lengths
+        .iter()
+        .enumerate()
+        .map(|(k, &nphi)| {
+            let theta = 0.05 + 3.0 * k as f64 / lengths.len() as f64;
+            let ring = Ring {
+                theta,
+                cos: 0.0,
+                sin: 0.0,
+                nphi,
+                phi0: 0.3 * k as f64,
+                offset,
+                weight: 1.0 / nphi as f64,
+            };
+            offset += nphi;
+            ring
+        })
+        .collect();
+    let grid = RingGrid::from_rings(rings).unwrap();
+    let (lmax, mmax) = (60, 60);
+    let alm = Alm::random(lmax, mmax, 41);
+    let want_map = alm2map(&grid, &alm).unwrap();
+    let want_adjoint = map2alm(&grid, &want_map, lmax, mmax, 0).unwrap();
+    let d = discover();
+    let mut ran = Vec::new();
+    for t in &d.targets {
+        let Target::Device(dev) = t else { continue };
+        let mut sht = DeviceSht::new(dev.as_ref(), &grid, &RunOptions::once()).unwrap();
+        let map = sht.alm2map(&alm).unwrap();
+        let adjoint = sht.adjoint(&want_map, lmax, mmax).unwrap();
+        let steps: Vec<String> = sht.measured(()).steps.into_iter().map(|s| s.name).collect();
+        assert!(
+            steps.iter().any(|s| s == "sht_ring_synthesis_f64")
+                && steps.iter().any(|s| s == "sht_ring_analysis_f64"),
+            "{}: {steps:?}",
+            t.id()
+        );
+        let errs = [
+            common::max_rel(&map, &want_map),
+            common::max_rel(&adjoint.to_flat(), &want_adjoint.to_flat()),
+        ];
+        eprintln!("{} ring list (map, adjoint): {errs:?}", t.id());
+        assert!(errs.iter().all(|&e| e <= 1e-12), "{}: {errs:?}", t.id());
+        ran.push(t.id());
+    }
+    common::assert_ran(&common::devices(&d), &ran);
 }
 
 /// The device transforms as a library, with mmax below lmax (the coefficient layout's other shape).

@@ -49,6 +49,8 @@
 #  define ASTRO_RESTRICT restrict
 #  define ASTRO_LOCAL __local
 #  define ASTRO_BARRIER() barrier(CLK_LOCAL_MEM_FENCE)
+#  define ASTRO_BARRIER_GLOBAL() barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)
+#  define ASTRO_SINCOSPI(x, s, c) (*(s) = sinpi(x), *(c) = cospi(x))
 #  define ASTRO_U64 ulong
 #  define ASTRO_I64 long
 #  define ASTRO_MULHI32(a, b) mul_hi((uint)(a), (uint)(b))
@@ -113,6 +115,8 @@ static __device__ __forceinline__ double astro_rsqrt(double x) { return rsqrt(x)
 #  define ASTRO_RESTRICT __restrict__
 #  define ASTRO_LOCAL
 #  define ASTRO_BARRIER() __syncthreads()
+#  define ASTRO_BARRIER_GLOBAL() __syncthreads()
+#  define ASTRO_SINCOSPI(x, s, c) sincospi(x, s, c)
 #  define ASTRO_U64 unsigned long long
 #  define ASTRO_I64 long long
 #  define ASTRO_MULHI32(a, b) __umulhi((unsigned int)(a), (unsigned int)(b))
@@ -152,6 +156,9 @@ static __device__ __forceinline__ void astro_atomic_add_f64(double *p, double v)
 #  define ASTRO_RESTRICT __restrict__
 #  define ASTRO_LOCAL
 #  define ASTRO_BARRIER() sycl::group_barrier(sycl::ext::oneapi::this_work_item::get_work_group<1>())
+/* SYCL 2020's group barrier orders every address space at work-group scope. */
+#  define ASTRO_BARRIER_GLOBAL() ASTRO_BARRIER()
+#  define ASTRO_SINCOSPI(x, s, c) (*(s) = sycl::sinpi(x), *(c) = sycl::cospi(x))
 #  define ASTRO_U64 uint64_t
 #  define ASTRO_I64 int64_t
 #  define ASTRO_MULHI32(a, b) sycl::mul_hi((uint32_t)(a), (uint32_t)(b))

@@ -23,9 +23,13 @@
 #ifndef SHT_H
 #define SHT_H
 
+#include "ring_fft.h"
+
 #define SHT_GROUP 64
 #define SHT_LANES 4
 #define SHT_CHUNK 32
+/* Work-items per ring in the ring stage. */
+#define SHT_RING_GROUP 128
 #define SHT_PAIRS_PER_BLOCK (SHT_GROUP * SHT_LANES)
 /* Stride of one degree's row of per-item contributions in local memory: one more than the group, so the
  * reduction's reads fall in different banks. */
@@ -571,6 +575,74 @@ ASTRO_FN_INLINED void sht_spin_analysis_item(unsigned int group, int lid,
                 alm_b[at + 1] = block == 0 ? v[3] : alm_b[at + 1] + v[3];
             }
         }
+    }
+}
+
+/* ---- The ring stage: one work-group per ring, the FFTs of ring_fft.h ----
+ *   ring_table[4r .. 4r+3]   ring r's first pixel, nφ, work offset (complex values, 4 W per ring), W
+ *   ring_phi0[r]             azimuth of its first pixel
+ *   ring_weight[r]           its quadrature weight (analysis)
+ *   work                     every ring's work area (fft_any's four regions)
+ * delta and g are the Legendre stage's m-major layouts (band from m = 0). */
+
+/* d · e^{i m φ0} (conjugated after the turn when conj). */
+ASTRO_FN void sht_turn(ASTRO_GLOBAL const double *d, int m, double phi0, int conj, double *re, double *im)
+{
+    double s, c;
+    ASTRO_SINCOS((double)m * phi0, &s, &c);
+    const double r = d[0] * c - d[1] * s, i = d[0] * s + d[1] * c;
+    *re += r;
+    *im += conj ? -i : i;
+}
+
+/* Synthesis of ring r: Σ_{|m| <= mmax} Δ_m e^{imφ} folded onto the ring's nφ frequencies (Δ_{−m} = conj Δ_m;
+ * m beyond nφ aliases, as it must on short polar rings), one inverse DFT, the real part into the map. */
+ASTRO_FN void sht_ring_synthesis_item(int r, int lid, int lsize, ASTRO_GLOBAL const int *ring_table,
+                                      ASTRO_GLOBAL const double *ring_phi0, int nrings, int mmax,
+                                      ASTRO_GLOBAL const double *delta, ASTRO_GLOBAL double *map,
+                                      ASTRO_GLOBAL double *work)
+{
+    const ASTRO_I64 first = ring_table[4 * r];
+    const int n = ring_table[4 * r + 1], w = ring_table[4 * r + 3];
+    ASTRO_GLOBAL double *area = work + 2 * (ASTRO_I64)ring_table[4 * r + 2];
+    const double phi0 = ring_phi0[r];
+    for (int k = lid; k < n; k += lsize) {
+        double re = 0.0, im = 0.0;
+        for (int m = k; m <= mmax; m += n)
+            sht_turn(delta + 2 * ((ASTRO_I64)m * nrings + r), m, phi0, 0, &re, &im);
+        for (int m = k == 0 ? n : n - k; m <= mmax; m += n)
+            sht_turn(delta + 2 * ((ASTRO_I64)m * nrings + r), m, phi0, 1, &re, &im);
+        area[2 * k] = re;
+        area[2 * k + 1] = im;
+    }
+    ASTRO_BARRIER_GLOBAL();
+    ASTRO_GLOBAL const double *f = area + 2 * (ASTRO_I64)w * fft_any(area, n, w, 1, lid, lsize);
+    for (int j = lid; j < n; j += lsize)
+        map[first + j] = f[2 * j];
+}
+
+/* Analysis of ring r: the weighted pixels' DFT, then G_m = X_{m mod nφ} e^{−imφ0} for m <= mmax into g. */
+ASTRO_FN void sht_ring_analysis_item(int r, int lid, int lsize, ASTRO_GLOBAL const int *ring_table,
+                                     ASTRO_GLOBAL const double *ring_phi0, ASTRO_GLOBAL const double *ring_weight,
+                                     int nrings, int mmax, ASTRO_GLOBAL const double *map, ASTRO_GLOBAL double *g,
+                                     ASTRO_GLOBAL double *work)
+{
+    const ASTRO_I64 first = ring_table[4 * r];
+    const int n = ring_table[4 * r + 1], w = ring_table[4 * r + 3];
+    ASTRO_GLOBAL double *area = work + 2 * (ASTRO_I64)ring_table[4 * r + 2];
+    const double phi0 = ring_phi0[r], weight = ring_weight[r];
+    for (int j = lid; j < n; j += lsize) {
+        area[2 * j] = weight * map[first + j];
+        area[2 * j + 1] = 0.0;
+    }
+    ASTRO_BARRIER_GLOBAL();
+    ASTRO_GLOBAL const double *x = area + 2 * (ASTRO_I64)w * fft_any(area, n, w, -1, lid, lsize);
+    for (int m = lid; m <= mmax; m += lsize) {
+        double re = 0.0, im = 0.0;
+        sht_turn(x + 2 * (m % n), -m, phi0, 0, &re, &im);
+        const ASTRO_I64 at = 2 * ((ASTRO_I64)m * nrings + r);
+        g[at] = re;
+        g[at + 1] = im;
     }
 }
 

@@ -1,6 +1,6 @@
-// Spherical harmonic transforms, the Legendre stage, CUDA C++ (float64). Same work per item as cl/sht.cl
-// through cl/common/sht.h; each kernel declares its shared memory and computes its indices. Blocks are
-// SHT_GROUP threads.
+// Spherical harmonic transforms, the Legendre and ring stages, CUDA C++ (float64). Same work per item as
+// cl/sht.cl through cl/common/sht.h; each kernel declares its shared memory and computes its indices. Blocks are
+// SHT_GROUP threads (SHT_RING_GROUP in the ring stage).
 #include "cuda_host.h"
 #include "astro_dialect.h"
 #include "sht.h"
@@ -53,6 +53,24 @@ __global__ void __launch_bounds__(SHT_GROUP)
                            gq, gu, alm_e, alm_b, ab, contrib, parts);
 }
 
+// The ring stage: one block of SHT_RING_GROUP threads per ring.
+__global__ void __launch_bounds__(SHT_RING_GROUP)
+    sht_ring_synthesis_f64(const int *__restrict__ ring_table, const double *__restrict__ ring_phi0, int nrings,
+                           int mmax, const double *__restrict__ delta, double *__restrict__ map, double *work)
+{
+    sht_ring_synthesis_item(blockIdx.x, (int)threadIdx.x, SHT_RING_GROUP, ring_table, ring_phi0, nrings, mmax, delta,
+                            map, work);
+}
+
+__global__ void __launch_bounds__(SHT_RING_GROUP)
+    sht_ring_analysis_f64(const int *__restrict__ ring_table, const double *__restrict__ ring_phi0,
+                          const double *__restrict__ ring_weight, int nrings, int mmax,
+                          const double *__restrict__ map, double *__restrict__ g, double *work)
+{
+    sht_ring_analysis_item(blockIdx.x, (int)threadIdx.x, SHT_RING_GROUP, ring_table, ring_phi0, ring_weight, nrings,
+                           mmax, map, g, work);
+}
+
 namespace astroport_cuda {
 #define SHT_ENTRY(k) {#k, reinterpret_cast<const void *>(&k)}
 extern const KernelEntry sht_kernels[] = {
@@ -60,6 +78,8 @@ extern const KernelEntry sht_kernels[] = {
     SHT_ENTRY(sht_analysis_f64),
     SHT_ENTRY(sht_spin_synthesis_f64),
     SHT_ENTRY(sht_spin_analysis_f64),
+    SHT_ENTRY(sht_ring_synthesis_f64),
+    SHT_ENTRY(sht_ring_analysis_f64),
 };
 #undef SHT_ENTRY
 extern const int sht_kernel_count = sizeof(sht_kernels) / sizeof(sht_kernels[0]);

@@ -1,5 +1,5 @@
-// Spherical harmonic transforms, the Legendre stage, SYCL 2020 free-function kernels compiled at run time by
-// DPC++ (float64). Same work per item as cl/sht.cl through cl/common/sht.h. Local memory is a function-scope
+// Spherical harmonic transforms, the Legendre and ring stages, SYCL 2020 free-function kernels compiled at run
+// time by DPC++ (float64). Same work per item as cl/sht.cl through cl/common/sht.h. Local memory is a function-scope
 // work_group_static variable (group_local_memory_for_overwrite crashed Intel's CPU back end).
 #include <sycl/sycl.hpp>
 #include "astro_dialect.h"
@@ -51,4 +51,21 @@ SHT_KERNEL sht_spin_analysis_f64(const double *pair_cs, const int *pair_rings, i
     const sycl::nd_item<1> it = item();
     sht_spin_analysis_item((unsigned int)it.get_group(0), (int)it.get_local_id(0), pair_cs, pair_rings, npairs,
                            nrings, lmax, m0, nblocks, cmm, gq, gu, alm_e, alm_b, &ab[0], &contrib[0], &parts[0]);
+}
+
+// The ring stage: one work-group of SHT_RING_GROUP items per ring (global memory only).
+SHT_KERNEL sht_ring_synthesis_f64(const int *ring_table, const double *ring_phi0, int nrings, int mmax,
+                                  const double *delta, double *map, double *work)
+{
+    const sycl::nd_item<1> it = item();
+    sht_ring_synthesis_item((int)it.get_group(0), (int)it.get_local_id(0), SHT_RING_GROUP, ring_table, ring_phi0,
+                            nrings, mmax, delta, map, work);
+}
+
+SHT_KERNEL sht_ring_analysis_f64(const int *ring_table, const double *ring_phi0, const double *ring_weight, int nrings,
+                                 int mmax, const double *map, double *g, double *work)
+{
+    const sycl::nd_item<1> it = item();
+    sht_ring_analysis_item((int)it.get_group(0), (int)it.get_local_id(0), SHT_RING_GROUP, ring_table, ring_phi0,
+                           ring_weight, nrings, mmax, map, g, work);
 }

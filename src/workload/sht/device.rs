@@ -1,10 +1,11 @@
-//! The transforms on a device (OpenCL, CUDA, SYCL): the Legendre stage in the kernels of cl/common/sht.h,
-//! the ring stage (one real FFT per ring) on the host with the `cpu` model's code.
+//! The transforms on a device (OpenCL, CUDA, SYCL): the Legendre stage and the ring stage (one FFT per ring,
+//! any length: cl/common/ring_fft.h) in the kernels of cl/common/sht.h, both in one job.
 //!
 //! Mirrors the header's layouts: ring pairs in blocks of PAIRS_PER_BLOCK; synthesis has one work-group per
 //! (m, block), analysis one per m (walking the blocks in turn); m ascending, so that the longest walks (small
-//! m) start first. Work too large for the device is cut into
-//! bands of consecutive m, one job each.
+//! m) start first; the ring stage has one work-group per ring. Work too large for the device is cut into
+//! bands of consecutive m, one job each; the ring stage then runs on the host with the `cpu` model's code
+//! (it needs every m of a ring at once), and the row's steps say so.
 
 use super::alm::Alm;
 use super::cpu::{rings_from_delta, rings_to_phases};
@@ -30,6 +31,7 @@ pub static PROGRAM: Program = Program {
             "astro_dialect.h",
             include_str!("../../../cl/common/astro_dialect.h"),
         ),
+        ("ring_fft.h", include_str!("../../../cl/common/ring_fft.h")),
         ("sht.h", include_str!("../../../cl/common/sht.h")),
     ],
     opencl_options: "",
@@ -75,6 +77,87 @@ impl PairTables {
     }
 }
 
+/// Work-items per ring in the ring stage (SHT_RING_GROUP).
+pub const RING_GROUP: usize = 128;
+
+/// The grid's rings as the ring-stage kernels read them, with each ring's FFT work area.
+pub struct RingTables {
+    /// Per ring: first pixel, nφ, work offset (complex values; four regions of W each), W.
+    pub table: Vec<i32>,
+    pub phi0: Vec<f64>,
+    pub weight: Vec<f64>,
+    /// Doubles in the work area of every ring.
+    pub work_len: usize,
+}
+
+impl RingTables {
+    /// None when an index does not fit the kernels' 32-bit ints (the host ring stage then runs).
+    pub fn of(grid: &RingGrid) -> Option<RingTables> {
+        let mut table = Vec::with_capacity(4 * grid.rings.len());
+        let mut offset = 0usize;
+        for ring in &grid.rings {
+            let w = fft_work_length(ring.nphi);
+            for v in [ring.offset, ring.nphi, offset, w] {
+                table.push(i32::try_from(v).ok()?);
+            }
+            offset += 4 * w;
+        }
+        i32::try_from(offset).ok()?;
+        Some(RingTables {
+            table,
+            phi0: grid.rings.iter().map(|r| r.phi0).collect(),
+            weight: grid.rings.iter().map(|r| r.weight).collect(),
+            work_len: 2 * offset,
+        })
+    }
+}
+
+/// The radices of the Stockham passes cl/common/ring_fft.h takes for length n (fft_next_radix's order).
+pub fn fft_radices(n: usize) -> Vec<usize> {
+    let mut radices = Vec::new();
+    let mut rest = n;
+    while rest > 1 {
+        let p = if rest.is_multiple_of(4) {
+            4
+        } else if rest.is_multiple_of(2) {
+            2
+        } else {
+            (3..)
+                .step_by(2)
+                .take_while(|d| d * d <= rest)
+                .find(|d| rest.is_multiple_of(*d))
+                .unwrap_or(rest)
+        };
+        radices.push(p);
+        rest /= p;
+    }
+    radices
+}
+
+/// The work length W of an FFT of length n in cl/common/ring_fft.h: n itself (mixed-radix Stockham) or
+/// Bluestein's power of two ≥ 2n − 1, whichever costs fewer complex operations. A pass of radix p costs n p
+/// (direct DFT), radix 4 costs 2n and radix 2 n; Bluestein is three transforms of W and 4 W of chirps.
+pub fn fft_work_length(n: usize) -> usize {
+    let cost = |n: usize| -> usize {
+        fft_radices(n)
+            .iter()
+            .map(|&p| n * if p == 4 { 2 } else { p.min(n) })
+            .sum()
+    };
+    let w = (2 * n).saturating_sub(1).next_power_of_two();
+    if n <= 1 || cost(n) <= 3 * cost(w) + 4 * w {
+        n
+    } else {
+        w
+    }
+}
+
+/// Whether buffers of these sizes fit the budget: each within the largest allocation, all of them within
+/// half the device's memory.
+fn fits(budget: DeviceBudget, sizes: &[u64]) -> bool {
+    sizes.iter().all(|&b| b <= budget.max_alloc) && sizes.iter().sum::<u64>() <= budget.mem / 2
+}
+
 /// Consecutive bands [m0, m1) covering 0..=mmax whose buffers fit the budget: each buffer at most the largest
 /// allocation, all of them together within half the device's memory. `sizes(m0, m1)` lists a band's buffers
 /// in bytes. A single m that does not fit is still a band of its own (the run then fails with the device's
@@ -84,10 +167,7 @@ fn m_bands(
     budget: DeviceBudget,
     sizes: impl Fn(usize, usize) -> Vec<u64>,
 ) -> Vec<(usize, usize)> {
-    let fits = |m0: usize, m1: usize| {
-        let s = sizes(m0, m1);
-        s.iter().all(|&b| b <= budget.max_alloc) && s.iter().sum::<u64>() <= budget.mem / 2
-    };
+    let fits = |m0: usize, m1: usize| fits(budget, &sizes(m0, m1));
     let mut bands = Vec::new();
     let mut m0 = 0;
     while m0 <= mmax {
@@ -134,6 +214,8 @@ struct Timing {
     launch: Option<LaunchSummary>,
     build_options: String,
     steps: Vec<StepReport>,
+    /// Whether any ring stage ran on the host (the Legendre stage did not fit in one job).
+    host_rings: bool,
 }
 
 impl Timing {
@@ -157,11 +239,17 @@ impl Timing {
         self.warmup = t.warmup;
     }
 
-    fn add_plan(&mut self, run: PlanRun) {
+    /// Adds a plan's times; the row's resources are those of `main_kernel` (the Legendre stage's).
+    fn add_plan(&mut self, run: PlanRun, main_kernel: &str) {
         self.add_times(&run.times);
         self.build_s += run.build_s;
         if self.resources.is_none() {
-            self.resources = run.resources;
+            self.resources = run
+                .steps
+                .iter()
+                .find(|s| s.name == main_kernel)
+                .and_then(|s| s.resources.clone())
+                .or(run.resources);
             self.build_options = run.build_options;
         }
         match &mut self.launch {
@@ -178,6 +266,7 @@ impl Timing {
     }
 
     fn add_host(&mut self, name: &str, t: TimeStats) {
+        self.host_rings = true;
         self.add_times(&t);
         self.add_step(name, t.median, None);
     }
@@ -191,7 +280,11 @@ impl Timing {
                 max: self.max,
                 repeats: self.repeats,
                 warmup: self.warmup,
-                timer: "device events (Legendre stage) + host clock (ring FFTs)".into(),
+                timer: if self.host_rings {
+                    "device events (Legendre stage) + host clock (ring FFTs)".into()
+                } else {
+                    "device events".into()
+                },
             },
             build_s: Some(self.build_s),
             resources: self.resources,
@@ -210,6 +303,7 @@ pub struct DeviceSht<'a> {
     dev: &'a dyn Accelerator,
     grid: &'a RingGrid,
     pairs: PairTables,
+    rings: Option<RingTables>,
     opts: RunOptions,
     memory_cap: Option<u64>,
     timing: Timing,
@@ -228,6 +322,7 @@ impl<'a> DeviceSht<'a> {
             dev,
             grid,
             pairs: PairTables::of(grid)?,
+            rings: RingTables::of(grid),
             opts: *opts,
             memory_cap: None,
             timing: Timing::default(),
@@ -291,6 +386,9 @@ impl<'a> DeviceSht<'a> {
         for f in fields {
             f.check()?;
         }
+        if let Some(maps) = self.synthesis_fused(fields)? {
+            return Ok(maps);
+        }
         let deltas = self.synthesis_delta(fields)?;
         let mmax = fields[0].mmax;
         let (maps, t) = time_host(&self.opts, "host clock", || {
@@ -312,6 +410,9 @@ impl<'a> DeviceSht<'a> {
     ) -> Result<Vec<Alm>, RunError> {
         for map in maps {
             super::cpu::check_analysis(self.grid, map, lmax, mmax)?;
+        }
+        if let Some(sets) = self.adjoint_fused(maps, lmax, mmax)? {
+            return Ok(sets);
         }
         // The ring stage and the reordering of its phases m-major (the device's layout) are host work of the
         // transform: both are timed.
@@ -357,6 +458,226 @@ impl<'a> DeviceSht<'a> {
     /// What everything run so far measured, with `output`.
     pub fn measured<T>(self, output: T) -> Measured<T> {
         self.timing.measured(output)
+    }
+
+    /// Synthesis with both stages on the device, in one job: the Legendre stage's Δ stay there for the ring
+    /// stage. None when that job does not fit the budget (then the banded path runs).
+    fn synthesis_fused(&mut self, fields: &[&Alm]) -> Result<Option<Vec<Vec<f64>>>, RunError> {
+        let Some(rings) = &self.rings else {
+            return Ok(None);
+        };
+        let (lmax, mmax, nrings) = (fields[0].lmax, fields[0].mmax, self.pairs.nrings);
+        let stage = Stage::synthesis(fields.len());
+        let flats: Vec<Vec<f64>> = fields.iter().map(|a| a.to_flat()).collect();
+        let cmm = start_factors(mmax);
+        let mut buffers = Vec::new();
+        let mut legendre = self.pair_buffers(&mut buffers, &cmm);
+        legendre.extend(flats.iter().map(|f| add(&mut buffers, input_f64(f))));
+        let deltas: Vec<usize> = flats
+            .iter()
+            .map(|_| add(&mut buffers, scratch_f64(2 * (mmax + 1) * nrings)))
+            .collect();
+        legendre.extend(&deltas);
+        let (table, phi0, _, work) = ring_buffers(&mut buffers, rings);
+        let maps: Vec<usize> = flats
+            .iter()
+            .map(|_| {
+                add(
+                    &mut buffers,
+                    BufferSpec::Output {
+                        dtype: DType::F64,
+                        len: self.grid.npix,
+                    },
+                )
+            })
+            .collect();
+        let mut steps = vec![self.legendre_launch(stage, lmax, (0, mmax + 1), &legendre)];
+        for (&delta, &map) in deltas.iter().zip(&maps) {
+            steps.push(ring_launch(
+                "sht_ring_synthesis_f64",
+                nrings,
+                vec![
+                    StepArg::Buffer(table),
+                    StepArg::Buffer(phi0),
+                    StepArg::I32(nrings as i32),
+                    StepArg::I32(mmax as i32),
+                    StepArg::Buffer(delta),
+                    StepArg::Buffer(map),
+                    StepArg::Buffer(work),
+                ],
+            ));
+        }
+        let Some(run) = self.run_fused(buffers, steps)? else {
+            return Ok(None);
+        };
+        let outputs = self.fused_outputs(run, stage)?;
+        outputs
+            .into_iter()
+            .map(|o| match o {
+                HostVec::F64(v) => Ok(v),
+                _ => Err(RunError::Failed(
+                    "the sht job returned no float64 map".into(),
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    /// The adjoint with both stages on the device, in one job (as [`Self::synthesis_fused`]).
+    fn adjoint_fused(
+        &mut self,
+        maps: &[&[f64]],
+        lmax: usize,
+        mmax: usize,
+    ) -> Result<Option<Vec<Alm>>, RunError> {
+        let Some(rings) = &self.rings else {
+            return Ok(None);
+        };
+        let nrings = self.pairs.nrings;
+        let stage = Stage::analysis(maps.len());
+        let cmm = start_factors(mmax);
+        let mut buffers = Vec::new();
+        let mut legendre = self.pair_buffers(&mut buffers, &cmm);
+        let pixels: Vec<usize> = maps
+            .iter()
+            .map(|m| add(&mut buffers, input_f64(m)))
+            .collect();
+        let (table, phi0, weight, work) = ring_buffers(&mut buffers, rings);
+        let phases: Vec<usize> = maps
+            .iter()
+            .map(|_| add(&mut buffers, scratch_f64(2 * (mmax + 1) * nrings)))
+            .collect();
+        legendre.extend(&phases);
+        let ncoeffs = Alm::len_for(lmax, mmax);
+        legendre.extend(maps.iter().map(|_| {
+            add(
+                &mut buffers,
+                BufferSpec::Output {
+                    dtype: DType::F64,
+                    len: 2 * ncoeffs,
+                },
+            )
+        }));
+        let mut steps: Vec<Step> = pixels
+            .iter()
+            .zip(&phases)
+            .map(|(&map, &g)| {
+                ring_launch(
+                    "sht_ring_analysis_f64",
+                    nrings,
+                    vec![
+                        StepArg::Buffer(table),
+                        StepArg::Buffer(phi0),
+                        StepArg::Buffer(weight),
+                        StepArg::I32(nrings as i32),
+                        StepArg::I32(mmax as i32),
+                        StepArg::Buffer(map),
+                        StepArg::Buffer(g),
+                        StepArg::Buffer(work),
+                    ],
+                )
+            })
+            .collect();
+        steps.push(self.legendre_launch(stage, lmax, (0, mmax + 1), &legendre));
+        let Some(run) = self.run_fused(buffers, steps)? else {
+            return Ok(None);
+        };
+        let outputs = self.fused_outputs(run, stage)?;
+        outputs
+            .into_iter()
+            .map(|o| {
+                Ok(Alm {
+                    lmax,
+                    mmax,
+                    coeffs: complex_output(o)?,
+                })
+            })
+            .collect::<Result<Vec<_>, RunError>>()
+            .map(Some)
+    }
+
+    /// The ring pairs' tables and c_m as a job's first three buffers; their indices, in the Legendre
+    /// kernels' order of arguments.
+    fn pair_buffers<'b>(&'b self, buffers: &mut Vec<BufferSpec<'b>>, cmm: &'b [f64]) -> Vec<usize> {
+        vec![
+            add(buffers, input_f64(&self.pairs.cs)),
+            add(
+                buffers,
+                BufferSpec::Input(HostSlice::I32(&self.pairs.rings)),
+            ),
+            add(buffers, input_f64(cmm)),
+        ]
+    }
+
+    /// The Legendre stage over m in [m0, m1); `buffers`: pair tables, c_m, inputs, outputs (in that order).
+    fn legendre_launch(
+        &self,
+        stage: Stage,
+        lmax: usize,
+        (m0, m1): (usize, usize),
+        buffers: &[usize],
+    ) -> Step {
+        let pairs = &self.pairs;
+        let groups = if stage.per_block() {
+            (m1 - m0) * pairs.nblocks
+        } else {
+            m1 - m0
+        };
+        let mut args = vec![
+            StepArg::Buffer(buffers[0]),
+            StepArg::Buffer(buffers[1]),
+            StepArg::I32(pairs.npairs as i32),
+            StepArg::I32(pairs.nrings as i32),
+            StepArg::I32(lmax as i32),
+            StepArg::I32(m0 as i32),
+            StepArg::I32(pairs.nblocks as i32),
+        ];
+        args.extend(buffers[2..].iter().map(|&b| StepArg::Buffer(b)));
+        Step::Launch(Launch {
+            kernel: stage.kernel().into(),
+            args,
+            global: groups * GROUP,
+            local: Local::Exact(GROUP),
+        })
+    }
+
+    /// Runs one job of both stages when its buffers fit the budget; the run, or None.
+    fn run_fused(
+        &self,
+        buffers: Vec<BufferSpec>,
+        steps: Vec<Step>,
+    ) -> Result<Option<PlanRun>, RunError> {
+        let sizes: Vec<u64> = buffers.iter().map(|b| b.bytes() as u64).collect();
+        if !fits(self.budget(), &sizes) {
+            return Ok(None);
+        }
+        let job = KernelJob {
+            program: &PROGRAM,
+            defines: Vec::new(),
+            buffers,
+            steps,
+            warmup: self.opts.warmup,
+            repeats: self.opts.repeats,
+        };
+        Ok(Some(run_plan(
+            self.dev,
+            std::slice::from_ref(&job),
+            self.opts.warmup,
+        )?))
+    }
+
+    /// A fused run's outputs (one per field); its times go to the row.
+    fn fused_outputs(&mut self, mut run: PlanRun, stage: Stage) -> Result<Vec<HostVec>, RunError> {
+        let outputs = run.outputs.pop().unwrap_or_default();
+        self.timing.add_plan(run, stage.kernel());
+        if outputs.len() != stage.fields() {
+            return Err(RunError::Failed(format!(
+                "the sht job returned {} outputs, {} expected",
+                outputs.len(),
+                stage.fields()
+            )));
+        }
+        Ok(outputs)
     }
 
     /// Δ_m(ring) of every m and ring, m-major, from the device: one per field (T; or E, B giving Q, U).
@@ -420,47 +741,28 @@ impl<'a> DeviceSht<'a> {
             sizes.extend(inputs.iter().map(|_| 16 * out_len as u64));
             sizes
         });
-        let pairs = &self.pairs;
         let jobs: Vec<KernelJob> = bands
             .iter()
             .map(|&(m0, m1)| {
                 let (inputs, out_len) = band(m0, m1);
                 let fields = inputs.len();
-                let groups = if stage.per_block() {
-                    (m1 - m0) * pairs.nblocks
-                } else {
-                    m1 - m0
-                };
-                let mut buffers = vec![
-                    BufferSpec::Input(HostSlice::F64(&pairs.cs)),
-                    BufferSpec::Input(HostSlice::I32(&pairs.rings)),
-                    BufferSpec::Input(HostSlice::F64(&cmm[m0..m1])),
-                ];
-                buffers.extend(inputs.iter().map(|i| BufferSpec::Input(HostSlice::F64(i))));
-                buffers.extend((0..fields).map(|_| BufferSpec::Output {
-                    dtype: DType::F64,
-                    len: 2 * out_len,
+                let mut buffers = Vec::new();
+                let mut legendre = self.pair_buffers(&mut buffers, &cmm[m0..m1]);
+                legendre.extend(inputs.iter().map(|i| add(&mut buffers, input_f64(i))));
+                legendre.extend((0..fields).map(|_| {
+                    add(
+                        &mut buffers,
+                        BufferSpec::Output {
+                            dtype: DType::F64,
+                            len: 2 * out_len,
+                        },
+                    )
                 }));
-                let mut args = vec![
-                    StepArg::Buffer(0),
-                    StepArg::Buffer(1),
-                    StepArg::I32(pairs.npairs as i32),
-                    StepArg::I32(pairs.nrings as i32),
-                    StepArg::I32(lmax as i32),
-                    StepArg::I32(m0 as i32),
-                    StepArg::I32(pairs.nblocks as i32),
-                ];
-                args.extend((2..3 + 2 * fields).map(StepArg::Buffer));
                 KernelJob {
                     program: &PROGRAM,
                     defines: Vec::new(),
+                    steps: vec![self.legendre_launch(stage, lmax, (m0, m1), &legendre)],
                     buffers,
-                    steps: vec![Step::Launch(Launch {
-                        kernel: stage.kernel().into(),
-                        args,
-                        global: groups * GROUP,
-                        local: Local::Exact(GROUP),
-                    })],
                     warmup: self.opts.warmup,
                     repeats: self.opts.repeats,
                 }
@@ -468,7 +770,7 @@ impl<'a> DeviceSht<'a> {
             .collect();
         let mut run = run_plan(self.dev, &jobs, self.opts.warmup)?;
         let outputs = std::mem::take(&mut run.outputs);
-        self.timing.add_plan(run);
+        self.timing.add_plan(run, stage.kernel());
         let mut out = vec![Vec::new(); stage.fields()];
         for band_outputs in outputs {
             if band_outputs.len() != out.len() {
@@ -529,6 +831,46 @@ impl Stage {
     fn per_block(self) -> bool {
         matches!(self, Stage::Synthesis | Stage::SpinSynthesis)
     }
+}
+
+/// Adds a buffer to a job's list; its index.
+fn add<'b>(buffers: &mut Vec<BufferSpec<'b>>, buffer: BufferSpec<'b>) -> usize {
+    buffers.push(buffer);
+    buffers.len() - 1
+}
+
+fn input_f64(data: &[f64]) -> BufferSpec<'_> {
+    BufferSpec::Input(HostSlice::F64(data))
+}
+
+fn scratch_f64(len: usize) -> BufferSpec<'static> {
+    BufferSpec::Scratch {
+        dtype: DType::F64,
+        len,
+    }
+}
+
+/// The ring stage's tables and work area as buffers: (table, φ0, weight, work).
+fn ring_buffers<'b>(
+    buffers: &mut Vec<BufferSpec<'b>>,
+    rings: &'b RingTables,
+) -> (usize, usize, usize, usize) {
+    (
+        add(buffers, BufferSpec::Input(HostSlice::I32(&rings.table))),
+        add(buffers, input_f64(&rings.phi0)),
+        add(buffers, input_f64(&rings.weight)),
+        add(buffers, scratch_f64(rings.work_len)),
+    )
+}
+
+/// One ring-stage kernel over every ring, a work-group each.
+fn ring_launch(kernel: &str, nrings: usize, args: Vec<StepArg>) -> Step {
+    Step::Launch(Launch {
+        kernel: kernel.into(),
+        args,
+        global: nrings * RING_GROUP,
+        local: Local::Exact(RING_GROUP),
+    })
 }
 
 /// Ring-major phases (`nm` per ring) as m-major f64 pairs: each band of m is then one contiguous slice, and a
@@ -594,6 +936,24 @@ mod tests {
             sizes,
         );
         assert_eq!(all, vec![(0, mmax + 1)]);
+    }
+
+    #[test]
+    fn fft_plans_cover_every_length() {
+        for n in 1..3000 {
+            let radices = fft_radices(n);
+            assert_eq!(radices.iter().product::<usize>().max(1), n, "{radices:?}");
+            let w = fft_work_length(n);
+            assert!(
+                w == n || (w.is_power_of_two() && w >= 2 * n - 1),
+                "{n}: {w}"
+            );
+        }
+        // HEALPix's equator ring at nside 2048 is a power of two; 4 × a large prime goes through Bluestein.
+        assert_eq!(fft_work_length(8192), 8192);
+        assert_eq!(fft_radices(8192), vec![4, 4, 4, 4, 4, 4, 2]);
+        assert_eq!(fft_work_length(4 * 2039), 16384);
+        assert_eq!(fft_work_length(4 * 3 * 5 * 7), 4 * 3 * 5 * 7);
     }
 
     #[test]

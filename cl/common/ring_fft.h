@@ -1,0 +1,202 @@
+/* Complex FFTs of any length on devices, one work-group per sequence, in global memory; written once for the
+ * three dialects. The SHT's ring stage uses them (cl/common/sht.h: every ring length HEALPix or a ring list
+ * needs, not only powers of two).
+ *
+ * A sequence of n values owns a work area of four regions of W complex values each (W >= n, chosen by the host,
+ * src/workload/sht/device.rs `fft_work_length`):
+ *   W == n  mixed-radix Stockham (radix 4, then 2, then each odd prime factor as a direct DFT): regions 0 and 1
+ *           are the ping-pong pair, region 3 the table e^{-2πik/n};
+ *   W >  n  Bluestein's chirp-z: W is a power of two >= 2n − 1 and the DFT is a circular convolution of length W
+ *           through three power-of-two Stockham transforms, for lengths whose prime factors make the direct DFTs
+ *           costlier than that.
+ * Complex values are (re, im) pairs of doubles. Each Stockham pass ends with a work-group barrier that orders
+ * global memory, and the buffers are neither const nor restrict, so no read of a value written by another
+ * item of the group goes through a non-coherent cache. Transforms are unnormalised: sign −1 is e^{−2πijk/n},
+ * sign +1 its inverse times n. */
+#ifndef RING_FFT_H
+#define RING_FFT_H
+
+#if ASTRO_HAS_FP64
+
+/* The radix of the next pass for the remaining length: 4 and 2 first, then the smallest odd factor. */
+ASTRO_FN int fft_next_radix(int rest)
+{
+    if (rest % 4 == 0) return 4;
+    if (rest % 2 == 0) return 2;
+    for (int d = 3; d * d <= rest; d += 2)
+        if (rest % d == 0) return d;
+    return rest;
+}
+
+/* tw[k] = e^{−2πik/n} for k < n; sinpi and cospi keep the argument exact. */
+ASTRO_FN void fft_twiddles(ASTRO_GLOBAL double *tw, int n, int lid, int lsize)
+{
+    for (int k = lid; k < n; k += lsize) {
+        double s, c;
+        ASTRO_SINCOSPI((double)(2 * k) / (double)n, &s, &c);
+        tw[2 * k] = c;
+        tw[2 * k + 1] = -s;
+    }
+}
+
+/* (re, im) · e^{sign 2πi e/N}, the table entry e · step of a table of length N · step. */
+ASTRO_FN void fft_rotate(ASTRO_GLOBAL const double *tw, int index, int sign, double *re, double *im)
+{
+    const double c = tw[2 * index], s = sign < 0 ? tw[2 * index + 1] : -tw[2 * index + 1];
+    const double r = *re;
+    *re = r * c - *im * s;
+    *im = r * s + *im * c;
+}
+
+/* The number of Stockham passes for length n: the result of fft_stockham is in b when it is odd. */
+ASTRO_FN int fft_passes(int n)
+{
+    int passes = 0;
+    for (int rest = n; rest > 1; rest /= fft_next_radix(rest)) passes++;
+    return passes;
+}
+
+/* Stockham autosort over the n values at a, with b as partner and tw the table of n; the result is in b when
+ * fft_passes(n) is odd, else in a. Pass by pass, with span ns (the product of the radices done) and radix p,
+ * butterfly j < n/p reads src[j + r n/p], turns input r by w^{r k} (w = e^{sign 2πi/(ns p)}, k = j mod ns),
+ * takes the p-point DFT and writes output q to (j − k) p + k + q ns. Every item of the group calls it; src and
+ * dst are chosen by the pass's parity, not carried across the barrier. */
+ASTRO_FN void fft_stockham(ASTRO_GLOBAL double *a, ASTRO_GLOBAL double *b, ASTRO_GLOBAL const double *tw, int n,
+                           int sign, int lid, int lsize)
+{
+    int pass = 0;
+    for (int ns = 1; ns < n; pass++) {
+        ASTRO_GLOBAL const double *src = (pass & 1) ? b : a;
+        ASTRO_GLOBAL double *dst = (pass & 1) ? a : b;
+        const int p = fft_next_radix(n / ns);
+        const int m = n / p, span = ns * p, step = n / span;
+        for (int j = lid; j < m; j += lsize) {
+            const int k = j % ns, out = (j - k) * p + k;
+            if (p == 2) {
+                double r0 = src[2 * j], i0 = src[2 * j + 1];
+                double r1 = src[2 * (j + m)], i1 = src[2 * (j + m) + 1];
+                fft_rotate(tw, k * step, sign, &r1, &i1);
+                dst[2 * out] = r0 + r1;
+                dst[2 * out + 1] = i0 + i1;
+                dst[2 * (out + ns)] = r0 - r1;
+                dst[2 * (out + ns) + 1] = i0 - i1;
+            } else if (p == 4) {
+                double re[4], im[4];
+                for (int r = 0; r < 4; r++) {
+                    re[r] = src[2 * (j + r * m)];
+                    im[r] = src[2 * (j + r * m) + 1];
+                    if (r > 0) fft_rotate(tw, r * k * step, sign, &re[r], &im[r]);
+                }
+                /* 4-point DFT: ω = e^{sign 2πi/4} = sign·i. */
+                const double t0r = re[0] + re[2], t0i = im[0] + im[2];
+                const double t1r = re[0] - re[2], t1i = im[0] - im[2];
+                const double t2r = re[1] + re[3], t2i = im[1] + im[3];
+                const double t3r = -sign * (im[1] - im[3]), t3i = sign * (re[1] - re[3]);
+                dst[2 * out] = t0r + t2r;
+                dst[2 * out + 1] = t0i + t2i;
+                dst[2 * (out + ns)] = t1r + t3r;
+                dst[2 * (out + ns) + 1] = t1i + t3i;
+                dst[2 * (out + 2 * ns)] = t0r - t2r;
+                dst[2 * (out + 2 * ns) + 1] = t0i - t2i;
+                dst[2 * (out + 3 * ns)] = t1r - t3r;
+                dst[2 * (out + 3 * ns) + 1] = t1i - t3i;
+            } else {
+                /* Direct p-point DFT: input r of output q turns by e^{sign 2πi r (k + q ns)/span}, one entry. */
+                for (int q = 0; q < p; q++) {
+                    const int inc = k + q * ns;
+                    double accr = 0.0, acci = 0.0;
+                    int e = 0;
+                    for (int r = 0; r < p; r++) {
+                        double vr = src[2 * (j + r * m)], vi = src[2 * (j + r * m) + 1];
+                        fft_rotate(tw, e * step, sign, &vr, &vi);
+                        accr += vr;
+                        acci += vi;
+                        e += inc;
+                        if (e >= span) e -= span;
+                    }
+                    dst[2 * (out + q * ns)] = accr;
+                    dst[2 * (out + q * ns) + 1] = acci;
+                }
+            }
+        }
+        ASTRO_BARRIER_GLOBAL();
+        ns = span;
+    }
+}
+
+/* Bluestein's chirp e^{sign πi k²/n}, with k² reduced modulo 2n first so that the argument stays exact. */
+ASTRO_FN void fft_chirp(int k, int n, int sign, double *re, double *im)
+{
+    const ASTRO_I64 kk = ((ASTRO_I64)k * (ASTRO_I64)k) % (2 * (ASTRO_I64)n);
+    double s, c;
+    ASTRO_SINCOSPI((double)kk / (double)n, &s, &c);
+    *re = c;
+    *im = sign * s;
+}
+
+/* The DFT (sign −1) or inverse DFT (+1) of the n values in region 0 of the work area (work: 4 W complex
+ * values); returns the region (0..2) that holds the n results. The caller has written region 0 and passed a
+ * barrier; every exit is after a barrier. */
+ASTRO_FN int fft_any(ASTRO_GLOBAL double *work, int n, int W, int sign, int lid, int lsize)
+{
+    ASTRO_GLOBAL double *tw = work + 6 * (ASTRO_I64)W;
+    fft_twiddles(tw, W, lid, lsize);
+    ASTRO_BARRIER_GLOBAL();
+    if (W == n) {
+        fft_stockham(work, work + 2 * (ASTRO_I64)W, tw, n, sign, lid, lsize);
+        return fft_passes(n) & 1;
+    }
+    /* Bluestein. X_k = c_k Σ_j (x_j c_j) conj(c_{k−j}): region 0 holds a = x·c zero-padded to W, region 1
+     * b = conj(c) wrapped around; A = DFT(a) ends in region fa (0 or 2), B = DFT(b) in fb (1 or the one of 0, 2
+     * that A left), and the inverse of A·B in the region of the three left over or in fa. */
+    for (int k = lid; k < W; k += lsize) {
+        double cr, ci, xr = 0.0, xi = 0.0;
+        if (k < n) {
+            fft_chirp(k, n, sign, &cr, &ci);
+            const double vr = work[2 * k], vi = work[2 * k + 1];
+            xr = vr * cr - vi * ci;
+            xi = vr * ci + vi * cr;
+        }
+        work[2 * k] = xr;
+        work[2 * k + 1] = xi;
+        const int t = k <= W - k ? k : W - k;
+        double br = 0.0, bi = 0.0;
+        if (t < n) {
+            fft_chirp(t, n, sign, &cr, &ci);
+            br = cr;
+            bi = -ci;
+        }
+        work[2 * (W + k)] = br;
+        work[2 * (W + k) + 1] = bi;
+    }
+    ASTRO_BARRIER_GLOBAL();
+    const int odd = fft_passes(W) & 1;
+    const int fa = odd ? 2 : 0, free_region = odd ? 0 : 2;
+    const int fb = odd ? free_region : 1, spare = odd ? 1 : free_region;
+    fft_stockham(work, work + 4 * (ASTRO_I64)W, tw, W, -1, lid, lsize);
+    fft_stockham(work + 2 * (ASTRO_I64)W, work + 2 * (ASTRO_I64)free_region * W, tw, W, -1, lid, lsize);
+    ASTRO_GLOBAL double *pa = work + 2 * (ASTRO_I64)fa * W;
+    ASTRO_GLOBAL const double *pb = work + 2 * (ASTRO_I64)fb * W;
+    for (int k = lid; k < W; k += lsize) {
+        const double ar = pa[2 * k], ai = pa[2 * k + 1], br = pb[2 * k], bi = pb[2 * k + 1];
+        pa[2 * k] = ar * br - ai * bi;
+        pa[2 * k + 1] = ar * bi + ai * br;
+    }
+    ASTRO_BARRIER_GLOBAL();
+    fft_stockham(pa, work + 2 * (ASTRO_I64)spare * W, tw, W, 1, lid, lsize);
+    const int conv = odd ? spare : fa;
+    ASTRO_GLOBAL double *pc = work + 2 * (ASTRO_I64)conv * W;
+    const double scale = 1.0 / (double)W; /* W is a power of two: exact */
+    for (int k = lid; k < n; k += lsize) {
+        double cr, ci;
+        fft_chirp(k, n, sign, &cr, &ci);
+        const double vr = pc[2 * k] * scale, vi = pc[2 * k + 1] * scale;
+        pc[2 * k] = vr * cr - vi * ci;
+        pc[2 * k + 1] = vr * ci + vi * cr;
+    }
+    ASTRO_BARRIER_GLOBAL();
+    return conv;
+}
+
+#endif /* ASTRO_HAS_FP64 */
+#endif /* RING_FFT_H */
