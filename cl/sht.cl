@@ -53,21 +53,22 @@ __kernel void sht_spin_analysis_f64(__global const double *restrict pair_cs, __g
                            lmax, m0, nblocks, cmm, gq, gu, alm_e, alm_b, ab, contrib, parts);
 }
 
-/* The ring stage: one work-group of SHT_RING_GROUP items per ring. */
+/* The ring stage: one work-group of SHT_RING_GROUP items per ring, rings ring0.. of one batch. */
 __kernel void sht_ring_synthesis_f64(__global const int *restrict ring_table, __global const double *restrict ring_phi0,
-                                     const int nrings, const int mmax, __global const double *restrict delta,
-                                     __global double *restrict map, __global double *work)
+                                     const int ring0, const int nrings, const int mmax,
+                                     __global const double *restrict delta, __global double *restrict map,
+                                     __global double *work)
 {
-    sht_ring_synthesis_item((int)get_group_id(0), (int)get_local_id(0), SHT_RING_GROUP, ring_table, ring_phi0, nrings,
-                            mmax, delta, map, work);
+    sht_ring_synthesis_item(ring0 + (int)get_group_id(0), (int)get_local_id(0), SHT_RING_GROUP, ring_table, ring_phi0,
+                            nrings, mmax, delta, map, work);
 }
 
 __kernel void sht_ring_analysis_f64(__global const int *restrict ring_table, __global const double *restrict ring_phi0,
-                                    __global const double *restrict ring_weight, const int nrings, const int mmax,
-                                    __global const double *restrict map, __global double *restrict g,
+                                    __global const double *restrict ring_weight, const int ring0, const int nrings,
+                                    const int mmax, __global const double *restrict map, __global double *restrict g,
                                     __global double *work)
 {
-    sht_ring_analysis_item((int)get_group_id(0), (int)get_local_id(0), SHT_RING_GROUP, ring_table, ring_phi0,
+    sht_ring_analysis_item(ring0 + (int)get_group_id(0), (int)get_local_id(0), SHT_RING_GROUP, ring_table, ring_phi0,
                            ring_weight, nrings, mmax, map, g, work);
 }
 #endif

@@ -325,22 +325,32 @@ fn device_ring_stage_takes_any_ring_length() {
     let mut ran = Vec::new();
     for t in &d.targets {
         let Target::Device(dev) = t else { continue };
-        let mut sht = DeviceSht::new(dev.as_ref(), &grid, &RunOptions::once()).unwrap();
-        let map = sht.alm2map(&alm).unwrap();
-        let adjoint = sht.adjoint(&want_map, lmax, mmax).unwrap();
-        let steps: Vec<String> = sht.measured(()).steps.into_iter().map(|s| s.name).collect();
-        assert!(
-            steps.iter().any(|s| s == "sht_ring_synthesis_f64")
-                && steps.iter().any(|s| s == "sht_ring_analysis_f64"),
-            "{}: {steps:?}",
-            t.id()
-        );
-        let errs = [
-            common::max_rel(&map, &want_map),
-            common::max_rel(&adjoint.to_flat(), &want_adjoint.to_flat()),
-        ];
-        eprintln!("{} ring list (map, adjoint): {errs:?}", t.id());
-        assert!(errs.iter().all(|&e| e <= 1e-12), "{}: {errs:?}", t.id());
+        // Uncapped, all rings go in one launch; a 512 KiB cap cuts them into batches of 64 KiB of work area.
+        for cap in [None, Some(512 << 10)] {
+            let mut sht = DeviceSht::new(dev.as_ref(), &grid, &RunOptions::once())
+                .unwrap()
+                .with_memory_cap(cap);
+            let batches = sht.ring_batches().unwrap();
+            assert_eq!(batches > 2, cap.is_some(), "{}: {batches} batches", t.id());
+            let map = sht.alm2map(&alm).unwrap();
+            let adjoint = sht.adjoint(&want_map, lmax, mmax).unwrap();
+            let steps: Vec<String> = sht.measured(()).steps.into_iter().map(|s| s.name).collect();
+            assert!(
+                steps.iter().any(|s| s == "sht_ring_synthesis_f64")
+                    && steps.iter().any(|s| s == "sht_ring_analysis_f64"),
+                "{}: {steps:?}",
+                t.id()
+            );
+            let errs = [
+                common::max_rel(&map, &want_map),
+                common::max_rel(&adjoint.to_flat(), &want_adjoint.to_flat()),
+            ];
+            eprintln!(
+                "{} ring list, {batches} batch(es) (map, adjoint): {errs:?}",
+                t.id()
+            );
+            assert!(errs.iter().all(|&e| e <= 1e-12), "{}: {errs:?}", t.id());
+        }
         ran.push(t.id());
     }
     common::assert_ran(&common::devices(&d), &ran);

@@ -579,7 +579,8 @@ ASTRO_FN_INLINED void sht_spin_analysis_item(unsigned int group, int lid,
 }
 
 /* ---- The ring stage: one work-group per ring, the FFTs of ring_fft.h ----
- *   ring_table[4r .. 4r+3]   ring r's first pixel, nφ, work offset (complex values, 4 W per ring), W
+ *   ring_table[4r .. 4r+3]   ring r's first pixel, nφ, work offset (complex values from its batch's start,
+ *                            4 W per ring), W; a launch takes one batch of rings, from ring0
  *   ring_phi0[r]             azimuth of its first pixel
  *   ring_weight[r]           its quadrature weight (analysis)
  *   work                     every ring's work area (fft_any's four regions)

@@ -53,22 +53,23 @@ __global__ void __launch_bounds__(SHT_GROUP)
                            gq, gu, alm_e, alm_b, ab, contrib, parts);
 }
 
-// The ring stage: one block of SHT_RING_GROUP threads per ring.
+// The ring stage: one block of SHT_RING_GROUP threads per ring, rings ring0.. of one batch.
 __global__ void __launch_bounds__(SHT_RING_GROUP)
-    sht_ring_synthesis_f64(const int *__restrict__ ring_table, const double *__restrict__ ring_phi0, int nrings,
-                           int mmax, const double *__restrict__ delta, double *__restrict__ map, double *work)
+    sht_ring_synthesis_f64(const int *__restrict__ ring_table, const double *__restrict__ ring_phi0, int ring0,
+                           int nrings, int mmax, const double *__restrict__ delta, double *__restrict__ map,
+                           double *work)
 {
-    sht_ring_synthesis_item(blockIdx.x, (int)threadIdx.x, SHT_RING_GROUP, ring_table, ring_phi0, nrings, mmax, delta,
-                            map, work);
+    sht_ring_synthesis_item(ring0 + (int)blockIdx.x, (int)threadIdx.x, SHT_RING_GROUP, ring_table, ring_phi0, nrings,
+                            mmax, delta, map, work);
 }
 
 __global__ void __launch_bounds__(SHT_RING_GROUP)
     sht_ring_analysis_f64(const int *__restrict__ ring_table, const double *__restrict__ ring_phi0,
-                          const double *__restrict__ ring_weight, int nrings, int mmax,
+                          const double *__restrict__ ring_weight, int ring0, int nrings, int mmax,
                           const double *__restrict__ map, double *__restrict__ g, double *work)
 {
-    sht_ring_analysis_item(blockIdx.x, (int)threadIdx.x, SHT_RING_GROUP, ring_table, ring_phi0, ring_weight, nrings,
-                           mmax, map, g, work);
+    sht_ring_analysis_item(ring0 + (int)blockIdx.x, (int)threadIdx.x, SHT_RING_GROUP, ring_table, ring_phi0,
+                           ring_weight, nrings, mmax, map, g, work);
 }
 
 namespace astroport_cuda {

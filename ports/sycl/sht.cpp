@@ -53,19 +53,20 @@ SHT_KERNEL sht_spin_analysis_f64(const double *pair_cs, const int *pair_rings, i
                            nrings, lmax, m0, nblocks, cmm, gq, gu, alm_e, alm_b, &ab[0], &contrib[0], &parts[0]);
 }
 
-// The ring stage: one work-group of SHT_RING_GROUP items per ring (global memory only).
-SHT_KERNEL sht_ring_synthesis_f64(const int *ring_table, const double *ring_phi0, int nrings, int mmax,
+// The ring stage: one work-group of SHT_RING_GROUP items per ring, rings ring0.. of one batch (global memory
+// only).
+SHT_KERNEL sht_ring_synthesis_f64(const int *ring_table, const double *ring_phi0, int ring0, int nrings, int mmax,
                                   const double *delta, double *map, double *work)
 {
     const sycl::nd_item<1> it = item();
-    sht_ring_synthesis_item((int)it.get_group(0), (int)it.get_local_id(0), SHT_RING_GROUP, ring_table, ring_phi0,
-                            nrings, mmax, delta, map, work);
+    sht_ring_synthesis_item(ring0 + (int)it.get_group(0), (int)it.get_local_id(0), SHT_RING_GROUP, ring_table,
+                            ring_phi0, nrings, mmax, delta, map, work);
 }
 
-SHT_KERNEL sht_ring_analysis_f64(const int *ring_table, const double *ring_phi0, const double *ring_weight, int nrings,
-                                 int mmax, const double *map, double *g, double *work)
+SHT_KERNEL sht_ring_analysis_f64(const int *ring_table, const double *ring_phi0, const double *ring_weight, int ring0,
+                                 int nrings, int mmax, const double *map, double *g, double *work)
 {
     const sycl::nd_item<1> it = item();
-    sht_ring_analysis_item((int)it.get_group(0), (int)it.get_local_id(0), SHT_RING_GROUP, ring_table, ring_phi0,
-                           ring_weight, nrings, mmax, map, g, work);
+    sht_ring_analysis_item(ring0 + (int)it.get_group(0), (int)it.get_local_id(0), SHT_RING_GROUP, ring_table,
+                           ring_phi0, ring_weight, nrings, mmax, map, g, work);
 }

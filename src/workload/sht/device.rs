@@ -80,34 +80,53 @@ impl PairTables {
 /// Work-items per ring in the ring stage (SHT_RING_GROUP).
 pub const RING_GROUP: usize = 128;
 
+/// The largest work area of one ring-stage launch. NVIDIA's OpenCL failed kernels on buffers above 2 GiB
+/// (UNKNOWN_ERROR at planck with a 4 GiB area, and with a 2.15 GB scratch before), so the rings go in batches
+/// whose areas fit this, one launch each, all reusing one buffer.
+pub const RING_BATCH_BYTES: u64 = 1 << 30;
+
 /// The grid's rings as the ring-stage kernels read them, with each ring's FFT work area.
 pub struct RingTables {
-    /// Per ring: first pixel, nφ, work offset (complex values; four regions of W each), W.
+    /// Per ring: first pixel, nφ, work offset (complex values from its batch's start; four regions of W
+    /// each), W.
     pub table: Vec<i32>,
     pub phi0: Vec<f64>,
     pub weight: Vec<f64>,
-    /// Doubles in the work area of every ring.
+    /// Consecutive ring ranges [r0, r1), one launch each.
+    pub batches: Vec<(usize, usize)>,
+    /// Doubles in the largest batch's work area (the buffer's length).
     pub work_len: usize,
 }
 
 impl RingTables {
-    /// None when an index does not fit the kernels' 32-bit ints (the host ring stage then runs).
-    pub fn of(grid: &RingGrid) -> Option<RingTables> {
+    /// Batches of at most `batch_bytes` of work area (a ring larger than that is a batch of its own). None
+    /// when an index does not fit the kernels' 32-bit ints (the host ring stage then runs).
+    pub fn of(grid: &RingGrid, batch_bytes: u64) -> Option<RingTables> {
         let mut table = Vec::with_capacity(4 * grid.rings.len());
-        let mut offset = 0usize;
-        for ring in &grid.rings {
+        let mut batches = Vec::new();
+        let (mut start, mut offset, mut largest) = (0usize, 0usize, 0usize);
+        for (r, ring) in grid.rings.iter().enumerate() {
             let w = fft_work_length(ring.nphi);
+            if offset > 0 && 16 * (offset + 4 * w) as u64 > batch_bytes {
+                batches.push((start, r));
+                (start, offset) = (r, 0);
+            }
             for v in [ring.offset, ring.nphi, offset, w] {
                 table.push(i32::try_from(v).ok()?);
             }
             offset += 4 * w;
+            largest = largest.max(offset);
         }
-        i32::try_from(offset).ok()?;
+        if start < grid.rings.len() {
+            batches.push((start, grid.rings.len()));
+        }
+        i32::try_from(largest).ok()?;
         Some(RingTables {
             table,
             phi0: grid.rings.iter().map(|r| r.phi0).collect(),
             weight: grid.rings.iter().map(|r| r.weight).collect(),
-            work_len: 2 * offset,
+            batches,
+            work_len: 2 * largest,
         })
     }
 }
@@ -322,17 +341,26 @@ impl<'a> DeviceSht<'a> {
             dev,
             grid,
             pairs: PairTables::of(grid)?,
-            rings: RingTables::of(grid),
+            rings: RingTables::of(grid, RING_BATCH_BYTES),
             opts: *opts,
             memory_cap: None,
             timing: Timing::default(),
         })
     }
 
-    /// Uses at most `cap` bytes of device memory (tiles into more bands of m).
+    /// Uses at most `cap` bytes of device memory (tiles into more bands of m, and the ring stage into
+    /// batches of rings whose work area is at most an eighth of it).
     pub fn with_memory_cap(mut self, cap: Option<u64>) -> Self {
         self.memory_cap = cap;
+        if let Some(cap) = cap {
+            self.rings = RingTables::of(self.grid, RING_BATCH_BYTES.min(cap / 8));
+        }
         self
+    }
+
+    /// Launches of each ring-stage kernel per transform (batches of rings), when the ring stage runs here.
+    pub fn ring_batches(&self) -> Option<usize> {
+        self.rings.as_ref().map(|r| r.batches.len())
     }
 
     fn budget(&self) -> DeviceBudget {
@@ -493,19 +521,22 @@ impl<'a> DeviceSht<'a> {
             .collect();
         let mut steps = vec![self.legendre_launch(stage, lmax, (0, mmax + 1), &legendre)];
         for (&delta, &map) in deltas.iter().zip(&maps) {
-            steps.push(ring_launch(
-                "sht_ring_synthesis_f64",
-                nrings,
-                vec![
-                    StepArg::Buffer(table),
-                    StepArg::Buffer(phi0),
-                    StepArg::I32(nrings as i32),
-                    StepArg::I32(mmax as i32),
-                    StepArg::Buffer(delta),
-                    StepArg::Buffer(map),
-                    StepArg::Buffer(work),
-                ],
-            ));
+            steps.extend(rings.batches.iter().map(|&batch| {
+                ring_launch(
+                    "sht_ring_synthesis_f64",
+                    batch,
+                    vec![
+                        StepArg::Buffer(table),
+                        StepArg::Buffer(phi0),
+                        StepArg::I32(batch.0 as i32),
+                        StepArg::I32(nrings as i32),
+                        StepArg::I32(mmax as i32),
+                        StepArg::Buffer(delta),
+                        StepArg::Buffer(map),
+                        StepArg::Buffer(work),
+                    ],
+                )
+            }));
         }
         let Some(run) = self.run_fused(buffers, steps)? else {
             return Ok(None);
@@ -561,21 +592,24 @@ impl<'a> DeviceSht<'a> {
         let mut steps: Vec<Step> = pixels
             .iter()
             .zip(&phases)
-            .map(|(&map, &g)| {
-                ring_launch(
-                    "sht_ring_analysis_f64",
-                    nrings,
-                    vec![
-                        StepArg::Buffer(table),
-                        StepArg::Buffer(phi0),
-                        StepArg::Buffer(weight),
-                        StepArg::I32(nrings as i32),
-                        StepArg::I32(mmax as i32),
-                        StepArg::Buffer(map),
-                        StepArg::Buffer(g),
-                        StepArg::Buffer(work),
-                    ],
-                )
+            .flat_map(|(&map, &g)| {
+                rings.batches.iter().map(move |&batch| {
+                    ring_launch(
+                        "sht_ring_analysis_f64",
+                        batch,
+                        vec![
+                            StepArg::Buffer(table),
+                            StepArg::Buffer(phi0),
+                            StepArg::Buffer(weight),
+                            StepArg::I32(batch.0 as i32),
+                            StepArg::I32(nrings as i32),
+                            StepArg::I32(mmax as i32),
+                            StepArg::Buffer(map),
+                            StepArg::Buffer(g),
+                            StepArg::Buffer(work),
+                        ],
+                    )
+                })
             })
             .collect();
         steps.push(self.legendre_launch(stage, lmax, (0, mmax + 1), &legendre));
@@ -863,12 +897,12 @@ fn ring_buffers<'b>(
     )
 }
 
-/// One ring-stage kernel over every ring, a work-group each.
-fn ring_launch(kernel: &str, nrings: usize, args: Vec<StepArg>) -> Step {
+/// One ring-stage kernel over the rings [r0, r1), a work-group each.
+fn ring_launch(kernel: &str, (r0, r1): (usize, usize), args: Vec<StepArg>) -> Step {
     Step::Launch(Launch {
         kernel: kernel.into(),
         args,
-        global: nrings * RING_GROUP,
+        global: (r1 - r0) * RING_GROUP,
         local: Local::Exact(RING_GROUP),
     })
 }
@@ -954,6 +988,26 @@ mod tests {
         assert_eq!(fft_radices(8192), vec![4, 4, 4, 4, 4, 4, 2]);
         assert_eq!(fft_work_length(4 * 2039), 16384);
         assert_eq!(fft_work_length(4 * 3 * 5 * 7), 4 * 3 * 5 * 7);
+    }
+
+    #[test]
+    fn ring_batches_cover_every_ring_within_the_cap() {
+        let grid = RingGrid::healpix(64).unwrap();
+        let cap = 1 << 20;
+        let t = RingTables::of(&grid, cap).unwrap();
+        assert!(t.batches.len() > 2, "{:?}", t.batches);
+        let mut next = 0;
+        for &(r0, r1) in &t.batches {
+            assert_eq!(r0, next);
+            // Offsets restart at each batch; each batch's area is within the cap and the buffer.
+            assert_eq!(t.table[4 * r0 + 2], 0);
+            let end = (4 * (r1 - 1)..).step_by(4).next().unwrap();
+            let area = t.table[end + 2] as usize + 4 * t.table[end + 3] as usize;
+            assert!(16 * area as u64 <= cap && 2 * area <= t.work_len);
+            next = r1;
+        }
+        assert_eq!(next, grid.rings.len());
+        assert_eq!(RingTables::of(&grid, u64::MAX).unwrap().batches.len(), 1);
     }
 
     #[test]
