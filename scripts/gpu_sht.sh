@@ -40,6 +40,7 @@ for line in open(sys.argv[1]):
         print("   step", s["name"], s["median_s"], "regs", sres.get("regs_per_thread"), "occ", sres.get("occupancy"))
 PY
 # The device tool returns at most 8 files: everything but the machine's description goes in one archive.
-tar czf "$out/sht-gpu.tgz" -C "$out" --exclude sht-gpu.tgz --exclude machine.txt --exclude devices.txt . &&
-  find "$out" -mindepth 1 ! -name sht-gpu.tgz ! -name machine.txt ! -name devices.txt -delete
+archive=$(mktemp --suffix .tgz)
+tar czf "$archive" -C "$out" --exclude machine.txt --exclude devices.txt . &&
+  find "$out" -mindepth 1 ! -name machine.txt ! -name devices.txt -delete && mv "$archive" "$out/sht-gpu.tgz"
 exit $status
