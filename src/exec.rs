@@ -56,6 +56,15 @@ impl RunOptions {
             repeats: 1,
         }
     }
+
+    /// Each job run exactly once (its verification run is its timed run): a stage inside a larger computation
+    /// timed by the caller's clock, such as a process of a distributed transform.
+    pub fn single_shot() -> Self {
+        RunOptions {
+            warmup: 0,
+            repeats: 0,
+        }
+    }
 }
 
 /// The device memory a plan may use: the largest single buffer and all buffers together, bytes.

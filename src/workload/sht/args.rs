@@ -258,6 +258,10 @@ pub struct ShtMpiArgs {
     /// Threads per process (default: the node's cores shared among the processes on it).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// What every process runs its stages on: `cpu`, a device model (`cuda`, `opencl`, `sycl`: the process
+    /// with node-local rank r takes that model's device r mod count, one GPU per rank), or one device id.
+    #[arg(long, default_value = "cpu")]
+    pub backend: String,
     /// JSON Lines file rank 0 appends its record to.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -295,9 +299,45 @@ mod mpi_run {
     use super::super::distributed::{Process, StageTimes};
     use super::super::{rel_l2, relative_errors};
     use super::{ShtMpiArgs, ShtProblem, Transform, TransformArg, TOL_DISTRIBUTED_REL};
-    use crate::backend::median;
+    use crate::backend::{
+        discover, median, Accelerator, Choice, Discovery, Model, Selector, Target,
+    };
     use crate::workload::Workload;
     use mpi::traits::*;
+
+    /// The device of the process with node-local rank `local_rank` for `--backend` (None: the cpu model).
+    fn rank_device<'d>(
+        d: &'d Discovery,
+        backend: &str,
+        local_rank: usize,
+    ) -> Result<Option<&'d dyn Accelerator>, String> {
+        let sel: Selector = backend.parse()?;
+        if sel.model == Model::Cpu {
+            return Ok(None);
+        }
+        let mut found = Vec::new();
+        for choice in d.select(&[sel]) {
+            match choice {
+                Choice::Run(Target::Device(dev)) => found.push(dev.as_ref()),
+                Choice::Run(Target::Cpu(_)) => {}
+                Choice::Absent(a) => {
+                    return Err(format!("{}: {}: {}", a.id, a.why.status(), a.reason))
+                }
+            }
+        }
+        if found.is_empty() {
+            return Err(format!(
+                "no device for --backend {backend} (see `astroport devices`)"
+            ));
+        }
+        Ok(Some(found[local_rank % found.len()]))
+    }
+
+    /// Prints why and ends every process of the job (exit status 2).
+    fn abort(world: &mpi::topology::SimpleCommunicator, why: &str) -> ! {
+        eprintln!("sht-mpi: {why}");
+        world.abort(2)
+    }
 
     pub fn run(args: &ShtMpiArgs) -> Result<i32, String> {
         let universe = mpi::initialize().ok_or("MPI is already initialised in this process")?;
@@ -323,7 +363,20 @@ mod mpi_run {
             };
             // Every process builds the same preset (fixed seed): no input needs sending.
             let problem = ShtProblem::preset(&args.preset, transform)?;
-            let p = Process::new(&world, &problem.grid, problem.lmax, problem.mmax);
+            let discovery = discover();
+            let local_rank = std::env::var("OMPI_COMM_WORLD_LOCAL_RANK")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(rank as usize);
+            let device = match rank_device(&discovery, &args.backend, local_rank) {
+                Ok(d) => d,
+                Err(e) => abort(&world, &format!("rank {rank}: {e}")),
+            };
+            let device_id = device.map_or("cpu".to_string(), |d| d.id());
+            let mut p = Process::new(&world, &problem.grid, problem.lmax, problem.mmax);
+            if let Some(dev) = device {
+                p = p.on_device(dev);
+            }
             let own_alm = p.own_alm(&problem.alm_in);
             // alm2map problems carry no input map.
             let own_pixels = match transform {
@@ -335,13 +388,18 @@ mod mpi_run {
             for i in 0..args.warmup + args.repeats {
                 world.barrier();
                 let mut t = StageTimes::default();
+                // A process that fails cannot leave the others waiting in a collective: it aborts them all.
                 let flat = match transform {
                     Transform::Alm2Map => {
-                        let pixels = p.alm2map(&own_alm, &mut t);
+                        let pixels = p
+                            .alm2map(&own_alm, &mut t)
+                            .unwrap_or_else(|e| abort(&world, &format!("rank {rank}: {e}")));
                         p.gather_map(&pixels)
                     }
                     Transform::Map2Alm { iter } => {
-                        let coeffs = p.map2alm(&own_pixels, iter, &mut t);
+                        let coeffs = p
+                            .map2alm(&own_pixels, iter, &mut t)
+                            .unwrap_or_else(|e| abort(&world, &format!("rank {rank}: {e}")));
                         p.gather_alm(&coeffs).map(|a| a.to_flat())
                     }
                 };
@@ -368,6 +426,8 @@ mod mpi_run {
                 "grid": problem.grid.describe(),
                 "lmax": problem.lmax,
                 "ranks": size,
+                "backend": args.backend,
+                "rank0_device": device_id,
                 "threads_per_rank": threads,
                 "repeats": args.repeats,
                 "warmup": args.warmup,

@@ -177,28 +177,28 @@ fn fits(budget: DeviceBudget, sizes: &[u64]) -> bool {
     sizes.iter().all(|&b| b <= budget.max_alloc) && sizes.iter().sum::<u64>() <= budget.mem / 2
 }
 
-/// Consecutive bands [m0, m1) covering 0..=mmax whose buffers fit the budget: each buffer at most the largest
+/// Consecutive bands [m0, m1) covering [first, end) whose buffers fit the budget: each buffer at most the largest
 /// allocation, all of them together within half the device's memory. `sizes(m0, m1)` lists a band's buffers
 /// in bytes. A single m that does not fit is still a band of its own (the run then fails with the device's
 /// own allocation error, named).
 fn m_bands(
-    mmax: usize,
+    (first, end): (usize, usize),
     budget: DeviceBudget,
     sizes: impl Fn(usize, usize) -> Vec<u64>,
 ) -> Vec<(usize, usize)> {
     let fits = |m0: usize, m1: usize| fits(budget, &sizes(m0, m1));
     let mut bands = Vec::new();
-    let mut m0 = 0;
-    while m0 <= mmax {
+    let mut m0 = first;
+    while m0 < end {
         // The largest m1 that fits, by doubling then bisection (sizes grow with m1).
-        let (mut lo, mut hi) = (m0 + 1, mmax + 1);
+        let (mut lo, mut hi) = (m0 + 1, end);
         if !fits(m0, hi) {
             let mut step = 1;
-            while lo + step <= mmax + 1 && fits(m0, lo + step) {
+            while lo + step <= end && fits(m0, lo + step) {
                 lo += step;
                 step *= 2;
             }
-            hi = (lo + step).min(mmax + 1);
+            hi = (lo + step).min(end);
             while hi - lo > 1 {
                 let mid = (lo + hi) / 2;
                 if fits(m0, mid) {
@@ -506,50 +506,22 @@ impl<'a> DeviceSht<'a> {
             .map(|_| add(&mut buffers, scratch_f64(2 * (mmax + 1) * nrings)))
             .collect();
         legendre.extend(&deltas);
-        let (table, phi0, _, work) = ring_buffers(&mut buffers, rings);
+        let ring_buffers = RingBuffers::add(&mut buffers, rings);
         let maps: Vec<usize> = flats
             .iter()
-            .map(|_| {
-                add(
-                    &mut buffers,
-                    BufferSpec::Output {
-                        dtype: DType::F64,
-                        len: self.grid.npix,
-                    },
-                )
-            })
+            .map(|_| add(&mut buffers, output_f64(self.grid.npix)))
             .collect();
         let mut steps = vec![self.legendre_launch(stage, lmax, (0, mmax + 1), &legendre)];
         for (&delta, &map) in deltas.iter().zip(&maps) {
-            steps.extend(rings.batches.iter().map(|&batch| {
-                ring_launch(
-                    "sht_ring_synthesis_f64",
-                    batch,
-                    vec![
-                        StepArg::Buffer(table),
-                        StepArg::Buffer(phi0),
-                        StepArg::I32(batch.0 as i32),
-                        StepArg::I32(nrings as i32),
-                        StepArg::I32(mmax as i32),
-                        StepArg::Buffer(delta),
-                        StepArg::Buffer(map),
-                        StepArg::Buffer(work),
-                    ],
-                )
-            }));
+            steps.extend(ring_buffers.synthesis(rings, mmax, delta, map));
         }
         let Some(run) = self.run_fused(buffers, steps)? else {
             return Ok(None);
         };
-        let outputs = self.fused_outputs(run, stage)?;
+        let outputs = self.fused_outputs(run, stage.fields(), stage.kernel())?;
         outputs
             .into_iter()
-            .map(|o| match o {
-                HostVec::F64(v) => Ok(v),
-                _ => Err(RunError::Failed(
-                    "the sht job returned no float64 map".into(),
-                )),
-            })
+            .map(f64_output)
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
     }
@@ -573,50 +545,27 @@ impl<'a> DeviceSht<'a> {
             .iter()
             .map(|m| add(&mut buffers, input_f64(m)))
             .collect();
-        let (table, phi0, weight, work) = ring_buffers(&mut buffers, rings);
+        let ring_buffers = RingBuffers::add(&mut buffers, rings);
         let phases: Vec<usize> = maps
             .iter()
             .map(|_| add(&mut buffers, scratch_f64(2 * (mmax + 1) * nrings)))
             .collect();
         legendre.extend(&phases);
         let ncoeffs = Alm::len_for(lmax, mmax);
-        legendre.extend(maps.iter().map(|_| {
-            add(
-                &mut buffers,
-                BufferSpec::Output {
-                    dtype: DType::F64,
-                    len: 2 * ncoeffs,
-                },
-            )
-        }));
+        legendre.extend(
+            maps.iter()
+                .map(|_| add(&mut buffers, output_f64(2 * ncoeffs))),
+        );
         let mut steps: Vec<Step> = pixels
             .iter()
             .zip(&phases)
-            .flat_map(|(&map, &g)| {
-                rings.batches.iter().map(move |&batch| {
-                    ring_launch(
-                        "sht_ring_analysis_f64",
-                        batch,
-                        vec![
-                            StepArg::Buffer(table),
-                            StepArg::Buffer(phi0),
-                            StepArg::Buffer(weight),
-                            StepArg::I32(batch.0 as i32),
-                            StepArg::I32(nrings as i32),
-                            StepArg::I32(mmax as i32),
-                            StepArg::Buffer(map),
-                            StepArg::Buffer(g),
-                            StepArg::Buffer(work),
-                        ],
-                    )
-                })
-            })
+            .flat_map(|(&map, &g)| ring_buffers.analysis(rings, mmax, map, g))
             .collect();
         steps.push(self.legendre_launch(stage, lmax, (0, mmax + 1), &legendre));
         let Some(run) = self.run_fused(buffers, steps)? else {
             return Ok(None);
         };
-        let outputs = self.fused_outputs(run, stage)?;
+        let outputs = self.fused_outputs(run, stage.fields(), stage.kernel())?;
         outputs
             .into_iter()
             .map(|o| {
@@ -700,18 +649,144 @@ impl<'a> DeviceSht<'a> {
         )?))
     }
 
-    /// A fused run's outputs (one per field); its times go to the row.
-    fn fused_outputs(&mut self, mut run: PlanRun, stage: Stage) -> Result<Vec<HostVec>, RunError> {
+    /// A single job's outputs (`expected` of them); its times go to the row, with `main_kernel`'s resources.
+    fn fused_outputs(
+        &mut self,
+        mut run: PlanRun,
+        expected: usize,
+        main_kernel: &str,
+    ) -> Result<Vec<HostVec>, RunError> {
         let outputs = run.outputs.pop().unwrap_or_default();
-        self.timing.add_plan(run, stage.kernel());
-        if outputs.len() != stage.fields() {
+        self.timing.add_plan(run, main_kernel);
+        if outputs.len() != expected {
             return Err(RunError::Failed(format!(
-                "the sht job returned {} outputs, {} expected",
+                "the sht job returned {} outputs, {expected} expected",
                 outputs.len(),
-                stage.fields()
             )));
         }
         Ok(outputs)
+    }
+
+    /// The ring stage alone, for a process of a distributed transform: each ring's pixels from Δ (m-major,
+    /// every m ≤ mmax, as [`Self::synthesis_band`] gives them). On the host when the work area does not fit.
+    pub fn rings_from_delta(
+        &mut self,
+        delta: &[Complex64],
+        mmax: usize,
+    ) -> Result<Vec<f64>, RunError> {
+        let nrings = self.pairs.nrings;
+        if delta.len() != (mmax + 1) * nrings {
+            return Err(RunError::Failed(format!(
+                "Δ has {} values, mmax {mmax} and {nrings} rings need {}",
+                delta.len(),
+                (mmax + 1) * nrings
+            )));
+        }
+        let flat: Vec<f64> = delta.iter().flat_map(|c| [c.re, c.im]).collect();
+        if let Some(rings) = &self.rings {
+            let mut buffers = Vec::new();
+            let input = add(&mut buffers, input_f64(&flat));
+            let ring_buffers = RingBuffers::add(&mut buffers, rings);
+            let map = add(&mut buffers, output_f64(self.grid.npix));
+            let steps = ring_buffers.synthesis(rings, mmax, input, map);
+            if let Some(run) = self.run_fused(buffers, steps)? {
+                let out = self.fused_outputs(run, 1, "sht_ring_synthesis_f64")?;
+                return f64_output(out.into_iter().next().expect("one output"));
+            }
+        }
+        let (map, t) = time_host(&self.opts, "host clock", || {
+            Ok(rings_from_delta(self.grid, mmax, delta))
+        })?;
+        self.timing.add_host(RING_STAGE, t);
+        Ok(map)
+    }
+
+    /// The ring stage of analysis alone: G_m(ring) m-major (m ≤ mmax) from the pixels, weights applied.
+    pub fn rings_to_phases(
+        &mut self,
+        map: &[f64],
+        mmax: usize,
+    ) -> Result<Vec<Complex64>, RunError> {
+        if map.len() != self.grid.npix {
+            return Err(RunError::Failed(format!(
+                "{} pixels, the grid has {}",
+                map.len(),
+                self.grid.npix
+            )));
+        }
+        let nrings = self.pairs.nrings;
+        if let Some(rings) = &self.rings {
+            let mut buffers = Vec::new();
+            let pixels = add(&mut buffers, input_f64(map));
+            let ring_buffers = RingBuffers::add(&mut buffers, rings);
+            let g = add(&mut buffers, output_f64(2 * (mmax + 1) * nrings));
+            let steps = ring_buffers.analysis(rings, mmax, pixels, g);
+            if let Some(run) = self.run_fused(buffers, steps)? {
+                let out = self.fused_outputs(run, 1, "sht_ring_analysis_f64")?;
+                return complex_output(out.into_iter().next().expect("one output"));
+            }
+        }
+        let (g, t) = time_host(&self.opts, "host clock", || {
+            let ring_major = rings_to_phases(self.grid, map, mmax);
+            Ok(m_major(&ring_major, nrings, mmax + 1))
+        })?;
+        self.timing.add_host(RING_STAGE, t);
+        Ok(g.chunks_exact(2)
+            .map(|c| Complex64::new(c[0], c[1]))
+            .collect())
+    }
+
+    /// The Legendre synthesis of the m in [m0, m1) alone, for a process of a distributed transform: Δ_m(ring)
+    /// m-major over every ring of the grid, from those m's coefficients (m-major, l = m..=lmax each).
+    pub fn synthesis_band(
+        &mut self,
+        coeffs: &[Complex64],
+        lmax: usize,
+        (m0, m1): (usize, usize),
+    ) -> Result<Vec<Complex64>, RunError> {
+        let (c0, c1) = band_coefficients(lmax, m0, m1);
+        if coeffs.len() != c1 - c0 || m1 > lmax + 1 {
+            return Err(RunError::Failed(format!(
+                "{} coefficients for m in [{m0}, {m1}) at lmax {lmax}, which has {}",
+                coeffs.len(),
+                c1 - c0
+            )));
+        }
+        let flat: Vec<f64> = coeffs.iter().flat_map(|c| [c.re, c.im]).collect();
+        let nrings = self.pairs.nrings;
+        let mut out = self.legendre_stage(Stage::Synthesis, lmax, (m0, m1), |b0, b1| {
+            let (d0, d1) = band_coefficients(lmax, b0, b1);
+            (
+                vec![&flat[2 * (d0 - c0)..2 * (d1 - c0)]],
+                (b1 - b0) * nrings,
+            )
+        })?;
+        Ok(out.remove(0))
+    }
+
+    /// The Legendre analysis of the m in [m0, m1) alone: their coefficients (m-major, l = m..=lmax each) from
+    /// G of those m (m-major over every ring of the grid, weights applied).
+    pub fn analysis_band(
+        &mut self,
+        g: &[Complex64],
+        lmax: usize,
+        (m0, m1): (usize, usize),
+    ) -> Result<Vec<Complex64>, RunError> {
+        let nrings = self.pairs.nrings;
+        if g.len() != (m1 - m0) * nrings || m1 > lmax + 1 {
+            return Err(RunError::Failed(format!(
+                "G has {} values, m in [{m0}, {m1}) over {nrings} rings needs {}",
+                g.len(),
+                (m1 - m0) * nrings
+            )));
+        }
+        let flat: Vec<f64> = g.iter().flat_map(|c| [c.re, c.im]).collect();
+        let mut out = self.legendre_stage(Stage::Analysis, lmax, (m0, m1), |b0, b1| {
+            let (d0, d1) = band_coefficients(lmax, b0, b1);
+            let rows = &flat[2 * (b0 - m0) * nrings..2 * (b1 - m0) * nrings];
+            (vec![rows], d1 - d0)
+        })?;
+        Ok(out.remove(0))
     }
 
     /// Δ_m(ring) of every m and ring, m-major, from the device: one per field (T; or E, B giving Q, U).
@@ -719,7 +794,7 @@ impl<'a> DeviceSht<'a> {
         let (lmax, mmax, nrings) = (fields[0].lmax, fields[0].mmax, self.pairs.nrings);
         let flats: Vec<Vec<f64>> = fields.iter().map(|a| a.to_flat()).collect();
         let stage = Stage::synthesis(fields.len());
-        self.legendre_stage(stage, lmax, mmax, |m0, m1| {
+        self.legendre_stage(stage, lmax, (0, mmax + 1), |m0, m1| {
             let (c0, c1) = band_coefficients(lmax, m0, m1);
             let inputs = flats.iter().map(|f| &f[2 * c0..2 * c1]).collect();
             (inputs, (m1 - m0) * nrings)
@@ -736,7 +811,7 @@ impl<'a> DeviceSht<'a> {
     ) -> Result<Vec<Alm>, RunError> {
         let nrings = self.pairs.nrings;
         let stage = Stage::analysis(mmajor.len());
-        let coeffs = self.legendre_stage(stage, lmax, mmax, |m0, m1| {
+        let coeffs = self.legendre_stage(stage, lmax, (0, mmax + 1), |m0, m1| {
             let (c0, c1) = band_coefficients(lmax, m0, m1);
             let inputs = mmajor
                 .iter()
@@ -765,11 +840,11 @@ impl<'a> DeviceSht<'a> {
         &mut self,
         stage: Stage,
         lmax: usize,
-        mmax: usize,
+        (lo, hi): (usize, usize),
         band: impl Fn(usize, usize) -> (Vec<&'i [f64]>, usize),
     ) -> Result<Vec<Vec<Complex64>>, RunError> {
-        let cmm = start_factors(mmax);
-        let bands = m_bands(mmax, self.budget(), |m0, m1| {
+        let cmm = start_factors(hi.max(1) - 1);
+        let bands = m_bands((lo, hi), self.budget(), |m0, m1| {
             let (inputs, out_len) = band(m0, m1);
             let mut sizes: Vec<u64> = inputs.iter().map(|i| 8 * i.len() as u64).collect();
             sizes.extend(inputs.iter().map(|_| 16 * out_len as u64));
@@ -884,17 +959,75 @@ fn scratch_f64(len: usize) -> BufferSpec<'static> {
     }
 }
 
-/// The ring stage's tables and work area as buffers: (table, φ0, weight, work).
-fn ring_buffers<'b>(
-    buffers: &mut Vec<BufferSpec<'b>>,
-    rings: &'b RingTables,
-) -> (usize, usize, usize, usize) {
-    (
-        add(buffers, BufferSpec::Input(HostSlice::I32(&rings.table))),
-        add(buffers, input_f64(&rings.phi0)),
-        add(buffers, input_f64(&rings.weight)),
-        add(buffers, scratch_f64(rings.work_len)),
-    )
+/// The ring stage's buffers in a job: tables, φ0, weights, work area.
+#[derive(Clone, Copy)]
+struct RingBuffers {
+    table: usize,
+    phi0: usize,
+    weight: usize,
+    work: usize,
+}
+
+impl RingBuffers {
+    fn add<'b>(buffers: &mut Vec<BufferSpec<'b>>, rings: &'b RingTables) -> RingBuffers {
+        RingBuffers {
+            table: add(buffers, BufferSpec::Input(HostSlice::I32(&rings.table))),
+            phi0: add(buffers, input_f64(&rings.phi0)),
+            weight: add(buffers, input_f64(&rings.weight)),
+            work: add(buffers, scratch_f64(rings.work_len)),
+        }
+    }
+
+    /// One field's ring synthesis, Δ (buffer `delta`, m-major) → pixels (buffer `map`): a launch per batch.
+    fn synthesis(self, rings: &RingTables, mmax: usize, delta: usize, map: usize) -> Vec<Step> {
+        let nrings = rings.phi0.len();
+        rings
+            .batches
+            .iter()
+            .map(|&batch| {
+                ring_launch(
+                    "sht_ring_synthesis_f64",
+                    batch,
+                    vec![
+                        StepArg::Buffer(self.table),
+                        StepArg::Buffer(self.phi0),
+                        StepArg::I32(batch.0 as i32),
+                        StepArg::I32(nrings as i32),
+                        StepArg::I32(mmax as i32),
+                        StepArg::Buffer(delta),
+                        StepArg::Buffer(map),
+                        StepArg::Buffer(self.work),
+                    ],
+                )
+            })
+            .collect()
+    }
+
+    /// One field's ring analysis, pixels (buffer `map`) → G (buffer `g`, m-major): a launch per batch.
+    fn analysis(self, rings: &RingTables, mmax: usize, map: usize, g: usize) -> Vec<Step> {
+        let nrings = rings.phi0.len();
+        rings
+            .batches
+            .iter()
+            .map(|&batch| {
+                ring_launch(
+                    "sht_ring_analysis_f64",
+                    batch,
+                    vec![
+                        StepArg::Buffer(self.table),
+                        StepArg::Buffer(self.phi0),
+                        StepArg::Buffer(self.weight),
+                        StepArg::I32(batch.0 as i32),
+                        StepArg::I32(nrings as i32),
+                        StepArg::I32(mmax as i32),
+                        StepArg::Buffer(map),
+                        StepArg::Buffer(g),
+                        StepArg::Buffer(self.work),
+                    ],
+                )
+            })
+            .collect()
+    }
 }
 
 /// One ring-stage kernel over the rings [r0, r1), a work-group each.
@@ -905,6 +1038,23 @@ fn ring_launch(kernel: &str, (r0, r1): (usize, usize), args: Vec<StepArg>) -> St
         global: (r1 - r0) * RING_GROUP,
         local: Local::Exact(RING_GROUP),
     })
+}
+
+fn output_f64(len: usize) -> BufferSpec<'static> {
+    BufferSpec::Output {
+        dtype: DType::F64,
+        len,
+    }
+}
+
+/// A job's float64 output.
+fn f64_output(out: HostVec) -> Result<Vec<f64>, RunError> {
+    match out {
+        HostVec::F64(v) => Ok(v),
+        _ => Err(RunError::Failed(
+            "the sht job returned no float64 output".into(),
+        )),
+    }
 }
 
 /// Ring-major phases (`nm` per ring) as m-major f64 pairs: each band of m is then one contiguous slice, and a
@@ -950,7 +1100,7 @@ mod tests {
             let (c0, c1) = band_coefficients(lmax, m0, m1);
             vec![16 * ((m1 - m0) * nrings) as u64, 16 * (c1 - c0) as u64]
         };
-        let bands = m_bands(mmax, budget, sizes);
+        let bands = m_bands((0, mmax + 1), budget, sizes);
         assert!(bands.len() > 1, "{bands:?}");
         let mut next = 0;
         for &(m0, m1) in &bands {
@@ -962,7 +1112,7 @@ mod tests {
         assert_eq!(next, mmax + 1);
         // A budget that holds everything gives one band.
         let all = m_bands(
-            mmax,
+            (0, mmax + 1),
             DeviceBudget {
                 max_alloc: u64::MAX,
                 mem: u64::MAX,

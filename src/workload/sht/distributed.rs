@@ -5,7 +5,8 @@
 //! the ring stage runs over the process's rings and every m.
 //!
 //! The layout and the packing are plain Rust; the exchange needs MPI (cargo feature `mpi`, the `mpi` crate
-//! over OpenMPI) and runs under `mpirun`: `astroport sht-mpi`.
+//! over OpenMPI) and runs under `mpirun`: `astroport sht-mpi`. Each process runs its two stages on its own
+//! backend: the `cpu` model, or one device ([`super::device::DeviceSht`]), e.g. one GPU per rank.
 
 use super::grid::RingGrid;
 
@@ -22,8 +23,11 @@ impl Layout {
     pub fn new(grid: &RingGrid, mmax: usize, nranks: usize) -> Layout {
         let nranks = nranks.max(1);
         let mut ms = vec![Vec::new(); nranks];
-        for k in 0..=mmax / 2 {
-            let owner = &mut ms[k % nranks];
+        // Pairs (k, mmax − k) hold equal Legendre work; each rank takes a contiguous block of them, so that its
+        // m form at most two contiguous runs (one device launch each).
+        let npairs = mmax / 2 + 1;
+        for k in 0..npairs {
+            let owner = &mut ms[k * nranks / npairs];
             owner.push(k);
             if mmax - k != k {
                 owner.push(mmax - k);
@@ -54,6 +58,18 @@ impl Layout {
     pub fn ranks(&self) -> usize {
         self.ms.len()
     }
+
+    /// A rank's m as contiguous runs [m0, m1), ascending.
+    pub fn m_runs(&self, rank: usize) -> Vec<(usize, usize)> {
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for &m in &self.ms[rank] {
+            match runs.last_mut() {
+                Some(last) if last.1 == m => last.1 = m + 1,
+                _ => runs.push((m, m + 1)),
+            }
+        }
+        runs
+    }
 }
 
 /// Seconds spent in each stage by one process (or the slowest process, after a reduction).
@@ -74,8 +90,11 @@ mod with_mpi {
     use super::super::cpu::{
         legendre_analysis_columns, legendre_synthesis_rows, rings_from_delta, rings_to_phases,
     };
+    use super::super::device::DeviceSht;
     use super::super::grid::RingGrid;
     use super::{Layout, StageTimes};
+    use crate::backend::Accelerator;
+    use crate::exec::RunOptions;
     use mpi::datatype::{Partition, PartitionMut};
     use mpi::traits::*;
     use mpi::Count;
@@ -92,6 +111,8 @@ mod with_mpi {
         pub own: RingGrid,
         pub lmax: usize,
         pub mmax: usize,
+        /// The device this process runs both stages on; None: the `cpu` model.
+        pub device: Option<&'a dyn Accelerator>,
     }
 
     /// The process's coefficients: blocks l = m..=lmax of its m, in its m order.
@@ -110,7 +131,27 @@ mod with_mpi {
                 own,
                 lmax,
                 mmax,
+                device: None,
             }
+        }
+
+        /// Runs both stages of this process on `device` (one GPU per rank, or any device).
+        pub fn on_device(mut self, device: &'a dyn Accelerator) -> Self {
+            self.device = Some(device);
+            self
+        }
+
+        /// A transform object on this process's device for `grid` (the whole grid for the Legendre stage,
+        /// its own rings for the ring stage).
+        fn device_sht<'g>(&self, grid: &'g RingGrid) -> Result<Option<DeviceSht<'g>>, String>
+        where
+            'a: 'g,
+        {
+            self.device
+                .map(|dev| {
+                    DeviceSht::new(dev, grid, &RunOptions::single_shot()).map_err(|e| e.to_string())
+                })
+                .transpose()
         }
 
         /// This process's share of full coefficients.
@@ -133,16 +174,38 @@ mod with_mpi {
         }
 
         /// Synthesis: the pixels of this process's rings from the coefficients of its m.
-        pub fn alm2map(&self, own_alm: &[Complex64], times: &mut StageTimes) -> Vec<f64> {
+        pub fn alm2map(
+            &self,
+            own_alm: &[Complex64],
+            times: &mut StageTimes,
+        ) -> Result<Vec<f64>, String> {
             let start = Instant::now();
             let ms = &self.layout.ms[self.rank];
-            let mut rows = Vec::with_capacity(ms.len());
-            let mut at = 0;
-            for &m in ms {
-                rows.push((m, &own_alm[at..at + self.lmax + 1 - m]));
-                at += self.lmax + 1 - m;
-            }
-            let delta = legendre_synthesis_rows(self.grid, self.lmax, &rows);
+            // Δ of my m (row order) at every ring, m-major.
+            let delta = match self.device_sht(self.grid)? {
+                None => {
+                    let mut rows = Vec::with_capacity(ms.len());
+                    let mut at = 0;
+                    for &m in ms {
+                        rows.push((m, &own_alm[at..at + self.lmax + 1 - m]));
+                        at += self.lmax + 1 - m;
+                    }
+                    legendre_synthesis_rows(self.grid, self.lmax, &rows)
+                }
+                Some(mut sht) => {
+                    let mut delta = Vec::new();
+                    let mut at = 0;
+                    for (m0, m1) in self.layout.m_runs(self.rank) {
+                        let n: usize = (m0..m1).map(|m| self.lmax + 1 - m).sum();
+                        delta.extend(
+                            sht.synthesis_band(&own_alm[at..at + n], self.lmax, (m0, m1))
+                                .map_err(|e| e.to_string())?,
+                        );
+                        at += n;
+                    }
+                    delta
+                }
+            };
             let t1 = Instant::now();
             // To rank q: Δ of my m (row order) at q's rings (ring order).
             let nr = self.grid.rings.len();
@@ -177,22 +240,46 @@ mod with_mpi {
                     }
                 }
             }
-            let pixels = rings_from_delta(&self.own, self.mmax, &local);
+            let pixels = match self.device_sht(&self.own)? {
+                None => rings_from_delta(&self.own, self.mmax, &local),
+                Some(mut sht) => sht
+                    .rings_from_delta(&local, self.mmax)
+                    .map_err(|e| e.to_string())?,
+            };
             let t3 = Instant::now();
             times.legendre_s += (t1 - start).as_secs_f64();
             times.all_to_all_s += (t2 - t1).as_secs_f64();
             times.rings_s += (t3 - t2).as_secs_f64();
             times.total_s += (t3 - start).as_secs_f64();
-            pixels
+            Ok(pixels)
         }
 
         /// Adjoint synthesis: the coefficients of this process's m from the pixels of its rings.
-        pub fn adjoint(&self, own_pixels: &[f64], times: &mut StageTimes) -> OwnAlm {
+        pub fn adjoint(
+            &self,
+            own_pixels: &[f64],
+            times: &mut StageTimes,
+        ) -> Result<OwnAlm, String> {
             let start = Instant::now();
-            let g = rings_to_phases(&self.own, own_pixels, self.mmax);
-            let t1 = Instant::now();
             let nm = self.mmax + 1;
             let mine = self.layout.rings[self.rank].len();
+            // G of my rings for every m: ring-major from the cpu model, m-major from a device.
+            let (g, m_major) = match self.device_sht(&self.own)? {
+                None => (rings_to_phases(&self.own, own_pixels, self.mmax), false),
+                Some(mut sht) => (
+                    sht.rings_to_phases(own_pixels, self.mmax)
+                        .map_err(|e| e.to_string())?,
+                    true,
+                ),
+            };
+            let phase = |j: usize, m: usize| {
+                if m_major {
+                    g[m * mine + j]
+                } else {
+                    g[j * nm + m]
+                }
+            };
+            let t1 = Instant::now();
             // To rank q: G at my rings (ring order) for q's m (m order).
             let send_counts: Vec<usize> =
                 self.layout.ms.iter().map(|m| 2 * m.len() * mine).collect();
@@ -200,7 +287,7 @@ mod with_mpi {
             for their_ms in &self.layout.ms {
                 for j in 0..mine {
                     for &m in their_ms {
-                        let v = g[j * nm + m];
+                        let v = phase(j, m);
                         send.extend([v.re, v.im]);
                     }
                 }
@@ -214,40 +301,69 @@ mod with_mpi {
                 .collect();
             let recv = self.exchange(&send, &send_counts, &recv_counts);
             let t2 = Instant::now();
-            // G for my m at every ring, ring-major with my m as columns.
+            // G for my m at every ring: ring-major with my m as columns for the cpu model, m-major (a row of
+            // every ring per m, so each run of m is one slice) for a device.
             let nr = self.grid.rings.len();
+            let device = self.device_sht(self.grid)?;
+            let at_index = |k: usize, col: usize| {
+                if device.is_some() {
+                    col * nr + k
+                } else {
+                    k * ms.len() + col
+                }
+            };
             let mut full = vec![Complex64::new(0.0, 0.0); nr * ms.len()];
             let mut at = 0;
             for rings in &self.layout.rings {
                 for &k in rings {
                     for col in 0..ms.len() {
-                        full[k * ms.len() + col] = Complex64::new(recv[at], recv[at + 1]);
+                        full[at_index(k, col)] = Complex64::new(recv[at], recv[at + 1]);
                         at += 2;
                     }
                 }
             }
-            let coeffs = legendre_analysis_columns(self.grid, &full, self.lmax, ms);
+            let coeffs = match device {
+                None => legendre_analysis_columns(self.grid, &full, self.lmax, ms),
+                Some(mut sht) => {
+                    let mut coeffs = Vec::new();
+                    let mut col = 0;
+                    for (m0, m1) in self.layout.m_runs(self.rank) {
+                        let rows = &full[col * nr..(col + m1 - m0) * nr];
+                        coeffs.extend(
+                            sht.analysis_band(rows, self.lmax, (m0, m1))
+                                .map_err(|e| e.to_string())?,
+                        );
+                        col += m1 - m0;
+                    }
+                    coeffs
+                }
+            };
             let t3 = Instant::now();
             times.rings_s += (t1 - start).as_secs_f64();
             times.all_to_all_s += (t2 - t1).as_secs_f64();
             times.legendre_s += (t3 - t2).as_secs_f64();
             times.total_s += (t3 - start).as_secs_f64();
-            coeffs
+            Ok(coeffs)
         }
 
         /// Analysis with `iter` Jacobi refinements, every step distributed.
-        pub fn map2alm(&self, own_pixels: &[f64], iter: usize, times: &mut StageTimes) -> OwnAlm {
-            let mut alm = self.adjoint(own_pixels, times);
+        pub fn map2alm(
+            &self,
+            own_pixels: &[f64],
+            iter: usize,
+            times: &mut StageTimes,
+        ) -> Result<OwnAlm, String> {
+            let mut alm = self.adjoint(own_pixels, times)?;
             for _ in 0..iter {
-                let model = self.alm2map(&alm, times);
+                let model = self.alm2map(&alm, times)?;
                 let residual: Vec<f64> =
                     own_pixels.iter().zip(&model).map(|(f, g)| f - g).collect();
-                let correction = self.adjoint(&residual, times);
+                let correction = self.adjoint(&residual, times)?;
                 for (a, c) in alm.iter_mut().zip(&correction) {
                     *a += c;
                 }
             }
-            alm
+            Ok(alm)
         }
 
         /// The full map on rank 0 (None elsewhere).
@@ -388,6 +504,20 @@ mod tests {
                     v.iter().all(|&x| (x as f64 - mean).abs() <= 0.1 * mean),
                     "{nranks} ranks: {v:?}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn each_rank_has_at_most_two_runs_of_m() {
+        let grid = RingGrid::healpix(8).unwrap();
+        for (mmax, nranks) in [(128usize, 3usize), (127, 2), (20, 7), (8, 9)] {
+            let l = Layout::new(&grid, mmax, nranks);
+            for rank in 0..nranks {
+                let runs = l.m_runs(rank);
+                assert!(runs.len() <= 2, "mmax {mmax}, rank {rank}: {runs:?}");
+                let from_runs: Vec<usize> = runs.iter().flat_map(|&(a, b)| a..b).collect();
+                assert_eq!(from_runs, l.ms[rank]);
             }
         }
     }
