@@ -56,6 +56,24 @@ ASTRO_FN int fft_passes(int n)
     return passes;
 }
 
+/* e^{sign 2πi k/span}, by sinpi/cospi: radix-2 and radix-4 passes compute their twiddles instead of reading
+ * the table, since the ring stage is bound by memory traffic and the table is a third of it. */
+ASTRO_FN void fft_unit(int k, int span, int sign, double *c, double *s)
+{
+    double sn, cs;
+    ASTRO_SINCOSPI((double)(2 * k) / (double)span, &sn, &cs);
+    *c = cs;
+    *s = sign * sn;
+}
+
+/* (re, im) · (c + i s). */
+ASTRO_FN void fft_mul(double c, double s, double *re, double *im)
+{
+    const double r = *re;
+    *re = r * c - *im * s;
+    *im = r * s + *im * c;
+}
+
 /* Stockham autosort over the n values at a, with b as partner and tw the table of n; the result is in b when
  * fft_passes(n) is odd, else in a. Pass by pass, with span ns (the product of the radices done) and radix p,
  * butterfly j < n/p reads src[j + r n/p], turns input r by w^{r k} (w = e^{sign 2πi/(ns p)}, k = j mod ns),
@@ -74,19 +92,26 @@ ASTRO_FN void fft_stockham(ASTRO_GLOBAL double *a, ASTRO_GLOBAL double *b, ASTRO
             const int k = j % ns, out = (j - k) * p + k;
             if (p == 2) {
                 double r0 = src[2 * j], i0 = src[2 * j + 1];
-                double r1 = src[2 * (j + m)], i1 = src[2 * (j + m) + 1];
-                fft_rotate(tw, k * step, sign, &r1, &i1);
+                double r1 = src[2 * (j + m)], i1 = src[2 * (j + m) + 1], c, sn;
+                fft_unit(k, span, sign, &c, &sn);
+                fft_mul(c, sn, &r1, &i1);
                 dst[2 * out] = r0 + r1;
                 dst[2 * out + 1] = i0 + i1;
                 dst[2 * (out + ns)] = r0 - r1;
                 dst[2 * (out + ns) + 1] = i0 - i1;
             } else if (p == 4) {
-                double re[4], im[4];
+                double re[4], im[4], c1, s1;
                 for (int r = 0; r < 4; r++) {
                     re[r] = src[2 * (j + r * m)];
                     im[r] = src[2 * (j + r * m) + 1];
-                    if (r > 0) fft_rotate(tw, r * k * step, sign, &re[r], &im[r]);
                 }
+                /* w^k, w^2k = (w^k)², w^3k = w^2k · w^k. */
+                fft_unit(k, span, sign, &c1, &s1);
+                const double c2 = c1 * c1 - s1 * s1, s2 = 2.0 * c1 * s1;
+                const double c3 = c2 * c1 - s2 * s1, s3 = c2 * s1 + s2 * c1;
+                fft_mul(c1, s1, &re[1], &im[1]);
+                fft_mul(c2, s2, &re[2], &im[2]);
+                fft_mul(c3, s3, &re[3], &im[3]);
                 /* 4-point DFT: ω = e^{sign 2πi/4} = sign·i. */
                 const double t0r = re[0] + re[2], t0i = im[0] + im[2];
                 const double t1r = re[0] - re[2], t1i = im[0] - im[2];
