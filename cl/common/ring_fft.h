@@ -4,7 +4,7 @@
  *
  * A sequence of n values owns a work area of four regions of W complex values each (W >= n, chosen by the host,
  * src/workload/sht/device.rs `fft_work_length`):
- *   W == n  mixed-radix Stockham (radix 4, then 2, then each odd prime factor as a direct DFT): regions 0 and 1
+ *   W == n  mixed-radix Stockham (radix 8, 4, 2, then each odd prime factor as a direct DFT): regions 0 and 1
  *           are the ping-pong pair, region 3 the table e^{-2πik/n};
  *   W >  n  Bluestein's chirp-z: W is a power of two >= 2n − 1 and the DFT is a circular convolution of length W
  *           through three power-of-two Stockham transforms, for lengths whose prime factors make the direct DFTs
@@ -18,9 +18,11 @@
 
 #if ASTRO_HAS_FP64
 
-/* The radix of the next pass for the remaining length: 4 and 2 first, then the smallest odd factor. */
+/* The radix of the next pass for the remaining length: 8, 4 and 2 first (fewer passes over memory), then the
+ * smallest odd factor. */
 ASTRO_FN int fft_next_radix(int rest)
 {
+    if (rest % 8 == 0) return 8;
     if (rest % 4 == 0) return 4;
     if (rest % 2 == 0) return 2;
     for (int d = 3; d * d <= rest; d += 2)
@@ -74,6 +76,47 @@ ASTRO_FN void fft_mul(double c, double s, double *re, double *im)
     *im = r * s + *im * c;
 }
 
+/* In-place 8-point DFT y_q = Σ_r v_r e^{sign 2πi rq/8}: two 4-point DFTs of the even and odd inputs, then
+ * one radix-2 step with the twiddles e^{sign 2πi q/8}. */
+ASTRO_FN void fft_dft8(double *re, double *im, int sign)
+{
+    const double h = 0.70710678118654752440; /* √½ */
+    double er[4], ei[4], orr[4], oi[4];
+    for (int part = 0; part < 2; part++) {
+        double *xr = part ? orr : er, *xi = part ? oi : ei;
+        const double a0r = re[part], a0i = im[part], a1r = re[part + 2], a1i = im[part + 2];
+        const double a2r = re[part + 4], a2i = im[part + 4], a3r = re[part + 6], a3i = im[part + 6];
+        const double t0r = a0r + a2r, t0i = a0i + a2i, t1r = a0r - a2r, t1i = a0i - a2i;
+        const double t2r = a1r + a3r, t2i = a1i + a3i;
+        const double t3r = -sign * (a1i - a3i), t3i = sign * (a1r - a3r);
+        xr[0] = t0r + t2r;
+        xi[0] = t0i + t2i;
+        xr[1] = t1r + t3r;
+        xi[1] = t1i + t3i;
+        xr[2] = t0r - t2r;
+        xi[2] = t0i - t2i;
+        xr[3] = t1r - t3r;
+        xi[3] = t1i - t3i;
+    }
+    /* Odd half turned by e^{sign 2πi q/8}, q = 0..3: 1, h(1 + sign i), sign i, h(−1 + sign i). */
+    const double w1r = h, w1i = sign * h, w3r = -h, w3i = sign * h;
+    double r1 = orr[1] * w1r - oi[1] * w1i, i1 = orr[1] * w1i + oi[1] * w1r;
+    double r2 = -sign * oi[2], i2 = sign * orr[2];
+    double r3 = orr[3] * w3r - oi[3] * w3i, i3 = orr[3] * w3i + oi[3] * w3r;
+    orr[1] = r1;
+    oi[1] = i1;
+    orr[2] = r2;
+    oi[2] = i2;
+    orr[3] = r3;
+    oi[3] = i3;
+    for (int q = 0; q < 4; q++) {
+        re[q] = er[q] + orr[q];
+        im[q] = ei[q] + oi[q];
+        re[q + 4] = er[q] - orr[q];
+        im[q + 4] = ei[q] - oi[q];
+    }
+}
+
 /* Stockham autosort over the n values at a, with b as partner and tw the table of n; the result is in b when
  * fft_passes(n) is odd, else in a. Pass by pass, with span ns (the product of the radices done) and radix p,
  * butterfly j < n/p reads src[j + r n/p], turns input r by w^{r k} (w = e^{sign 2πi/(ns p)}, k = j mod ns),
@@ -99,6 +142,22 @@ ASTRO_FN void fft_stockham(ASTRO_GLOBAL double *a, ASTRO_GLOBAL double *b, ASTRO
                 dst[2 * out + 1] = i0 + i1;
                 dst[2 * (out + ns)] = r0 - r1;
                 dst[2 * (out + ns) + 1] = i0 - i1;
+            } else if (p == 8) {
+                double re[8], im[8];
+                for (int r = 0; r < 8; r++) {
+                    re[r] = src[2 * (j + r * m)];
+                    im[r] = src[2 * (j + r * m) + 1];
+                    if (r > 0) {
+                        double c, sn;
+                        fft_unit(r * k, span, sign, &c, &sn);
+                        fft_mul(c, sn, &re[r], &im[r]);
+                    }
+                }
+                fft_dft8(re, im, sign);
+                for (int q = 0; q < 8; q++) {
+                    dst[2 * (out + q * ns)] = re[q];
+                    dst[2 * (out + q * ns) + 1] = im[q];
+                }
             } else if (p == 4) {
                 double re[4], im[4], c1, s1;
                 for (int r = 0; r < 4; r++) {

@@ -136,7 +136,9 @@ pub fn fft_radices(n: usize) -> Vec<usize> {
     let mut radices = Vec::new();
     let mut rest = n;
     while rest > 1 {
-        let p = if rest.is_multiple_of(4) {
+        let p = if rest.is_multiple_of(8) {
+            8
+        } else if rest.is_multiple_of(4) {
             4
         } else if rest.is_multiple_of(2) {
             2
@@ -155,12 +157,18 @@ pub fn fft_radices(n: usize) -> Vec<usize> {
 
 /// The work length W of an FFT of length n in cl/common/ring_fft.h: n itself (mixed-radix Stockham) or
 /// Bluestein's power of two ≥ 2n − 1, whichever costs fewer complex operations. A pass of radix p costs n p
-/// (direct DFT), radix 4 costs 2n and radix 2 n; Bluestein is three transforms of W and 4 W of chirps.
+/// (direct DFT), radix 8 3n, radix 4 2n and radix 2 n; Bluestein is three transforms of W and 4 W of chirps.
 pub fn fft_work_length(n: usize) -> usize {
     let cost = |n: usize| -> usize {
         fft_radices(n)
             .iter()
-            .map(|&p| n * if p == 4 { 2 } else { p.min(n) })
+            .map(|&p| {
+                n * match p {
+                    8 => 3,
+                    4 => 2,
+                    p => p.min(n),
+                }
+            })
             .sum()
     };
     let w = (2 * n).saturating_sub(1).next_power_of_two();
@@ -1135,7 +1143,7 @@ mod tests {
         }
         // HEALPix's equator ring at nside 2048 is a power of two; 4 × a large prime goes through Bluestein.
         assert_eq!(fft_work_length(8192), 8192);
-        assert_eq!(fft_radices(8192), vec![4, 4, 4, 4, 4, 4, 2]);
+        assert_eq!(fft_radices(8192), vec![8, 8, 8, 8, 2]);
         assert_eq!(fft_work_length(4 * 2039), 16384);
         assert_eq!(fft_work_length(4 * 3 * 5 * 7), 4 * 3 * 5 * 7);
     }
