@@ -988,51 +988,42 @@ impl RingBuffers {
 
     /// One field's ring synthesis, Δ (buffer `delta`, m-major) → pixels (buffer `map`): a launch per batch.
     fn synthesis(self, rings: &RingTables, mmax: usize, delta: usize, map: usize) -> Vec<Step> {
-        let nrings = rings.phi0.len();
-        rings
-            .batches
-            .iter()
-            .map(|&batch| {
-                ring_launch(
-                    "sht_ring_synthesis_f64",
-                    batch,
-                    vec![
-                        StepArg::Buffer(self.table),
-                        StepArg::Buffer(self.phi0),
-                        StepArg::I32(batch.0 as i32),
-                        StepArg::I32(nrings as i32),
-                        StepArg::I32(mmax as i32),
-                        StepArg::Buffer(delta),
-                        StepArg::Buffer(map),
-                        StepArg::Buffer(self.work),
-                    ],
-                )
-            })
-            .collect()
+        self.launches(rings, mmax, "sht_ring_synthesis_f64", false, delta, map)
     }
 
     /// One field's ring analysis, pixels (buffer `map`) → G (buffer `g`, m-major): a launch per batch.
     fn analysis(self, rings: &RingTables, mmax: usize, map: usize, g: usize) -> Vec<Step> {
+        self.launches(rings, mmax, "sht_ring_analysis_f64", true, map, g)
+    }
+
+    /// A ring-stage kernel over every batch, `input` → `output`; analysis also takes the weights.
+    fn launches(
+        self,
+        rings: &RingTables,
+        mmax: usize,
+        kernel: &str,
+        weighted: bool,
+        input: usize,
+        output: usize,
+    ) -> Vec<Step> {
         let nrings = rings.phi0.len();
         rings
             .batches
             .iter()
             .map(|&batch| {
-                ring_launch(
-                    "sht_ring_analysis_f64",
-                    batch,
-                    vec![
-                        StepArg::Buffer(self.table),
-                        StepArg::Buffer(self.phi0),
-                        StepArg::Buffer(self.weight),
-                        StepArg::I32(batch.0 as i32),
-                        StepArg::I32(nrings as i32),
-                        StepArg::I32(mmax as i32),
-                        StepArg::Buffer(map),
-                        StepArg::Buffer(g),
-                        StepArg::Buffer(self.work),
-                    ],
-                )
+                let mut args = vec![StepArg::Buffer(self.table), StepArg::Buffer(self.phi0)];
+                if weighted {
+                    args.push(StepArg::Buffer(self.weight));
+                }
+                args.extend([
+                    StepArg::I32(batch.0 as i32),
+                    StepArg::I32(nrings as i32),
+                    StepArg::I32(mmax as i32),
+                    StepArg::Buffer(input),
+                    StepArg::Buffer(output),
+                    StepArg::Buffer(self.work),
+                ]);
+                ring_launch(kernel, batch, args)
             })
             .collect()
     }
