@@ -204,6 +204,9 @@ fn run_and_report(
     let discovery = discover();
     let choices = discovery.select(&selectors);
     let mut rows: Vec<Row> = Vec::new();
+    // Each row goes to results.jsonl as soon as it exists (one locked append of one line), so an
+    // interrupted run keeps the rows it finished and the file stays valid JSON Lines.
+    let mut append_error: Option<String> = None;
     for problem in problems {
         eprintln!("{title}: {}", problem.title());
         rows.extend(problem.run(&choices, &options, &mut |r: &Row| {
@@ -214,11 +217,19 @@ fn run_and_report(
                 r.workload,
                 r.status.name()
             );
+            if let (Some(dir), None) = (&flags.out, &append_error) {
+                if let Err(e) = append_jsonl(dir, "results.jsonl", std::slice::from_ref(r)) {
+                    append_error = Some(e.to_string());
+                }
+            }
         }));
     }
     println!("{}", report::terminal(&rows));
+    if let Some(e) = append_error {
+        return Err(e);
+    }
     if let Some(dir) = &flags.out {
-        let path = append_jsonl(dir, "results.jsonl", &rows).map_err(|e| e.to_string())?;
+        let path = dir.join("results.jsonl");
         let mut names: Vec<String> = Vec::new();
         for p in problems {
             let name = p.workload().to_string();

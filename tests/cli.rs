@@ -477,3 +477,55 @@ fn cubature_auto_method_picks_by_dimension() {
         ]
     );
 }
+
+/// Rows reach results.jsonl as each run finishes: a run stopped after its first row keeps that row, and every
+/// line of the file is a whole JSON record (issue 18, item 6).
+#[test]
+fn an_interrupted_run_keeps_the_rows_it_finished() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    // cpu f32 (about 0.3 s on 2 cores), then cpu f64 at ci (about 4 s): stopped in between.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_astroport"))
+        .args(["run", "lombscargle", "--preset", "ci", "--backend", "cpu"])
+        .args(["--precision", "f32,f64", "--warmup", "0", "--repeats", "1"])
+        .args(["--out", "out"])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("binary runs");
+    let results = dir.path().join("out/results.jsonl");
+    let start = Instant::now();
+    let lines = loop {
+        let text = std::fs::read_to_string(&results).unwrap_or_default();
+        if text.ends_with('\n') {
+            break text;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no row written within 120 s"
+        );
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the run ended ({status}) before any row was written");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let finished = child.try_wait().unwrap().is_some();
+    child.kill().ok();
+    child.wait().unwrap();
+    assert!(
+        !finished,
+        "the f64 run ended within one poll of the f32 row"
+    );
+    let text = std::fs::read_to_string(&results).unwrap();
+    assert_eq!(text, lines, "a row appeared after the kill");
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a whole JSON record"))
+        .collect();
+    assert_eq!(rows.len(), 1, "{text}");
+    assert_eq!(rows[0]["precision"], "f32", "{}", rows[0]);
+    assert_eq!(rows[0]["status"], "ok", "{}", rows[0]);
+    // Stopped before the end: the rows are there, the report (written at the end) is not.
+    assert!(!dir.path().join("out/report.md").exists());
+}
