@@ -210,13 +210,16 @@ fn run_and_report(
     for problem in problems {
         eprintln!("{title}: {}", problem.title());
         rows.extend(problem.run(&choices, &options, &mut |r: &Row| {
-            eprintln!(
-                "  -> {} {} {}: {}",
-                r.backend,
-                r.precision,
-                r.workload,
-                r.status.name()
-            );
+            // An unavailable backend is said once, with its reason, under the table.
+            if !r.status.is_unavailable() {
+                eprintln!(
+                    "  -> {} {} {}: {}",
+                    r.backend,
+                    r.precision,
+                    r.workload,
+                    r.status.name()
+                );
+            }
             if let (Some(dir), None) = (&flags.out, &append_error) {
                 if let Err(e) = append_jsonl(dir, "results.jsonl", std::slice::from_ref(r)) {
                     append_error = Some(e.to_string());

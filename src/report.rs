@@ -178,11 +178,33 @@ pub fn claims(rows: &[Row]) -> Vec<String> {
         .collect()
 }
 
-/// One line per row that is not ok: its first reason line and, for a multi-line reason such as a build log,
-/// the first three lines that name an error (the whole reason is in the JSON Lines row).
+/// Why rows are not ok. An unavailable backend is one line, printed once with the number of rows it stands
+/// for. Any other row gets its own line: its first reason line and, for a multi-line reason such as a build
+/// log, the first three lines that name an error (the whole reason is in the JSON Lines row).
 fn reasons(rows: &[Row]) -> String {
     let mut out = String::new();
-    for r in rows.iter().filter(|r| r.status != Status::Ok) {
+    let mut unavailable: Vec<(&str, Status, &str, usize)> = Vec::new();
+    for r in rows.iter().filter(|r| r.status.is_unavailable()) {
+        let first = r.reason.lines().next().unwrap_or_default();
+        match unavailable
+            .iter_mut()
+            .find(|(b, s, why, _)| *b == r.backend && *s == r.status && *why == first)
+        {
+            Some(entry) => entry.3 += 1,
+            None => unavailable.push((&r.backend, r.status, first, 1)),
+        }
+    }
+    for (backend, status, why, count) in unavailable {
+        let rows = if count == 1 { "row" } else { "rows" };
+        out.push_str(&format!(
+            "  {backend}: {} — {why} ({count} {rows})\n",
+            status.name()
+        ));
+    }
+    for r in rows
+        .iter()
+        .filter(|r| r.status != Status::Ok && !r.status.is_unavailable())
+    {
         let mut lines = r.reason.lines();
         let first = lines.next().unwrap_or_default();
         out.push_str(&format!(

@@ -31,6 +31,14 @@ pub enum Status {
 }
 
 impl Status {
+    /// The backend did not run at all (not built, no runtime, no device).
+    pub fn is_unavailable(self) -> bool {
+        matches!(
+            self,
+            Status::NotBuilt | Status::NoRuntime | Status::NoDevice
+        )
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Status::Ok => "ok",

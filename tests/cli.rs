@@ -478,6 +478,38 @@ fn cubature_auto_method_picks_by_dimension() {
     );
 }
 
+/// An unavailable backend is said once, with its reason and the rows it stands for, however many precisions
+/// and problems it misses (issue 18, a calm terminal): no progress line per row, one reason line.
+#[test]
+fn an_unavailable_backend_is_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = astroport(
+        &[
+            "run",
+            "lens",
+            "--preset",
+            "tiny",
+            "--precision",
+            "f32,f64",
+            "--backend",
+            "cuda:7",
+            "--backend",
+            "cpu",
+            "--repeats",
+            "1",
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let all = format!("{out}\n{err}");
+    let mentions: Vec<&str> = all
+        .lines()
+        .filter(|l| l.contains("cuda:7") && !l.contains('│'))
+        .collect();
+    assert_eq!(mentions.len(), 1, "{mentions:#?}");
+    assert!(mentions[0].contains("(2 rows)"), "{}", mentions[0]);
+}
+
 /// Rows reach results.jsonl as each run finishes: a run stopped after its first row keeps that row, and every
 /// line of the file is a whole JSON record (issue 18, item 6).
 #[test]
