@@ -5,7 +5,7 @@
  * A sequence of n values owns a work area of four regions of W complex values each (W >= n, chosen by the host,
  * src/workload/sht/device.rs `fft_work_length`):
  *   W == n  mixed-radix Stockham (radix 8, 4, 2, then each odd prime factor as a direct DFT): regions 0 and 1
- *           are the ping-pong pair, region 3 the table e^{-2πik/n};
+ *           are the ping-pong pair, region 3 the table e^{-2πik/n} (written only when n has an odd factor);
  *   W >  n  Bluestein's chirp-z: W is a power of two >= 2n − 1 and the DFT is a circular convolution of length W
  *           through three power-of-two Stockham transforms, for lengths whose prime factors make the direct DFTs
  *           costlier than that.
@@ -41,13 +41,18 @@ ASTRO_FN void fft_twiddles(ASTRO_GLOBAL double *tw, int n, int lid, int lsize)
     }
 }
 
-/* (re, im) · e^{sign 2πi e/N}, the table entry e · step of a table of length N · step. */
-ASTRO_FN void fft_rotate(ASTRO_GLOBAL const double *tw, int index, int sign, double *re, double *im)
+/* (re, im) · (c + i s). */
+ASTRO_FN void fft_mul(double c, double s, double *re, double *im)
 {
-    const double c = tw[2 * index], s = sign < 0 ? tw[2 * index + 1] : -tw[2 * index + 1];
     const double r = *re;
     *re = r * c - *im * s;
     *im = r * s + *im * c;
+}
+
+/* (re, im) · e^{sign 2πi e/N}, the table entry e · step of a table of length N · step. */
+ASTRO_FN void fft_rotate(ASTRO_GLOBAL const double *tw, int index, int sign, double *re, double *im)
+{
+    fft_mul(tw[2 * index], sign < 0 ? tw[2 * index + 1] : -tw[2 * index + 1], re, im);
 }
 
 /* The number of Stockham passes for length n: the result of fft_stockham is in b when it is odd. */
@@ -68,13 +73,6 @@ ASTRO_FN void fft_unit(int k, int span, int sign, double *c, double *s)
     *s = sign * sn;
 }
 
-/* (re, im) · (c + i s). */
-ASTRO_FN void fft_mul(double c, double s, double *re, double *im)
-{
-    const double r = *re;
-    *re = r * c - *im * s;
-    *im = r * s + *im * c;
-}
 
 /* In-place 8-point DFT y_q = Σ_r v_r e^{sign 2πi rq/8}: two 4-point DFTs of the even and odd inputs, then
  * one radix-2 step with the twiddles e^{sign 2πi q/8}. */
@@ -224,7 +222,9 @@ ASTRO_FN void fft_chirp(int k, int n, int sign, double *re, double *im)
 ASTRO_FN int fft_any(ASTRO_GLOBAL double *work, int n, int W, int sign, int lid, int lsize)
 {
     ASTRO_GLOBAL double *tw = work + 6 * (ASTRO_I64)W;
-    fft_twiddles(tw, W, lid, lsize);
+    /* Only the direct DFTs of odd factors read the table; radix 8, 4 and 2 compute their twiddles, so a
+     * power-of-two length (every Bluestein W) writes none. */
+    if ((W & (W - 1)) != 0) fft_twiddles(tw, W, lid, lsize);
     ASTRO_BARRIER_GLOBAL();
     if (W == n) {
         fft_stockham(work, work + 2 * (ASTRO_I64)W, tw, n, sign, lid, lsize);

@@ -589,9 +589,9 @@ ASTRO_FN_INLINED void sht_spin_analysis_item(unsigned int group, int lid,
 /* d · e^{i m φ0} (conjugated after the turn when conj). */
 ASTRO_FN void sht_turn(ASTRO_GLOBAL const double *d, int m, double phi0, int conj, double *re, double *im)
 {
-    double s, c;
+    double s, c, r = d[0], i = d[1];
     ASTRO_SINCOS((double)m * phi0, &s, &c);
-    const double r = d[0] * c - d[1] * s, i = d[0] * s + d[1] * c;
+    fft_mul(c, s, &r, &i);
     *re += r;
     *im += conj ? -i : i;
 }
