@@ -523,10 +523,10 @@ impl<'a> DeviceSht<'a> {
         for (&delta, &map) in deltas.iter().zip(&maps) {
             steps.extend(ring_buffers.synthesis(rings, mmax, delta, map));
         }
-        let Some(run) = self.run_fused(buffers, steps)? else {
+        let Some(run) = self.run_single_job(buffers, steps)? else {
             return Ok(None);
         };
-        let outputs = self.fused_outputs(run, stage.fields(), stage.kernel())?;
+        let outputs = self.single_job_outputs(run, stage.fields(), stage.kernel())?;
         outputs
             .into_iter()
             .map(f64_output)
@@ -570,10 +570,10 @@ impl<'a> DeviceSht<'a> {
             .flat_map(|(&map, &g)| ring_buffers.analysis(rings, mmax, map, g))
             .collect();
         steps.push(self.legendre_launch(stage, lmax, (0, mmax + 1), &legendre));
-        let Some(run) = self.run_fused(buffers, steps)? else {
+        let Some(run) = self.run_single_job(buffers, steps)? else {
             return Ok(None);
         };
-        let outputs = self.fused_outputs(run, stage.fields(), stage.kernel())?;
+        let outputs = self.single_job_outputs(run, stage.fields(), stage.kernel())?;
         outputs
             .into_iter()
             .map(|o| {
@@ -632,8 +632,9 @@ impl<'a> DeviceSht<'a> {
         })
     }
 
-    /// Runs one job of both stages when its buffers fit the budget; the run, or None.
-    fn run_fused(
+    /// Runs a job unbanded (both stages, or a ring stage alone) when its buffers fit the budget; the run, or
+    /// None. Split from [`Self::single_job_outputs`] because the buffers borrow `self`.
+    fn run_single_job(
         &self,
         buffers: Vec<BufferSpec>,
         steps: Vec<Step>,
@@ -658,7 +659,7 @@ impl<'a> DeviceSht<'a> {
     }
 
     /// A single job's outputs (`expected` of them); its times go to the row, with `main_kernel`'s resources.
-    fn fused_outputs(
+    fn single_job_outputs(
         &mut self,
         mut run: PlanRun,
         expected: usize,
@@ -697,8 +698,8 @@ impl<'a> DeviceSht<'a> {
             let ring_buffers = RingBuffers::add(&mut buffers, rings);
             let map = add(&mut buffers, output_f64(self.grid.npix));
             let steps = ring_buffers.synthesis(rings, mmax, input, map);
-            if let Some(run) = self.run_fused(buffers, steps)? {
-                let out = self.fused_outputs(run, 1, "sht_ring_synthesis_f64")?;
+            if let Some(run) = self.run_single_job(buffers, steps)? {
+                let out = self.single_job_outputs(run, 1, "sht_ring_synthesis_f64")?;
                 return f64_output(out.into_iter().next().expect("one output"));
             }
         }
@@ -729,8 +730,8 @@ impl<'a> DeviceSht<'a> {
             let ring_buffers = RingBuffers::add(&mut buffers, rings);
             let g = add(&mut buffers, output_f64(2 * (mmax + 1) * nrings));
             let steps = ring_buffers.analysis(rings, mmax, pixels, g);
-            if let Some(run) = self.run_fused(buffers, steps)? {
-                let out = self.fused_outputs(run, 1, "sht_ring_analysis_f64")?;
+            if let Some(run) = self.run_single_job(buffers, steps)? {
+                let out = self.single_job_outputs(run, 1, "sht_ring_analysis_f64")?;
                 return complex_output(out.into_iter().next().expect("one output"));
             }
         }
