@@ -124,6 +124,14 @@ fn bad_arguments_give_clear_errors() {
             &["periodogram", "--input", "x.csv", "--top-k", "9"],
             "--top-k",
         ),
+        (
+            &["run", "lombscargle", "--backend", "cpu", "--tolerance", "0"],
+            "--tolerance",
+        ),
+        (
+            &["run", "lombscargle", "--backend", "cpu", "--method", "fast"],
+            "--method",
+        ),
     ];
     for (args, want) in cases {
         let (code, out, err) = astroport(args, dir.path());
@@ -193,6 +201,66 @@ fn periodogram_reads_a_light_curve_and_writes_peaks() {
         "{err}"
     );
     assert!(!dir.path().join("bad").exists());
+}
+
+/// `periodogram --method`: nufft and direct agree on the best period; auto says what it chose; a given
+/// frequency grid makes nufft fall back to direct sums with a note; a bad --tolerance is refused before
+/// anything is written.
+#[test]
+fn periodogram_methods_agree_and_say_their_choice() {
+    let dir = tempfile::tempdir().unwrap();
+    let curve = astroport::workload::lombscargle::generate::corot_like(2000, 5);
+    let mut csv = String::from("time,mag\n");
+    for (t, y) in curve.t.iter().zip(&curve.y) {
+        csv.push_str(&format!("{t},{y}\n"));
+    }
+    std::fs::write(dir.path().join("lc.csv"), &csv).unwrap();
+    let run = |extra: &[&str], out: &str| {
+        let mut args = vec![
+            "periodogram",
+            "--input",
+            "lc.csv",
+            "--backend",
+            "cpu",
+            "--out",
+            out,
+        ];
+        args.extend_from_slice(extra);
+        astroport(&args, dir.path())
+    };
+    let best = |out: &str| -> f64 {
+        let peaks = std::fs::read_to_string(dir.path().join(out).join("peaks.csv")).unwrap();
+        peaks
+            .lines()
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .nth(4)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (code, _, err) = run(&["--method", "nufft", "--precision", "f64"], "nufft");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("nufft-f64"), "{err}");
+    let (code, _, err) = run(&["--method", "direct", "--precision", "f64"], "direct");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(best("nufft"), best("direct"));
+    assert!((best("nufft") - 0.18).abs() < 1e-3);
+    let (code, _, err) = run(&["--method", "auto"], "auto");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("method: auto chose nufft (predicted"), "{err}");
+    std::fs::write(dir.path().join("f.txt"), "0.5\n1.0\n5.555\n6.0\n").unwrap();
+    let (code, _, err) = run(&["--method", "nufft", "--frequencies", "f.txt"], "given");
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("method: direct") && err.contains("non-uniform"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["--method", "nufft", "--tolerance", "2"], "badtol");
+    assert_eq!(code, 2);
+    assert!(err.contains("--tolerance") && err.contains('2'), "{err}");
+    assert!(!dir.path().join("badtol/periodogram.csv").exists());
 }
 
 /// `maps` writes the six FITS maps of the lens model, and they read back with the grid's size.

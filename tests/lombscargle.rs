@@ -7,8 +7,8 @@ mod common;
 use astroport::backend::Precision;
 use astroport::exec::{Field, SinglePass};
 use astroport::workload::lombscargle::{
-    generate, top_k, FrequencyGrid, LightCurve, LombScargleProblem, Output, SignalModel, TOL_F32,
-    TOL_F64,
+    generate, top_k, FrequencyGrid, LightCurve, LombScargleProblem, LsMode, Output, SignalModel,
+    TOL_F32, TOL_F64,
 };
 use astroport::workload::{Accuracy, Workload};
 use serde_json::Value;
@@ -20,7 +20,7 @@ fn check(
     reference: &Field,
     p: Precision,
 ) -> Accuracy {
-    problem.verify(result, reference, p).accuracy
+    problem.verify(result, reference, p.into()).accuracy
 }
 
 fn oracle() -> Value {
@@ -64,7 +64,7 @@ fn f64_reference_matches_astropy_to_1e_9() {
     ] {
         let (problem, o) = oracle_problem(model, Output::Full);
         let want = floats(&o[key]);
-        let got = problem.run_cpu(Precision::F64).components[0].clone();
+        let got = problem.run_cpu(Precision::F64.into()).components[0].clone();
         assert_eq!(got.len(), want.len());
         let worst = got
             .iter()
@@ -94,7 +94,7 @@ fn f32_cpu_is_within_tolerance_and_a_wrong_answer_fails() {
     for model in [SignalModel::FloatingMean, SignalModel::FixedMean] {
         let (problem, _) = oracle_problem(model, Output::Full);
         let reference = problem.reference();
-        let result = problem.run_cpu(Precision::F32);
+        let result = problem.run_cpu(Precision::F32.into());
         let acc = check(&problem, &result, &reference, Precision::F32);
         assert!(acc.pass && acc.max_abs <= TOL_F32, "{model:?}: {acc:?}");
         // A check that cannot fail is no check: perturb one bin and a poisoned (NaN) output.
@@ -119,9 +119,9 @@ fn top_k_finds_local_maxima_in_order() {
 fn top_k_output_matches_full_periodogram_on_cpu() {
     let (full, _) = oracle_problem(SignalModel::FloatingMean, Output::Full);
     let (topk, _) = oracle_problem(SignalModel::FloatingMean, Output::TopK(5));
-    let power = full.run_cpu(Precision::F64).components[0].clone();
+    let power = full.run_cpu(Precision::F64.into()).components[0].clone();
     let want = top_k(&power, 5);
-    let got = topk.run_cpu(Precision::F64);
+    let got = topk.run_cpu(Precision::F64.into());
     for (r, (i, p)) in want.iter().enumerate() {
         assert_eq!(got.components[0][r], *i as f64);
         assert_eq!(got.components[1][r], *p);
@@ -146,7 +146,7 @@ fn given_grid_equals_uniform_grid() {
     .unwrap();
     let want = floats(&o["power_standard_floating"]);
     for precision in [Precision::F64, Precision::F32] {
-        let got = p.run_cpu(precision).components[0].clone();
+        let got = p.run_cpu(precision.into()).components[0].clone();
         let worst = got
             .iter()
             .zip(&want)
@@ -164,7 +164,7 @@ fn given_grid_equals_uniform_grid() {
 #[test]
 fn ci_preset_finds_the_injected_period() {
     let problem = LombScargleProblem::preset("ci", SignalModel::FloatingMean).unwrap();
-    let got = problem.run_cpu(Precision::F32).components[0].clone();
+    let got = problem.run_cpu(Precision::F32.into()).components[0].clone();
     let (k, p) = top_k(&got, 1)[0];
     let f = problem.grids[0].frequency(k);
     let df = match problem.grids[0] {
@@ -304,7 +304,7 @@ fn every_backend_agrees_on_single_and_batched_problems() {
     for problem in &problems {
         let rows = bench::run(
             problem,
-            &Precision::ALL,
+            &Precision::ALL.map(LsMode::from),
             &choices,
             &RunOptions::once(),
             &mut |_| {},
@@ -369,7 +369,7 @@ fn curves_split_across_bands_are_merged_and_checked() {
     let choices: Vec<Choice> = d.targets.iter().map(Choice::Run).collect();
     let rows = bench::run(
         &problem,
-        &[Precision::F32, Precision::F64],
+        &[Precision::F32, Precision::F64].map(LsMode::from),
         &choices,
         &RunOptions::once(),
         &mut |_| {},
@@ -406,7 +406,7 @@ fn an_unwritten_peak_rank_fails_verification() {
     ]]);
     assert!(
         problem
-            .verify(&legal, &reference, Precision::F32)
+            .verify(&legal, &reference, Precision::F32.into())
             .accuracy
             .pass
     );
@@ -414,7 +414,7 @@ fn an_unwritten_peak_rank_fails_verification() {
         HostVec::I32(vec![ri[0] as i32, -1]),
         HostVec::F32(vec![rp[0] as f32, f32::NAN]),
     ]]);
-    let v = problem.verify(&poisoned, &reference, Precision::F32);
+    let v = problem.verify(&poisoned, &reference, Precision::F32.into());
     assert!(
         !v.accuracy.pass && v.accuracy.non_finite > 0,
         "{:?}",

@@ -115,11 +115,97 @@ ASTRO_FN void fft_dft8(double *re, double *im, int sign)
     }
 }
 
+/* Butterfly j < n/p of the Stockham pass with span ns (the product of the radices done) and radix
+ * p = fft_next_radix(n/ns): reads src[j + r n/p], turns input r by w^{r k} (w = e^{sign 2πi/(ns p)},
+ * k = j mod ns), takes the p-point DFT and writes output q to (j − k) p + k + q ns. Odd radices read their
+ * turns from the table tw of e^{−2πik/n} when `table` is set, else compute them (a transform too long for
+ * a table that its memory traffic could afford). */
+ASTRO_FN void fft_butterfly(ASTRO_GLOBAL const double *src, ASTRO_GLOBAL double *dst, ASTRO_GLOBAL const double *tw,
+                            int table, int n, int ns, int sign, int j)
+{
+    const int p = fft_next_radix(n / ns);
+    const int m = n / p, span = ns * p, step = n / span;
+    const int k = j % ns, out = (j - k) * p + k;
+    if (p == 2) {
+        double r0 = src[2 * j], i0 = src[2 * j + 1];
+        double r1 = src[2 * (j + m)], i1 = src[2 * (j + m) + 1], c, sn;
+        fft_unit(k, span, sign, &c, &sn);
+        fft_mul(c, sn, &r1, &i1);
+        dst[2 * out] = r0 + r1;
+        dst[2 * out + 1] = i0 + i1;
+        dst[2 * (out + ns)] = r0 - r1;
+        dst[2 * (out + ns) + 1] = i0 - i1;
+    } else if (p == 8) {
+        double re[8], im[8];
+        for (int r = 0; r < 8; r++) {
+            re[r] = src[2 * (j + r * m)];
+            im[r] = src[2 * (j + r * m) + 1];
+            if (r > 0) {
+                double c, sn;
+                fft_unit(r * k, span, sign, &c, &sn);
+                fft_mul(c, sn, &re[r], &im[r]);
+            }
+        }
+        fft_dft8(re, im, sign);
+        for (int q = 0; q < 8; q++) {
+            dst[2 * (out + q * ns)] = re[q];
+            dst[2 * (out + q * ns) + 1] = im[q];
+        }
+    } else if (p == 4) {
+        double re[4], im[4], c1, s1;
+        for (int r = 0; r < 4; r++) {
+            re[r] = src[2 * (j + r * m)];
+            im[r] = src[2 * (j + r * m) + 1];
+        }
+        /* w^k, w^2k = (w^k)², w^3k = w^2k · w^k. */
+        fft_unit(k, span, sign, &c1, &s1);
+        const double c2 = c1 * c1 - s1 * s1, s2 = 2.0 * c1 * s1;
+        const double c3 = c2 * c1 - s2 * s1, s3 = c2 * s1 + s2 * c1;
+        fft_mul(c1, s1, &re[1], &im[1]);
+        fft_mul(c2, s2, &re[2], &im[2]);
+        fft_mul(c3, s3, &re[3], &im[3]);
+        /* 4-point DFT: ω = e^{sign 2πi/4} = sign·i. */
+        const double t0r = re[0] + re[2], t0i = im[0] + im[2];
+        const double t1r = re[0] - re[2], t1i = im[0] - im[2];
+        const double t2r = re[1] + re[3], t2i = im[1] + im[3];
+        const double t3r = -sign * (im[1] - im[3]), t3i = sign * (re[1] - re[3]);
+        dst[2 * out] = t0r + t2r;
+        dst[2 * out + 1] = t0i + t2i;
+        dst[2 * (out + ns)] = t1r + t3r;
+        dst[2 * (out + ns) + 1] = t1i + t3i;
+        dst[2 * (out + 2 * ns)] = t0r - t2r;
+        dst[2 * (out + 2 * ns) + 1] = t0i - t2i;
+        dst[2 * (out + 3 * ns)] = t1r - t3r;
+        dst[2 * (out + 3 * ns) + 1] = t1i - t3i;
+    } else {
+        /* Direct p-point DFT: input r of output q turns by e^{sign 2πi r (k + q ns)/span}. */
+        for (int q = 0; q < p; q++) {
+            const int inc = k + q * ns;
+            double accr = 0.0, acci = 0.0;
+            int e = 0;
+            for (int r = 0; r < p; r++) {
+                double vr = src[2 * (j + r * m)], vi = src[2 * (j + r * m) + 1];
+                if (table) {
+                    fft_rotate(tw, e * step, sign, &vr, &vi);
+                } else {
+                    double c, sn;
+                    fft_unit(e, span, sign, &c, &sn);
+                    fft_mul(c, sn, &vr, &vi);
+                }
+                accr += vr;
+                acci += vi;
+                e += inc;
+                if (e >= span) e -= span;
+            }
+            dst[2 * (out + q * ns)] = accr;
+            dst[2 * (out + q * ns) + 1] = acci;
+        }
+    }
+}
+
 /* Stockham autosort over the n values at a, with b as partner and tw the table of n; the result is in b when
- * fft_passes(n) is odd, else in a. Pass by pass, with span ns (the product of the radices done) and radix p,
- * butterfly j < n/p reads src[j + r n/p], turns input r by w^{r k} (w = e^{sign 2πi/(ns p)}, k = j mod ns),
- * takes the p-point DFT and writes output q to (j − k) p + k + q ns. Every item of the group calls it; src and
- * dst are chosen by the pass's parity, not carried across the barrier. */
+ * fft_passes(n) is odd, else in a. Each pass is fft_butterfly over j < n/p; every item of the group calls
+ * it; src and dst are chosen by the pass's parity, not carried across the barrier. */
 ASTRO_FN void fft_stockham(ASTRO_GLOBAL double *a, ASTRO_GLOBAL double *b, ASTRO_GLOBAL const double *tw, int n,
                            int sign, int lid, int lsize)
 {
@@ -128,81 +214,9 @@ ASTRO_FN void fft_stockham(ASTRO_GLOBAL double *a, ASTRO_GLOBAL double *b, ASTRO
         ASTRO_GLOBAL const double *src = (pass & 1) ? b : a;
         ASTRO_GLOBAL double *dst = (pass & 1) ? a : b;
         const int p = fft_next_radix(n / ns);
-        const int m = n / p, span = ns * p, step = n / span;
-        for (int j = lid; j < m; j += lsize) {
-            const int k = j % ns, out = (j - k) * p + k;
-            if (p == 2) {
-                double r0 = src[2 * j], i0 = src[2 * j + 1];
-                double r1 = src[2 * (j + m)], i1 = src[2 * (j + m) + 1], c, sn;
-                fft_unit(k, span, sign, &c, &sn);
-                fft_mul(c, sn, &r1, &i1);
-                dst[2 * out] = r0 + r1;
-                dst[2 * out + 1] = i0 + i1;
-                dst[2 * (out + ns)] = r0 - r1;
-                dst[2 * (out + ns) + 1] = i0 - i1;
-            } else if (p == 8) {
-                double re[8], im[8];
-                for (int r = 0; r < 8; r++) {
-                    re[r] = src[2 * (j + r * m)];
-                    im[r] = src[2 * (j + r * m) + 1];
-                    if (r > 0) {
-                        double c, sn;
-                        fft_unit(r * k, span, sign, &c, &sn);
-                        fft_mul(c, sn, &re[r], &im[r]);
-                    }
-                }
-                fft_dft8(re, im, sign);
-                for (int q = 0; q < 8; q++) {
-                    dst[2 * (out + q * ns)] = re[q];
-                    dst[2 * (out + q * ns) + 1] = im[q];
-                }
-            } else if (p == 4) {
-                double re[4], im[4], c1, s1;
-                for (int r = 0; r < 4; r++) {
-                    re[r] = src[2 * (j + r * m)];
-                    im[r] = src[2 * (j + r * m) + 1];
-                }
-                /* w^k, w^2k = (w^k)², w^3k = w^2k · w^k. */
-                fft_unit(k, span, sign, &c1, &s1);
-                const double c2 = c1 * c1 - s1 * s1, s2 = 2.0 * c1 * s1;
-                const double c3 = c2 * c1 - s2 * s1, s3 = c2 * s1 + s2 * c1;
-                fft_mul(c1, s1, &re[1], &im[1]);
-                fft_mul(c2, s2, &re[2], &im[2]);
-                fft_mul(c3, s3, &re[3], &im[3]);
-                /* 4-point DFT: ω = e^{sign 2πi/4} = sign·i. */
-                const double t0r = re[0] + re[2], t0i = im[0] + im[2];
-                const double t1r = re[0] - re[2], t1i = im[0] - im[2];
-                const double t2r = re[1] + re[3], t2i = im[1] + im[3];
-                const double t3r = -sign * (im[1] - im[3]), t3i = sign * (re[1] - re[3]);
-                dst[2 * out] = t0r + t2r;
-                dst[2 * out + 1] = t0i + t2i;
-                dst[2 * (out + ns)] = t1r + t3r;
-                dst[2 * (out + ns) + 1] = t1i + t3i;
-                dst[2 * (out + 2 * ns)] = t0r - t2r;
-                dst[2 * (out + 2 * ns) + 1] = t0i - t2i;
-                dst[2 * (out + 3 * ns)] = t1r - t3r;
-                dst[2 * (out + 3 * ns) + 1] = t1i - t3i;
-            } else {
-                /* Direct p-point DFT: input r of output q turns by e^{sign 2πi r (k + q ns)/span}, one entry. */
-                for (int q = 0; q < p; q++) {
-                    const int inc = k + q * ns;
-                    double accr = 0.0, acci = 0.0;
-                    int e = 0;
-                    for (int r = 0; r < p; r++) {
-                        double vr = src[2 * (j + r * m)], vi = src[2 * (j + r * m) + 1];
-                        fft_rotate(tw, e * step, sign, &vr, &vi);
-                        accr += vr;
-                        acci += vi;
-                        e += inc;
-                        if (e >= span) e -= span;
-                    }
-                    dst[2 * (out + q * ns)] = accr;
-                    dst[2 * (out + q * ns) + 1] = acci;
-                }
-            }
-        }
+        for (int j = lid; j < n / p; j += lsize) fft_butterfly(src, dst, tw, 1, n, ns, sign, j);
         ASTRO_BARRIER_GLOBAL();
-        ns = span;
+        ns *= p;
     }
 }
 

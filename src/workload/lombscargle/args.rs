@@ -5,8 +5,9 @@
 use super::fap::FapMethod;
 use super::io as ls_io;
 use super::periodogram::{analyse, AnalysisOptions, FapChoice, GridChoice};
-use super::{LombScargleProblem, Normalization, Peak, SignalModel, PRESETS};
+use super::{LombScargleProblem, LsMode, Normalization, Peak, SignalModel, PRESETS};
 use crate::backend::{discover, Precision};
+use crate::exec;
 use crate::workload::{require_positive, OneBackendArgs, Tool, ToolArgs, WorkloadArgs};
 use std::path::{Path, PathBuf};
 
@@ -46,6 +47,47 @@ pub enum FapArg {
     None,
 }
 
+/// `--method`: how the sums are computed.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MethodArg {
+    /// Direct sums (culsp): any grid, float32 or float64.
+    Direct,
+    /// Non-uniform FFTs: uniform grids, float64, to --tolerance.
+    Nufft,
+    /// Whichever the cost model predicts is faster (it prints its choice).
+    Auto,
+}
+
+impl MethodArg {
+    /// The method for this problem and precision, and a line saying why when the choice was not asked for
+    /// plainly (auto, or a nufft request the problem cannot take).
+    pub fn resolve(
+        self,
+        problem: &LombScargleProblem,
+        precision: Precision,
+        on_device: bool,
+    ) -> (LsMode, Option<String>) {
+        match self {
+            MethodArg::Direct => (LsMode::direct(precision), None),
+            MethodArg::Nufft => match problem.nufft_unavailable() {
+                Some(why) => (
+                    LsMode::direct(precision),
+                    Some(format!("method: direct ({why})")),
+                ),
+                None => (
+                    LsMode::NUFFT,
+                    (precision != Precision::F64)
+                        .then(|| "method: nufft runs in float64 (asked for float32)".into()),
+                ),
+            },
+            MethodArg::Auto => {
+                let (mode, why) = problem.auto_mode(precision, on_device);
+                (mode, Some(format!("method: auto chose {why}")))
+            }
+        }
+    }
+}
+
 /// `astroport run lombscargle`: the generated presets.
 #[derive(clap::Args, Debug, Clone)]
 pub struct LombScargleArgs {
@@ -59,6 +101,12 @@ pub struct LombScargleArgs {
     /// Precisions, comma-separated or repeated: f32, f64.
     #[arg(long = "precision", value_delimiter = ',', default_value = "f32")]
     pub precisions: Vec<Precision>,
+    /// How the sums are computed: direct, nufft (uniform grids, float64) or auto (cost model, on `cpu`).
+    #[arg(long, value_enum, default_value = "direct")]
+    pub method: MethodArg,
+    /// Accuracy of the nufft method: largest absolute error in standard power (0 < ε < 1).
+    #[arg(long, default_value_t = super::NUFFT_TOLERANCE)]
+    pub tolerance: f64,
 }
 
 impl WorkloadArgs for LombScargleArgs {
@@ -69,10 +117,30 @@ impl WorkloadArgs for LombScargleArgs {
     const TOOLS: &'static [Tool] = &[Tool::of::<PeriodogramArgs>()];
     type Workload = LombScargleProblem;
     fn build(&self) -> Result<Vec<LombScargleProblem>, String> {
-        Ok(vec![LombScargleProblem::preset(&self.preset, self.model)?])
+        Ok(vec![
+            LombScargleProblem::preset(&self.preset, self.model)?.with_tolerance(self.tolerance)?
+        ])
     }
-    fn modes(&self) -> Vec<Precision> {
-        self.precisions.clone()
+    fn modes(&self) -> Vec<LsMode> {
+        // The preset is built again only to resolve the method (cheap next to any run).
+        let problem = LombScargleProblem::preset(&self.preset, self.model).ok();
+        let mut modes: Vec<LsMode> = Vec::new();
+        for &precision in &self.precisions {
+            let mode = match (&problem, self.method) {
+                (_, MethodArg::Direct) | (None, _) => LsMode::direct(precision),
+                (Some(p), method) => {
+                    let (mode, note) = method.resolve(p, precision, false);
+                    if let Some(note) = note {
+                        eprintln!("lombscargle {} {}: {note}", self.preset, precision.name());
+                    }
+                    mode
+                }
+            };
+            if !modes.contains(&mode) {
+                modes.push(mode);
+            }
+        }
+        modes
     }
 }
 
@@ -86,6 +154,13 @@ pub struct PeriodogramArgs {
     pub backend: OneBackendArgs,
     #[arg(long, default_value = "f32")]
     pub precision: Precision,
+    /// How the sums are computed: direct, nufft (uniform grids, float64; a given grid falls back to direct)
+    /// or auto (the cost model's choice, printed).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub method: MethodArg,
+    /// Accuracy of the nufft method: largest absolute error in standard power (0 < ε < 1).
+    #[arg(long, default_value_t = super::NUFFT_TOLERANCE)]
+    pub tolerance: f64,
     /// Signal model: floating (generalised, astropy's default) or fixed (classic, culsp).
     #[arg(long, default_value = "floating")]
     pub model: SignalModel,
@@ -187,6 +262,8 @@ impl ToolArgs for PeriodogramArgs {
         };
         let options = AnalysisOptions {
             precision: self.precision,
+            method: self.method,
+            tolerance: self.tolerance,
             model: self.model,
             normalization: self.normalization,
             grid,
@@ -201,11 +278,14 @@ impl ToolArgs for PeriodogramArgs {
         let discovery = discover();
         let target = self.backend.target(&discovery)?;
         let analysis = analyse(curves, &options, target)?;
+        if let Some(note) = &analysis.method_note {
+            eprintln!("periodogram: {note}");
+        }
         eprintln!(
             "periodogram: {} on {} {}: {:.3} ms ({:.3e} pairs/s)",
             analysis.description,
             target.id(),
-            self.precision.name(),
+            exec::Mode::name(analysis.mode),
             analysis.seconds * 1e3,
             analysis.pairs / analysis.seconds
         );

@@ -38,6 +38,42 @@ macro_rules! standard_power {
 standard_power!(standard_power, f64);
 standard_power!(standard_power_f32, f32);
 
+/// A first-order bound on the error of the standard power when each sum is off by at most: `yc`, `ys` by
+/// `e_y`; `c`, `s` by `e_w` (floating mean only); `cc`, `cs` by `e_2`. Small where the fit is well
+/// conditioned (about the errors themselves); large where the determinant of the fit is small (near f = 0,
+/// aliases of the sampling), which is where a NUFFT bin must be recomputed directly.
+pub fn power_error_bound(sums: [f64; 6], model: SignalModel, e_y: f64, e_w: f64, e_2: f64) -> f64 {
+    let [yc, ys, mut c, mut s, cc, cs] = sums;
+    let floating = model == SignalModel::FloatingMean;
+    if !floating {
+        c = 0.0;
+        s = 0.0;
+    }
+    let ccp = cc - c * c;
+    let ssp = 1.0 - cc - s * s;
+    let csp = cs - c * s;
+    let d = ccp * ssp - csp * csp;
+    if d.is_nan() || d <= 0.0 {
+        return f64::INFINITY;
+    }
+    let p = (ssp * yc * yc + ccp * ys * ys - 2.0 * csp * yc * ys) / d;
+    // dP = (dN − P dd)/d, through ccp, ssp and csp.
+    let g_ccp = (ys * ys - p * ssp) / d;
+    let g_ssp = (yc * yc - p * ccp) / d;
+    let g_csp = 2.0 * (p * csp - yc * ys) / d;
+    let d_yc = 2.0 * (ssp * yc - csp * ys) / d;
+    let d_ys = 2.0 * (ccp * ys - csp * yc) / d;
+    let d_cc = g_ccp - g_ssp;
+    let d_cs = g_csp;
+    let mut bound = e_y * (d_yc.abs() + d_ys.abs()) + e_2 * (d_cc.abs() + d_cs.abs());
+    if floating {
+        let d_c = -2.0 * c * g_ccp - s * g_csp;
+        let d_s = -2.0 * s * g_ssp - c * g_csp;
+        bound += e_w * (d_c.abs() + d_s.abs());
+    }
+    bound
+}
+
 /// f64 power of one prepared curve at frequency `f`.
 pub fn power_f64(curve: &Prepared, f: f64, model: SignalModel) -> f64 {
     let mut total = [0.0f64; 6];

@@ -23,15 +23,21 @@ pub struct FixedPoint {
 }
 
 impl FixedPoint {
-    /// The split for frequencies up to `f_max` and (shifted) times up to `t_max`: F uses 63 bits, T the rest.
-    /// Refuses spans whose phase would lose more than 2^-34 cycles to quantisation.
-    pub fn for_range(f_max: f64, t_max: f64) -> Result<FixedPoint, String> {
+    /// The split for frequencies up to `f_max`, (shifted) times up to `t_max` and uniform grids of up to
+    /// `n_f` steps. F takes as many bits as fit (F < 2^63), unless that leaves the time's quantisation
+    /// (f_max 2^-(time_bits+1)) larger than the frequency's accumulated over a grid (t_max n_f 2^-(freq_bits+1)):
+    /// then the split balances the two (a low f_max over a long span). Refuses spans whose phase would lose
+    /// more than 2^-34 cycles to the quantisation of t and f.
+    pub fn for_range(f_max: f64, t_max: f64, n_f: usize) -> Result<FixedPoint, String> {
         if !(f_max > 0.0 && f_max.is_finite()) {
             return Err(format!(
                 "maximum frequency {f_max} is not positive and finite"
             ));
         }
-        let freq_bits = (63 - f_max.log2().ceil() as i64).clamp(33, 94) as u32;
+        let t_max = t_max.max(f64::MIN_POSITIVE);
+        let most = 63 - f_max.log2().ceil() as i64;
+        let balanced = (48.0 + 0.5 * (t_max * (n_f as f64 + 1.0) / f_max).log2()).ceil() as i64;
+        let freq_bits = most.min(balanced).clamp(1, 95) as u32;
         let time_bits = 96 - freq_bits;
         // Quantisation of t and f each moves the phase by at most t_max 2^-(freq_bits+1) + f_max 2^-(time_bits+1).
         let error =
@@ -182,13 +188,123 @@ pub fn bands(
     out
 }
 
+/// The host's part of one curve's NUFFT on a device (cl/common/ls_nufft.h): the fine grid and kernel, the
+/// points sorted by first cell for both position sets (u for the sums at f, 2u for those at 2f), the
+/// quadrature of the kernel's transform, and the fixed-point frequencies. O(N + n) host work per curve.
+pub struct NufftTables {
+    pub curve: usize,
+    pub modes: usize,
+    pub fine: usize,
+    pub width: usize,
+    pub beta: f64,
+    /// Point indices by first cell, where each cell's points start (n + 1 entries), and each point's offset
+    /// from its kernel's edge to its first cell; [0] for u, [1] for 2u.
+    pub order: [Vec<u32>; 2],
+    pub start: [Vec<u32>; 2],
+    pub offset: [Vec<f64>; 2],
+    /// (z, weight·φ(z)) pairs.
+    pub nodes: Vec<f64>,
+    /// Argument step π w / n of the kernel transform, and 2/w.
+    pub a: f64,
+    pub scale: f64,
+    /// f_c = f0 + ⌊M/2⌋ df in fixed point; f0 and df (the direct fix-up forms f0 + k df in float64).
+    pub centre: u64,
+    pub f0: f64,
+    pub df: f64,
+    /// Bounds on the sums' errors: Σ|wy| and Σ w times the kernel's sum error.
+    pub e_y: f64,
+    pub e_w: f64,
+    /// Stockham radices of the fine grid's FFT, in pass order.
+    pub radices: Vec<usize>,
+    /// A one-curve record for the top-k kernel (nf, offset 0).
+    pub record: Vec<u32>,
+}
+
+impl NufftTables {
+    pub fn new(
+        curve: usize,
+        prepared: &Prepared,
+        grid: &FrequencyGrid,
+        fixed: FixedPoint,
+        sum_tolerance: f64,
+    ) -> Result<NufftTables, String> {
+        let FrequencyGrid::Uniform { f0, df, n: modes } = *grid else {
+            return Err("the nufft method needs a uniform frequency grid".into());
+        };
+        let (fine, kernel) = super::nufft::geometry(modes, sum_tolerance)?;
+        if fine >= (i32::MAX as usize) / 6 || prepared.t.len() >= u32::MAX as usize {
+            return Err(format!(
+                "{modes} frequencies need a fine grid of {fine} cells: beyond the device kernels' 32-bit indices"
+            ));
+        }
+        let width = kernel.width;
+        let points = prepared.t.len();
+        let mut cells = [vec![0u32; points], vec![0u32; points]];
+        let mut offset = [vec![0.0; points], vec![0.0; points]];
+        for (j, &t) in prepared.t.iter().enumerate() {
+            let (u, u2) = super::nufft::positions(t, df, fine);
+            for (set, u) in [u, u2].into_iter().enumerate() {
+                let (l0, s) = super::nufft::first_cell(u, width);
+                cells[set][j] = l0.rem_euclid(fine as i64) as u32;
+                offset[set][j] = s;
+            }
+        }
+        // Counting sort by first cell: start[c] is where cell c's points begin in `order`.
+        let sort = |cells: &[u32]| {
+            let mut start = vec![0u32; fine + 1];
+            for &c in cells {
+                start[c as usize + 1] += 1;
+            }
+            for c in 0..fine {
+                start[c + 1] += start[c];
+            }
+            let mut next = start.clone();
+            let mut order = vec![0u32; cells.len()];
+            for (j, &c) in cells.iter().enumerate() {
+                order[next[c as usize] as usize] = j as u32;
+                next[c as usize] += 1;
+            }
+            (order, start)
+        };
+        let (o0, s0) = sort(&cells[0]);
+        let (o1, s1) = sort(&cells[1]);
+        let sum_error = super::nufft::sum_error(width);
+        let mut record = vec![0u32; CURVE_STRIDE];
+        record[6] = modes as u32;
+        Ok(NufftTables {
+            curve,
+            modes,
+            fine,
+            width,
+            beta: kernel.beta,
+            order: [o0, o1],
+            start: [s0, s1],
+            offset,
+            nodes: super::nufft::quadrature(&kernel)
+                .into_iter()
+                .flat_map(|(z, w)| [z, w])
+                .collect(),
+            a: std::f64::consts::PI * width as f64 / fine as f64,
+            scale: 2.0 / width as f64,
+            centre: fixed.frequency(f0 + (modes / 2) as f64 * df),
+            f0,
+            df,
+            e_y: sum_error * prepared.wy.iter().map(|v| v.abs()).sum::<f64>(),
+            e_w: sum_error,
+            radices: crate::workload::sht::device::fft_radices(fine),
+            record,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn fixed_point_phase_is_exact_mod_one() {
-        let fixed = FixedPoint::for_range(1300.0, 150.0).unwrap();
+        let fixed = FixedPoint::for_range(1300.0, 150.0, 1_528_064).unwrap();
+        assert_eq!(fixed.freq_bits, 52);
         assert_eq!(fixed.freq_bits + fixed.time_bits, 96);
         for &(t, f) in &[(149.37, 1273.1), (0.5, 0.01), (77.7, 5.5555)] {
             let p = phase_fixed(fixed.time(t), fixed.frequency(f)) as f64 / 4_294_967_296.0;
@@ -201,7 +317,10 @@ mod tests {
 
     #[test]
     fn too_long_a_span_is_refused() {
-        assert!(FixedPoint::for_range(1e4, 1e9).is_err());
-        assert!(FixedPoint::for_range(0.0, 1.0).is_err());
+        assert!(FixedPoint::for_range(1e4, 1e9, 1000).is_err());
+        assert!(FixedPoint::for_range(0.0, 1.0, 10).is_err());
+        // A low maximum frequency over a long span moves bits to the times instead of refusing.
+        let low = FixedPoint::for_range(0.5, 73.63, 4).unwrap();
+        assert!(low.time_bits > 40, "{low:?}");
     }
 }

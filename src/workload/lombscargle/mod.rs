@@ -15,6 +15,7 @@ pub mod device;
 pub mod fap;
 pub mod generate;
 pub mod io;
+pub mod nufft;
 pub mod periodogram;
 
 use crate::backend::{
@@ -41,6 +42,8 @@ pub static PROGRAM: Program = Program {
             "lombscargle.h",
             include_str!("../../../cl/common/lombscargle.h"),
         ),
+        ("ring_fft.h", include_str!("../../../cl/common/ring_fft.h")),
+        ("ls_nufft.h", include_str!("../../../cl/common/ls_nufft.h")),
     ],
     opencl_options: "",
 };
@@ -248,6 +251,85 @@ pub struct LombScargleProblem {
     /// Curves verified against the f64 reference, and the stride of the frequencies checked in each.
     check_curves: Vec<usize>,
     check_stride: usize,
+    /// Accuracy asked of the NUFFT method (the row's tolerance in that mode).
+    pub tolerance: f64,
+    /// NUFFT plans by grid length, made by the first nufft run and kept (as FINUFFT plans are).
+    nufft_plans: std::sync::OnceLock<Result<std::collections::HashMap<usize, nufft::Plan>, String>>,
+    /// Bins the last nufft run summed directly (ill-conditioned fits), for the row's details.
+    nufft_direct_bins: std::sync::atomic::AtomicUsize,
+    /// The host's tables of every curve's device NUFFT, made by the first device plan in that mode.
+    nufft_tables: std::sync::OnceLock<Result<Vec<device::NufftTables>, String>>,
+    /// Whether the last device plan was the NUFFT's (one job per curve) rather than the direct bands.
+    planned_nufft: std::sync::atomic::AtomicBool,
+}
+
+/// How the periodogram's sums are computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Method {
+    /// Direct O(N_t N_f) sums (culsp): any grid, float32 or float64.
+    Direct,
+    /// Type-1 non-uniform FFTs ([`nufft`]): uniform grids, float64, to a stated tolerance.
+    Nufft,
+}
+
+/// A Lomb-Scargle run mode: the method and the arithmetic. Its name is the rows' `precision`: `f32` and
+/// `f64` for the direct sums (as before the NUFFT existed), `nufft-f64` for the NUFFT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LsMode {
+    pub method: Method,
+    pub precision: Precision,
+}
+
+impl LsMode {
+    pub const NUFFT: LsMode = LsMode {
+        method: Method::Nufft,
+        precision: Precision::F64,
+    };
+    pub fn direct(precision: Precision) -> LsMode {
+        LsMode {
+            method: Method::Direct,
+            precision,
+        }
+    }
+}
+
+impl From<Precision> for LsMode {
+    fn from(precision: Precision) -> LsMode {
+        LsMode::direct(precision)
+    }
+}
+
+impl exec::Mode for LsMode {
+    fn name(self) -> &'static str {
+        match (self.method, self.precision) {
+            (Method::Direct, p) => p.name(),
+            (Method::Nufft, Precision::F64) => "nufft-f64",
+            (Method::Nufft, Precision::F32) => "nufft-f32",
+        }
+    }
+    fn precision(self) -> Precision {
+        self.precision
+    }
+}
+
+/// Default accuracy of the NUFFT (`--tolerance`): the f64 contract of the direct sums.
+pub const NUFFT_TOLERANCE: f64 = 1e-9;
+/// The share of the power tolerance given to each transformed sum: the kernel is chosen for
+/// tolerance × this, so only bins whose fit amplifies sum errors more than tenfold are summed directly.
+pub const NUFFT_SUM_SHARE: f64 = 0.1;
+
+/// The cost model's constants: seconds per unit on one core of the 2-core CI machine (AMD EPYC), fitted to
+/// `run lombscargle` rows (docs/lombscargle.md, "Choosing the method").
+mod cost {
+    /// One (time, frequency) pair of the direct sums.
+    pub const DIRECT_F32_PAIR: f64 = 1.4e-9;
+    pub const DIRECT_F64_PAIR: f64 = 19e-9;
+    /// One kernel tap of one point into one fine grid.
+    pub const SPREAD_TAP: f64 = 2e-9;
+    /// One n·log2(n) unit of a complex float64 FFT.
+    pub const FFT_POINT_LOG: f64 = 1e-9;
+    /// One frequency's deconvolution and power.
+    pub const POWER: f64 = 10e-9;
 }
 
 /// Seed of every generated preset (the oracle's).
@@ -319,7 +401,8 @@ impl LombScargleProblem {
             f_max = f_max.max(g.max_frequency());
         }
         let t_max = prepared.iter().map(Prepared::span).fold(0.0, f64::max);
-        let fixed = FixedPoint::for_range(f_max, t_max)?;
+        let n_f = grids.iter().map(FrequencyGrid::len).max().unwrap_or(1);
+        let fixed = FixedPoint::for_range(f_max, t_max, n_f)?;
         let mut times = Vec::new();
         let (mut weights32, mut weights64) = (Vec::new(), Vec::new());
         for p in &prepared {
@@ -344,6 +427,11 @@ impl LombScargleProblem {
             weights64,
             check_curves: Vec::new(),
             check_stride: 1,
+            tolerance: NUFFT_TOLERANCE,
+            nufft_plans: std::sync::OnceLock::new(),
+            nufft_direct_bins: Default::default(),
+            nufft_tables: std::sync::OnceLock::new(),
+            planned_nufft: Default::default(),
         };
         Ok(problem.with_band_limit(device::BAND_FREQUENCIES))
     }
@@ -355,6 +443,84 @@ impl LombScargleProblem {
         self.bands = device::bands(&self.prepared, &grid_refs, self.fixed, frequencies);
         self.choose_checks();
         self
+    }
+
+    /// The NUFFT's accuracy (absolute, on standard power): `--tolerance`.
+    pub fn with_tolerance(mut self, tolerance: f64) -> Result<Self, String> {
+        nufft::SpreadKernel::for_tolerance(tolerance).map_err(|e| format!("--tolerance: {e}"))?;
+        self.tolerance = tolerance;
+        self.nufft_plans = std::sync::OnceLock::new();
+        self.nufft_tables = std::sync::OnceLock::new();
+        Ok(self)
+    }
+
+    /// Why the NUFFT cannot compute this problem, if it cannot: a curve with a non-uniform grid.
+    pub fn nufft_unavailable(&self) -> Option<String> {
+        self.grids
+            .iter()
+            .zip(&self.curves)
+            .find(|(g, _)| matches!(g, FrequencyGrid::Given(_)))
+            .map(|(_, c)| {
+                format!(
+                    "{}: a given (non-uniform) frequency grid; the nufft method needs f_k = f0 + k df",
+                    c.name
+                )
+            })
+    }
+
+    /// The cost model behind `--method auto`: predicted seconds of each method on one `cpu` core (constants
+    /// measured on the 2-core CI machine, docs/lombscargle.md), and the faster one with both predictions.
+    /// Devices have no NUFFT kernels yet, so there it is direct.
+    pub fn auto_mode(&self, precision: Precision, on_device: bool) -> (LsMode, String) {
+        let direct = self.pairs()
+            * match precision {
+                Precision::F32 => cost::DIRECT_F32_PAIR,
+                Precision::F64 => cost::DIRECT_F64_PAIR,
+            };
+        let direct_mode = LsMode::direct(precision);
+        if let Some(why) = self.nufft_unavailable() {
+            return (direct_mode, format!("direct ({why})"));
+        }
+        if on_device {
+            return (direct_mode, "direct (no nufft device kernels yet)".into());
+        }
+        let nufft = self.nufft_seconds();
+        let figures = format!("predicted direct {direct:.3e} s, nufft {nufft:.3e} s per core");
+        if nufft < direct {
+            (LsMode::NUFFT, format!("nufft ({figures})"))
+        } else {
+            (direct_mode, format!("direct ({figures})"))
+        }
+    }
+
+    /// Predicted seconds of the NUFFT on one core: spreading, the FFTs of the fine grids, and the powers.
+    pub fn nufft_seconds(&self) -> f64 {
+        let width = nufft::SpreadKernel::for_tolerance(self.tolerance * NUFFT_SUM_SHARE)
+            .map(|k| k.width)
+            .unwrap_or(nufft::MAX_WIDTH) as f64;
+        let grids = match self.model {
+            SignalModel::FloatingMean => 3.0,
+            SignalModel::FixedMean => 2.0,
+        };
+        self.prepared
+            .iter()
+            .zip(&self.grids)
+            .map(|(p, g)| {
+                let fine = nufft::smooth_length(2 * g.len()) as f64;
+                p.t.len() as f64 * width * grids * cost::SPREAD_TAP
+                    + grids * fine * fine.log2() * cost::FFT_POINT_LOG
+                    + g.len() as f64 * cost::POWER
+            })
+            .sum()
+    }
+
+    /// The modes a run offers: direct float32 and float64, and the NUFFT where every grid is uniform.
+    pub fn all_modes(&self) -> Vec<LsMode> {
+        let mut modes: Vec<LsMode> = Precision::ALL.iter().map(|&p| LsMode::direct(p)).collect();
+        if self.nufft_unavailable().is_none() {
+            modes.push(LsMode::NUFFT);
+        }
+        modes
     }
 
     /// Bands of device work (each one job).
@@ -502,6 +668,59 @@ impl LombScargleProblem {
     }
 }
 
+impl LombScargleProblem {
+    /// Every curve by NUFFT in float64: whole periodograms, or each curve's top-k as soon as it is done (a
+    /// survey's periodograms are never all in memory). One plan per distinct grid length, built in the run.
+    fn nufft_field(&self) -> Result<Field, String> {
+        if let Some(why) = self.nufft_unavailable() {
+            return Err(why);
+        }
+        self.nufft_direct_bins
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        let plans = self
+            .nufft_plans
+            .get_or_init(|| {
+                let mut lengths: Vec<usize> = self.grids.iter().map(FrequencyGrid::len).collect();
+                lengths.sort_unstable();
+                lengths.dedup();
+                lengths
+                    .par_iter()
+                    .map(|&m| nufft::Plan::new(m, self.tolerance * NUFFT_SUM_SHARE).map(|p| (m, p)))
+                    .collect()
+            })
+            .as_ref()
+            .map_err(Clone::clone)?;
+        let one = |c: usize| {
+            nufft::powers(
+                &self.prepared[c],
+                &self.grids[c],
+                self.model,
+                &plans[&self.grids[c].len()],
+                self.tolerance,
+            )
+            .map(|r| {
+                self.nufft_direct_bins
+                    .fetch_add(r.direct_bins, std::sync::atomic::Ordering::Relaxed);
+                r.powers
+            })
+        };
+        let curves = 0..self.curves.len();
+        match self.output {
+            Output::Full => {
+                let powers = curves.map(one).collect::<Result<Vec<_>, _>>()?;
+                Ok(Field::new(vec![powers.concat()]))
+            }
+            Output::TopK(k) => {
+                let peaks = curves
+                    .into_par_iter()
+                    .map(|c| one(c).map(|p| top_k(&p, k)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Self::peaks_field(&peaks, k))
+            }
+        }
+    }
+}
+
 /// The k highest local maxima of a periodogram (p[i] >= p[i-1] and p[i] > p[i+1]; one neighbour at the
 /// ends), by power, ties by lower index: the same rule as the device kernel.
 pub fn top_k(power: &[f64], k: usize) -> Vec<(usize, f64)> {
@@ -531,11 +750,19 @@ pub struct LombScargleDetails {
     /// Top-k peaks: ranks whose frequency differs from the reference's and is not a near-tie.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_index_mismatches: Option<u64>,
+    /// nufft: bins summed directly because their fit is too ill-conditioned for the NUFFT's sum error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nufft_direct_bins: Option<usize>,
 }
 
 impl SinglePass for LombScargleProblem {
-    type Mode = Precision;
-    fn run_cpu(&self, precision: Precision) -> Field {
+    type Mode = LsMode;
+    fn run_cpu(&self, mode: LsMode) -> Field {
+        if mode.method == Method::Nufft {
+            // `execute` refuses what the NUFFT cannot do; an error here leaves an empty field that fails.
+            return self.nufft_field().unwrap_or_else(|_| Field::new(vec![]));
+        }
+        let precision = mode.precision;
         let all: Vec<usize> = (0..self.curves.len()).collect();
         let powers = self.cpu_powers(&all, precision);
         match self.output {
@@ -543,21 +770,30 @@ impl SinglePass for LombScargleProblem {
             Output::TopK(k) => self.top_k_field(&powers, k),
         }
     }
-    fn plan(
-        &self,
-        precision: Precision,
-        _budget: DeviceBudget,
-        opts: &RunOptions,
-    ) -> Vec<KernelJob<'_>> {
-        self.device_jobs(precision, opts)
+    fn plan(&self, mode: LsMode, _budget: DeviceBudget, opts: &RunOptions) -> Vec<KernelJob<'_>> {
+        let nufft = mode.method == Method::Nufft;
+        self.planned_nufft
+            .store(nufft, std::sync::atomic::Ordering::Relaxed);
+        if nufft {
+            self.nufft_device_jobs(opts)
+        } else {
+            self.device_jobs(mode.precision, opts)
+        }
     }
     fn assemble(&self, outputs: Vec<Vec<HostVec>>) -> Field {
-        self.assemble_bands(outputs)
+        if self
+            .planned_nufft
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            self.assemble_curves(outputs)
+        } else {
+            self.assemble_bands(outputs)
+        }
     }
 }
 
 impl Workload for LombScargleProblem {
-    type Mode = Precision;
+    type Mode = LsMode;
     type Output = Field;
     type Reference = Field;
     type Details = LombScargleDetails;
@@ -585,8 +821,8 @@ impl Workload for LombScargleProblem {
             self.total_frequencies()
         )
     }
-    fn modes(&self) -> Vec<Precision> {
-        Precision::ALL.to_vec()
+    fn modes(&self) -> Vec<LsMode> {
+        self.all_modes()
     }
     fn work(&self, _output: &Field) -> Option<Work> {
         Some(Work {
@@ -594,11 +830,14 @@ impl Workload for LombScargleProblem {
             unit_name: "pairs",
         })
     }
-    fn pipe_instructions(&self, precision: Precision) -> Option<f64> {
+    fn pipe_instructions(&self, mode: LsMode) -> Option<f64> {
+        if mode.method == Method::Nufft {
+            return None; // not a per-pair method: its floor is memory traffic (docs/lombscargle.md)
+        }
         // The floor is the sin/cos unit: 2 MUFU per pair at 16/clk/SM, i.e. the issue slots of 16 FP32
         // lanes. float64 has no MUFU: ~34 DFMA-pipe operations for a software sincos plus the sums
         // (docs/lombscargle.md).
-        Some(match precision {
+        Some(match mode.precision {
             Precision::F64 => 34.0,
             Precision::F32 => 16.0,
         })
@@ -621,20 +860,36 @@ impl Workload for LombScargleProblem {
     fn execute(
         &self,
         target: &Target,
-        precision: Precision,
+        mode: LsMode,
         opts: &RunOptions,
     ) -> Result<Measured<Field>, RunError> {
-        exec::single_pass(self, target, precision, opts)
+        if mode.method == Method::Nufft {
+            if let Some(why) = self.nufft_unavailable() {
+                return Err(RunError::Unsupported(why));
+            }
+            if mode.precision != Precision::F64 {
+                return Err(RunError::Unsupported(
+                    "the nufft method runs in float64 only".into(),
+                ));
+            }
+            if matches!(target, Target::Device(_)) {
+                if let Err(why) = self.nufft_device_tables() {
+                    return Err(RunError::Unsupported(why.clone()));
+                }
+            }
+        }
+        exec::single_pass(self, target, mode, opts)
     }
     fn verify(
         &self,
         result: &Field,
         reference: &Field,
-        precision: Precision,
+        mode: LsMode,
     ) -> Verdict<LombScargleDetails> {
-        let tolerance = match precision {
-            Precision::F64 => TOL_F64,
-            Precision::F32 => TOL_F32,
+        let tolerance = match (mode.method, mode.precision) {
+            (Method::Nufft, _) => self.tolerance,
+            (Method::Direct, Precision::F64) => TOL_F64,
+            (Method::Direct, Precision::F32) => TOL_F32,
         };
         let mut errors = Errors::default();
         let mut details = LombScargleDetails {
@@ -642,6 +897,10 @@ impl Workload for LombScargleProblem {
             checked_frequency_stride: None,
             peak_window_max_abs: None,
             peak_index_mismatches: None,
+            nufft_direct_bins: (mode.method == Method::Nufft).then(|| {
+                self.nufft_direct_bins
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            }),
         };
         let mut pass = true;
         match self.output {
@@ -809,6 +1068,236 @@ impl LombScargleProblem {
             .collect()
     }
 
+    /// The host tables of every curve's device NUFFT (made once).
+    fn nufft_device_tables(&self) -> Result<&Vec<device::NufftTables>, &String> {
+        self.nufft_tables
+            .get_or_init(|| {
+                (0..self.curves.len())
+                    .into_par_iter()
+                    .map(|c| {
+                        device::NufftTables::new(
+                            c,
+                            &self.prepared[c],
+                            &self.grids[c],
+                            self.fixed,
+                            self.tolerance * NUFFT_SUM_SHARE,
+                        )
+                        .map_err(|e| format!("{}: {e}", self.curves[c].name))
+                    })
+                    .collect()
+            })
+            .as_ref()
+    }
+
+    /// One job per curve: strengths, the two gathers onto the fine grids, the Stockham passes of the three
+    /// grids at once, the powers with their error bounds, the direct fix-up of doubtful bins, and the top-k
+    /// kernel when only peaks are wanted (cl/common/ls_nufft.h).
+    fn nufft_device_jobs(&self, opts: &RunOptions) -> Vec<KernelJob<'_>> {
+        const ITEMS: usize = 256;
+        /// Work-groups of the direct fix-up: a few per multiprocessor of a large GPU.
+        const DIRECT_GROUPS: usize = 256;
+        let Ok(tables) = self.nufft_device_tables() else {
+            return Vec::new(); // `execute` has refused the run with the reason
+        };
+        let mut first_point = 0;
+        let mut starts = Vec::with_capacity(self.prepared.len());
+        for p in &self.prepared {
+            starts.push(first_point);
+            first_point += p.t.len();
+        }
+        let floating = i32::from(self.model == SignalModel::FloatingMean);
+        let round_up = |n: usize| n.div_ceil(ITEMS) * ITEMS;
+        tables
+            .iter()
+            .map(|tb| {
+                let points = self.prepared[tb.curve].t.len();
+                let range = 2 * starts[tb.curve]..2 * (starts[tb.curve] + points);
+                let n = tb.fine;
+                let mut buffers = vec![
+                    BufferSpec::Input(HostSlice::U32(&self.times[range.clone()])),
+                    BufferSpec::Input(HostSlice::F64(&self.weights64[range])),
+                    BufferSpec::Input(HostSlice::U32(&tb.order[0])),
+                    BufferSpec::Input(HostSlice::U32(&tb.start[0])),
+                    BufferSpec::Input(HostSlice::F64(&tb.offset[0])),
+                    BufferSpec::Input(HostSlice::U32(&tb.order[1])),
+                    BufferSpec::Input(HostSlice::U32(&tb.start[1])),
+                    BufferSpec::Input(HostSlice::F64(&tb.offset[1])),
+                    BufferSpec::Scratch {
+                        dtype: DType::F64,
+                        len: 6 * points,
+                    },
+                    BufferSpec::Scratch {
+                        dtype: DType::F64,
+                        len: 6 * n,
+                    },
+                    BufferSpec::Scratch {
+                        dtype: DType::F64,
+                        len: 6 * n,
+                    },
+                    BufferSpec::Input(HostSlice::F64(&tb.nodes)),
+                    BufferSpec::Scratch {
+                        dtype: DType::U32,
+                        len: 1 + tb.modes,
+                    },
+                    match self.output {
+                        Output::Full => BufferSpec::Output {
+                            dtype: DType::F64,
+                            len: tb.modes,
+                        },
+                        Output::TopK(_) => BufferSpec::Scratch {
+                            dtype: DType::F64,
+                            len: tb.modes,
+                        },
+                    },
+                ];
+                let launch = |kernel: &str, args: Vec<StepArg>, global: usize| {
+                    Step::Launch(Launch {
+                        kernel: kernel.into(),
+                        args,
+                        global: round_up(global),
+                        local: Local::Prefer(ITEMS),
+                    })
+                };
+                let mut steps = vec![launch(
+                    "ls_nufft_strengths",
+                    vec![
+                        StepArg::I32(points as i32),
+                        StepArg::Buffer(0),
+                        StepArg::Buffer(1),
+                        StepArg::U64(tb.centre),
+                        StepArg::Buffer(8),
+                        StepArg::Buffer(12),
+                    ],
+                    points.max(1),
+                )];
+                for (set, (first, grids, out_grid)) in
+                    [(0, 2, 0), (2, 1, 2)].into_iter().enumerate()
+                {
+                    steps.push(launch(
+                        "ls_nufft_spread",
+                        vec![
+                            StepArg::I32(n as i32),
+                            StepArg::I32(tb.width as i32),
+                            StepArg::F64(tb.beta),
+                            StepArg::Buffer(2 + 3 * set),
+                            StepArg::Buffer(3 + 3 * set),
+                            StepArg::Buffer(4 + 3 * set),
+                            StepArg::Buffer(8),
+                            StepArg::I32(first),
+                            StepArg::I32(grids),
+                            StepArg::I32(out_grid),
+                            StepArg::Buffer(9),
+                        ],
+                        n,
+                    ));
+                }
+                // Stockham passes ping-pong between buffers 9 and 10.
+                let mut span = 1;
+                let mut current = 9;
+                for &p in &tb.radices {
+                    let other = if current == 9 { 10 } else { 9 };
+                    steps.push(launch(
+                        "ls_nufft_fft",
+                        vec![
+                            StepArg::I32(n as i32),
+                            StepArg::I32(span as i32),
+                            StepArg::I32(3),
+                            StepArg::Buffer(current),
+                            StepArg::Buffer(other),
+                        ],
+                        3 * (n / p),
+                    ));
+                    span *= p;
+                    current = other;
+                }
+                steps.push(launch(
+                    "ls_nufft_power",
+                    vec![
+                        StepArg::I32(tb.modes as i32),
+                        StepArg::I32(n as i32),
+                        StepArg::Buffer(current),
+                        StepArg::Buffer(11),
+                        StepArg::I32((tb.nodes.len() / 2) as i32),
+                        StepArg::F64(tb.a),
+                        StepArg::F64(tb.scale),
+                        StepArg::I32(floating),
+                        StepArg::F64(tb.e_y),
+                        StepArg::F64(tb.e_w),
+                        StepArg::F64(self.tolerance),
+                        StepArg::Buffer(13),
+                        StepArg::Buffer(12),
+                    ],
+                    tb.modes,
+                ));
+                steps.push(Step::Launch(Launch {
+                    kernel: "ls_nufft_direct".into(),
+                    args: vec![
+                        StepArg::I32(points as i32),
+                        StepArg::Buffer(0),
+                        StepArg::Buffer(1),
+                        StepArg::F64(tb.f0),
+                        StepArg::F64(tb.df),
+                        StepArg::F64((self.fixed.freq_bits as f64).exp2()),
+                        StepArg::I32(floating),
+                        StepArg::Buffer(12),
+                        StepArg::Buffer(13),
+                    ],
+                    global: DIRECT_GROUPS * GROUP,
+                    local: Local::Exact(GROUP),
+                }));
+                if let Output::TopK(k) = self.output {
+                    buffers.push(BufferSpec::Input(HostSlice::U32(&tb.record)));
+                    buffers.push(BufferSpec::Output {
+                        dtype: DType::I32,
+                        len: k,
+                    });
+                    buffers.push(BufferSpec::Output {
+                        dtype: DType::F64,
+                        len: k,
+                    });
+                    steps.push(Step::Launch(Launch {
+                        kernel: "ls_topk_f64".into(),
+                        args: vec![
+                            StepArg::Buffer(14),
+                            StepArg::Buffer(13),
+                            StepArg::I32(k as i32),
+                            StepArg::Buffer(15),
+                            StepArg::Buffer(16),
+                        ],
+                        global: GROUP,
+                        local: Local::Exact(GROUP),
+                    }));
+                }
+                KernelJob {
+                    program: &PROGRAM,
+                    defines: vec![],
+                    buffers,
+                    steps,
+                    warmup: opts.warmup,
+                    repeats: opts.repeats,
+                }
+            })
+            .collect()
+    }
+
+    /// The per-curve jobs' outputs as one field: the concatenated powers, or each curve's top-k.
+    fn assemble_curves(&self, outputs: Vec<Vec<HostVec>>) -> Field {
+        match self.output {
+            Output::Full => Field::new(vec![outputs
+                .iter()
+                .flat_map(|curve| curve[0].to_f64())
+                .collect()]),
+            Output::TopK(_) => {
+                let (mut index, mut power) = (Vec::new(), Vec::new());
+                for curve in &outputs {
+                    index.extend(curve[0].to_f64());
+                    power.extend(curve[1].to_f64());
+                }
+                Field::new(vec![index, power])
+            }
+        }
+    }
+
     /// The bands' outputs as one field: the concatenated powers, or per curve the top-k (index, power)
     /// pairs merged over the curve's pieces.
     fn assemble_bands(&self, outputs: Vec<Vec<HostVec>>) -> Field {
@@ -852,9 +1341,14 @@ impl LombScargleProblem {
     }
 
     fn top_k_field(&self, powers: &[Vec<f64>], k: usize) -> Field {
+        let peaks: Vec<Vec<(usize, f64)>> = powers.iter().map(|p| top_k(p, k)).collect();
+        Self::peaks_field(&peaks, k)
+    }
+
+    /// Per curve k ranks of (index, power); (−1, −1) past a curve's last peak.
+    fn peaks_field(peaks: &[Vec<(usize, f64)>], k: usize) -> Field {
         let (mut index, mut power) = (Vec::new(), Vec::new());
-        for p in powers {
-            let peaks = top_k(p, k);
+        for peaks in peaks {
             for r in 0..k {
                 let (i, v) = peaks
                     .get(r)

@@ -3,10 +3,11 @@
 //! returns their periodograms, highest peaks and false-alarm probabilities, which `astroport periodogram`
 //! writes out.
 
+use super::args::MethodArg;
 use super::fap::{self, FapMethod, SeriesStats};
 use super::{
-    generate, top_k, FrequencyGrid, LightCurve, LombScargleProblem, Normalization, Output, Peak,
-    Prepared, SignalModel, SEED,
+    generate, top_k, FrequencyGrid, LightCurve, LombScargleProblem, LsMode, Normalization, Output,
+    Peak, Prepared, SignalModel, SEED,
 };
 use crate::backend::{Precision, Target};
 use crate::exec::{self, RunOptions};
@@ -112,7 +113,7 @@ impl LombScargle {
             self.model,
             Output::Full,
         )?;
-        let m = exec::single_pass(&problem, backend, precision, &RunOptions::once())
+        let m = exec::single_pass(&problem, backend, precision.into(), &RunOptions::once())
             .map_err(|e| e.to_string())?;
         let stats = self.stats();
         let power = m.output.components.into_iter().next().unwrap_or_default();
@@ -274,6 +275,10 @@ pub enum FapChoice {
 #[derive(Debug, Clone)]
 pub struct AnalysisOptions {
     pub precision: Precision,
+    /// Direct sums, NUFFT, or the cost model's choice.
+    pub method: MethodArg,
+    /// The NUFFT's accuracy on standard power.
+    pub tolerance: f64,
     pub model: SignalModel,
     pub normalization: Normalization,
     pub grid: GridChoice,
@@ -307,6 +312,9 @@ pub struct Analysis {
     pub pairs: f64,
     /// Seconds of each curve's bootstrap batch.
     pub bootstrap_seconds: Vec<f64>,
+    /// The mode the periodograms ran in, and why when the method was chosen or changed.
+    pub mode: LsMode,
+    pub method_note: Option<String>,
 }
 
 /// Periodograms of many light curves on one backend, with their highest peaks and false-alarm
@@ -329,9 +337,15 @@ pub fn analyse(
     } else {
         Output::Full
     };
-    let problem = LombScargleProblem::new("input", curves, grids, options.model, output)?;
+    let problem = LombScargleProblem::new("input", curves, grids, options.model, output)?
+        .with_tolerance(options.tolerance)?;
+    let on_device = matches!(backend, Target::Device(_));
+    let (mode, method_note) = options
+        .method
+        .resolve(&problem, options.precision, on_device);
     let run = |p: &LombScargleProblem, opts: &RunOptions| {
-        exec::single_pass(p, backend, options.precision, opts).map_err(|e| e.to_string())
+        use crate::workload::Workload;
+        p.execute(backend, mode, opts).map_err(|e| e.to_string())
     };
     let measured = run(&problem, &options.run)?;
     let field = measured.output;
@@ -364,7 +378,8 @@ pub fn analyse(
                     grids,
                     options.model,
                     Output::TopK(1),
-                )?;
+                )?
+                .with_tolerance(options.tolerance)?;
                 let m = run(&batch, &RunOptions::once())?;
                 bootstrap_seconds.push(m.times.median);
                 m.output.components[1].clone()
@@ -416,6 +431,8 @@ pub fn analyse(
         seconds: measured.times.median,
         pairs: problem.pairs(),
         bootstrap_seconds,
+        mode,
+        method_note,
     })
 }
 
