@@ -46,10 +46,10 @@ __kernel void ls_nufft_spread(const int n, const int width, const double beta, _
     ls_nufft_spread_item((int)get_global_id(0), n, width, beta, order, start, offset, strengths, first, grids,
                          out_grid, out);
 }
-__kernel void ls_nufft_fft(const int n, const int ns, const int batch, __global const double *restrict src,
-                           __global double *restrict dst)
+__kernel void ls_nufft_fft(const int n, const int ns, const int p, const int batch,
+                           __global const double *restrict src, __global double *restrict dst)
 {
-    ls_nufft_fft_item((int)get_global_id(0), n, ns, batch, src, dst);
+    ls_nufft_fft_item((int)get_global_id(0), n, ns, p, batch, src, dst);
 }
 __kernel void ls_nufft_power(const int modes, const int n, __global const double *restrict grids,
                              __global const double *restrict nodes, const int n_nodes, const double a,

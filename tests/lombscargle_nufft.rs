@@ -234,6 +234,12 @@ fn auto_picks_by_predicted_cost() {
     .unwrap();
     let (mode, why) = short.auto_mode(Precision::F32, false);
     assert_eq!(mode, LsMode::direct(Precision::F32), "{why}");
+    // On a device (H200 constants): many short curves stay direct, one long series goes to the NUFFT.
+    let survey = LombScargleProblem::preset("survey-small", SignalModel::FloatingMean).unwrap();
+    let (mode, why) = survey.auto_mode(Precision::F32, true);
+    assert_eq!(mode, LsMode::direct(Precision::F32), "{why}");
+    assert!(why.contains("on a device"), "{why}");
+    assert_eq!(long.auto_mode(Precision::F32, true).0, LsMode::NUFFT);
 }
 
 /// The device NUFFT (cl/common/ls_nufft.h) on every backend found, against the direct float64 reference:

@@ -81,15 +81,17 @@ ASTRO_FN void ls_nufft_spread_item(int l, int n, int width, double beta, ASTRO_G
     }
 }
 
-/* Item g of one inverse (sign +1) Stockham pass with span ns over `batch` grids of n cells. */
-ASTRO_FN void ls_nufft_fft_item(int g, int n, int ns, int batch, ASTRO_GLOBAL const double *src,
+/* Item g of one inverse (sign +1) Stockham pass of radix p with span ns over `batch` grids of n cells. The host
+ * orders the radices (a radix 2 first: the first pass writes with a stride of p values, so the smallest p
+ * keeps its stores densest). */
+ASTRO_FN void ls_nufft_fft_item(int g, int n, int ns, int p, int batch, ASTRO_GLOBAL const double *src,
                                 ASTRO_GLOBAL double *dst)
 {
-    const int per_grid = n / fft_next_radix(n / ns);
+    const int per_grid = n / p;
     if (g >= per_grid * batch) return;
     const int b = g / per_grid;
     const ASTRO_I64 shift = 2 * (ASTRO_I64)n * b;
-    fft_butterfly(src + shift, dst + shift, src, 0, n, ns, 1, g - b * per_grid);
+    fft_butterfly(src + shift, dst + shift, src, 0, n, ns, p, 1, g - b * per_grid);
 }
 
 /* First-order bound on the error of the standard power when yc, ys are off by e_y, c, s by e_w (floating mean

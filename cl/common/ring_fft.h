@@ -115,15 +115,14 @@ ASTRO_FN void fft_dft8(double *re, double *im, int sign)
     }
 }
 
-/* Butterfly j < n/p of the Stockham pass with span ns (the product of the radices done) and radix
- * p = fft_next_radix(n/ns): reads src[j + r n/p], turns input r by w^{r k} (w = e^{sign 2πi/(ns p)},
+/* Butterfly j < n/p of the Stockham pass with span ns (the product of the radices done) and radix p (any
+ * factor of n/ns: Stockham takes the factors in any order): reads src[j + r n/p], turns input r by w^{r k} (w = e^{sign 2πi/(ns p)},
  * k = j mod ns), takes the p-point DFT and writes output q to (j − k) p + k + q ns. Odd radices read their
  * turns from the table tw of e^{−2πik/n} when `table` is set, else compute them (a transform too long for
  * a table that its memory traffic could afford). */
 ASTRO_FN void fft_butterfly(ASTRO_GLOBAL const double *src, ASTRO_GLOBAL double *dst, ASTRO_GLOBAL const double *tw,
-                            int table, int n, int ns, int sign, int j)
+                            int table, int n, int ns, int p, int sign, int j)
 {
-    const int p = fft_next_radix(n / ns);
     const int m = n / p, span = ns * p, step = n / span;
     const int k = j % ns, out = (j - k) * p + k;
     if (p == 2) {
@@ -178,24 +177,26 @@ ASTRO_FN void fft_butterfly(ASTRO_GLOBAL const double *src, ASTRO_GLOBAL double 
         dst[2 * (out + 3 * ns)] = t1r - t3r;
         dst[2 * (out + 3 * ns) + 1] = t1i - t3i;
     } else {
-        /* Direct p-point DFT: input r of output q turns by e^{sign 2πi r (k + q ns)/span}. */
+        /* Direct p-point DFT: input r of output q turns by e^{sign 2πi r (k + q ns)/span}: a table entry, or
+         * without a table the r-th power of one computed turn per output (p ≤ 5 here, so the powers' rounding
+         * stays at a few ulps). */
         for (int q = 0; q < p; q++) {
             const int inc = k + q * ns;
-            double accr = 0.0, acci = 0.0;
+            double accr = 0.0, acci = 0.0, tc = 1.0, ts = 0.0, bc = 1.0, bs = 0.0;
+            if (!table) fft_unit(inc, span, sign, &bc, &bs);
             int e = 0;
             for (int r = 0; r < p; r++) {
                 double vr = src[2 * (j + r * m)], vi = src[2 * (j + r * m) + 1];
                 if (table) {
                     fft_rotate(tw, e * step, sign, &vr, &vi);
+                    e += inc;
+                    if (e >= span) e -= span;
                 } else {
-                    double c, sn;
-                    fft_unit(e, span, sign, &c, &sn);
-                    fft_mul(c, sn, &vr, &vi);
+                    fft_mul(tc, ts, &vr, &vi);
+                    fft_mul(bc, bs, &tc, &ts);
                 }
                 accr += vr;
                 acci += vi;
-                e += inc;
-                if (e >= span) e -= span;
             }
             dst[2 * (out + q * ns)] = accr;
             dst[2 * (out + q * ns) + 1] = acci;
@@ -214,7 +215,7 @@ ASTRO_FN void fft_stockham(ASTRO_GLOBAL double *a, ASTRO_GLOBAL double *b, ASTRO
         ASTRO_GLOBAL const double *src = (pass & 1) ? b : a;
         ASTRO_GLOBAL double *dst = (pass & 1) ? a : b;
         const int p = fft_next_radix(n / ns);
-        for (int j = lid; j < n / p; j += lsize) fft_butterfly(src, dst, tw, 1, n, ns, sign, j);
+        for (int j = lid; j < n / p; j += lsize) fft_butterfly(src, dst, tw, 1, n, ns, p, sign, j);
         ASTRO_BARRIER_GLOBAL();
         ns *= p;
     }

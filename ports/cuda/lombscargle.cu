@@ -43,9 +43,10 @@ __global__ void ls_nufft_spread(int n, int width, double beta, const unsigned in
 {
     ls_nufft_spread_item(global_id(), n, width, beta, order, start, offset, strengths, first, grids, out_grid, out);
 }
-__global__ void ls_nufft_fft(int n, int ns, int batch, const double *__restrict__ src, double *__restrict__ dst)
+__global__ void ls_nufft_fft(int n, int ns, int p, int batch, const double *__restrict__ src,
+                             double *__restrict__ dst)
 {
-    ls_nufft_fft_item(global_id(), n, ns, batch, src, dst);
+    ls_nufft_fft_item(global_id(), n, ns, p, batch, src, dst);
 }
 __global__ void ls_nufft_power(int modes, int n, const double *__restrict__ grids, const double *__restrict__ nodes,
                                int n_nodes, double a, double scale, int floating, double e_y, double e_w,

@@ -45,9 +45,9 @@ LS_KERNEL ls_nufft_spread(int n, int width, double beta, const unsigned int *ord
 {
     ls_nufft_spread_item(global_id(), n, width, beta, order, start, offset, strengths, first, grids, out_grid, out);
 }
-LS_KERNEL ls_nufft_fft(int n, int ns, int batch, const double *src, double *dst)
+LS_KERNEL ls_nufft_fft(int n, int ns, int p, int batch, const double *src, double *dst)
 {
-    ls_nufft_fft_item(global_id(), n, ns, batch, src, dst);
+    ls_nufft_fft_item(global_id(), n, ns, p, batch, src, dst);
 }
 LS_KERNEL ls_nufft_power(int modes, int n, const double *grids, const double *nodes, int n_nodes, double a,
                          double scale, int floating, double e_y, double e_w, double tolerance, double *power,

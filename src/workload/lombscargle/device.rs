@@ -188,6 +188,17 @@ pub fn bands(
     out
 }
 
+/// The Stockham radices of the device NUFFT's fine grid: ring_fft.h's factors, a radix 2 or 4 moved to the
+/// front (the first pass stores with a stride of its radix).
+pub fn nufft_radices(fine: usize) -> Vec<usize> {
+    let mut radices = crate::workload::sht::device::fft_radices(fine);
+    if let Some(i) = radices.iter().position(|&p| p == 2 || p == 4) {
+        let small = radices.remove(i);
+        radices.insert(0, small);
+    }
+    radices
+}
+
 /// The host's part of one curve's NUFFT on a device (cl/common/ls_nufft.h): the fine grid and kernel, the
 /// points sorted by first cell for both position sets (u for the sums at f, 2u for those at 2f), the
 /// quadrature of the kernel's transform, and the fixed-point frequencies. O(N + n) host work per curve.
@@ -291,7 +302,7 @@ impl NufftTables {
             df,
             e_y: sum_error * prepared.wy.iter().map(|v| v.abs()).sum::<f64>(),
             e_w: sum_error,
-            radices: crate::workload::sht::device::fft_radices(fine),
+            radices: nufft_radices(fine),
             record,
         })
     }

@@ -330,6 +330,12 @@ mod cost {
     pub const FFT_POINT_LOG: f64 = 1e-9;
     /// One frequency's deconvolution and power.
     pub const POWER: f64 = 10e-9;
+    /// On a device (H200, 2026-12-02, reports/nvidia-h200/lombscargle-nufft.md): a direct pair (ci and
+    /// survey-small rows), a NUFFT job's fixed cost and its cost per fine-grid cell (corot and ci rows).
+    pub const DEVICE_DIRECT_F32_PAIR: f64 = 1.2e-12;
+    pub const DEVICE_DIRECT_F64_PAIR: f64 = 5e-12;
+    pub const DEVICE_NUFFT_CURVE: f64 = 1.5e-4;
+    pub const DEVICE_NUFFT_FINE_CELL: f64 = 5.4e-10;
 }
 
 /// Seed of every generated preset (the oracle's).
@@ -468,24 +474,27 @@ impl LombScargleProblem {
             })
     }
 
-    /// The cost model behind `--method auto`: predicted seconds of each method on one `cpu` core (constants
-    /// measured on the 2-core CI machine, docs/lombscargle.md), and the faster one with both predictions.
-    /// Devices have no NUFFT kernels yet, so there it is direct.
+    /// The cost model behind `--method auto`: predicted seconds of each method, on one `cpu` core (constants
+    /// measured on the 2-core CI machine) or on a device (constants measured on the H200; docs/lombscargle.md),
+    /// and the faster one with both predictions.
     pub fn auto_mode(&self, precision: Precision, on_device: bool) -> (LsMode, String) {
         let direct = self.pairs()
-            * match precision {
-                Precision::F32 => cost::DIRECT_F32_PAIR,
-                Precision::F64 => cost::DIRECT_F64_PAIR,
+            * match (on_device, precision) {
+                (false, Precision::F32) => cost::DIRECT_F32_PAIR,
+                (false, Precision::F64) => cost::DIRECT_F64_PAIR,
+                (true, Precision::F32) => cost::DEVICE_DIRECT_F32_PAIR,
+                (true, Precision::F64) => cost::DEVICE_DIRECT_F64_PAIR,
             };
         let direct_mode = LsMode::direct(precision);
         if let Some(why) = self.nufft_unavailable() {
             return (direct_mode, format!("direct ({why})"));
         }
-        if on_device {
-            return (direct_mode, "direct (no nufft device kernels yet)".into());
-        }
-        let nufft = self.nufft_seconds();
-        let figures = format!("predicted direct {direct:.3e} s, nufft {nufft:.3e} s per core");
+        let (nufft, unit) = if on_device {
+            (self.nufft_device_seconds(), "on a device")
+        } else {
+            (self.nufft_seconds(), "per core")
+        };
+        let figures = format!("predicted direct {direct:.3e} s, nufft {nufft:.3e} s {unit}");
         if nufft < direct {
             (LsMode::NUFFT, format!("nufft ({figures})"))
         } else {
@@ -510,6 +519,18 @@ impl LombScargleProblem {
                 p.t.len() as f64 * width * grids * cost::SPREAD_TAP
                     + grids * fine * fine.log2() * cost::FFT_POINT_LOG
                     + g.len() as f64 * cost::POWER
+            })
+            .sum()
+    }
+
+    /// Predicted seconds of the device NUFFT: a fixed cost per curve (its job's launches) and one per cell of
+    /// the fine grids (three grids through spreading, nine-odd FFT passes and the powers).
+    pub fn nufft_device_seconds(&self) -> f64 {
+        self.grids
+            .iter()
+            .map(|g| {
+                cost::DEVICE_NUFFT_CURVE
+                    + nufft::smooth_length(2 * g.len()) as f64 * cost::DEVICE_NUFFT_FINE_CELL
             })
             .sum()
     }
@@ -1201,6 +1222,7 @@ impl LombScargleProblem {
                         vec![
                             StepArg::I32(n as i32),
                             StepArg::I32(span as i32),
+                            StepArg::I32(p as i32),
                             StepArg::I32(3),
                             StepArg::Buffer(current),
                             StepArg::Buffer(other),
