@@ -23,33 +23,8 @@ fn check(
     problem.verify(result, reference, p.into()).accuracy
 }
 
-fn oracle() -> Value {
-    astroport::oracle::vectors("lombscargle/ls_reference_vectors.json")
-}
-
-fn floats(v: &Value) -> Vec<f64> {
-    v.as_array()
-        .expect("array")
-        .iter()
-        .map(|x| x.as_f64().expect("number"))
-        .collect()
-}
-
 fn oracle_problem(model: SignalModel, output: Output) -> (LombScargleProblem, Value) {
-    let o = oracle();
-    let curve = LightCurve {
-        name: "oracle".into(),
-        t: floats(&o["t"]),
-        y: floats(&o["y"]),
-        dy: None,
-    };
-    let g = &o["grid"];
-    let grid = generate::culsp_grid(
-        &curve.t,
-        g["F_over"].as_f64().unwrap(),
-        g["F_high"].as_f64().unwrap(),
-    );
-    assert_eq!(grid.len() as u64, g["nf"].as_u64().unwrap());
+    let (o, curve, grid) = common::ls_oracle();
     (
         LombScargleProblem::new("oracle", vec![curve], vec![grid], model, output).unwrap(),
         o,
@@ -63,7 +38,7 @@ fn f64_reference_matches_astropy_to_1e_9() {
         (SignalModel::FixedMean, "power_standard_classic"),
     ] {
         let (problem, o) = oracle_problem(model, Output::Full);
-        let want = floats(&o[key]);
+        let want = common::floats(&o[key]);
         let got = problem.run_cpu(Precision::F64.into()).components[0].clone();
         assert_eq!(got.len(), want.len());
         let worst = got
@@ -144,7 +119,7 @@ fn given_grid_equals_uniform_grid() {
         Output::Full,
     )
     .unwrap();
-    let want = floats(&o["power_standard_floating"]);
+    let want = common::floats(&o["power_standard_floating"]);
     for precision in [Precision::F64, Precision::F32] {
         let got = p.run_cpu(precision.into()).components[0].clone();
         let worst = got

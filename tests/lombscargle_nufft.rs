@@ -14,14 +14,6 @@ use astroport::workload::lombscargle::{
 use astroport::workload::Workload;
 use rand::{Rng, SeedableRng};
 
-fn floats(v: &serde_json::Value) -> Vec<f64> {
-    v.as_array()
-        .expect("array")
-        .iter()
-        .map(|x| x.as_f64().expect("number"))
-        .collect()
-}
-
 /// Largest |nufft − direct f64| over every frequency of every curve.
 fn worst_against_direct(problem: &LombScargleProblem) -> f64 {
     let got = problem.run_cpu(LsMode::NUFFT).components[0].clone();
@@ -41,19 +33,7 @@ fn worst_against_direct(problem: &LombScargleProblem) -> f64 {
 
 #[test]
 fn nufft_matches_astropy_exact_to_1e_9() {
-    let o = astroport::oracle::vectors("lombscargle/ls_reference_vectors.json");
-    let curve = LightCurve {
-        name: "oracle".into(),
-        t: floats(&o["t"]),
-        y: floats(&o["y"]),
-        dy: None,
-    };
-    let g = &o["grid"];
-    let grid = generate::culsp_grid(
-        &curve.t,
-        g["F_over"].as_f64().unwrap(),
-        g["F_high"].as_f64().unwrap(),
-    );
+    let (o, curve, grid) = common::ls_oracle();
     for (model, key) in [
         (SignalModel::FloatingMean, "power_standard_floating"),
         (SignalModel::FixedMean, "power_standard_classic"),
@@ -66,7 +46,7 @@ fn nufft_matches_astropy_exact_to_1e_9() {
             Output::Full,
         )
         .unwrap();
-        let want = floats(&o[key]);
+        let want = common::floats(&o[key]);
         let got = problem.run_cpu(LsMode::NUFFT).components[0].clone();
         assert_eq!(got.len(), want.len());
         let worst = got
@@ -299,4 +279,38 @@ fn device_nufft_matches_the_reference_on_every_backend() {
         }
         common::assert_ran(&common::devices(&d), &common::ran_ok(&rows));
     }
+}
+
+/// The library object: `LombScargle::power` by NUFFT agrees with the direct sums, in every normalisation's
+/// input (standard power), on the `cpu` backend; a bad tolerance is refused by `power`.
+#[test]
+fn the_library_object_takes_the_method() {
+    use astroport::workload::lombscargle::args::MethodArg;
+    use astroport::workload::lombscargle::LombScargle;
+    let curve = generate::corot_like(3000, 9);
+    let ls = LombScargle::from_curve(curve).unwrap();
+    let grid = ls.autofrequency(8.0, 1.0).unwrap();
+    let cpu = astroport::backend::open("cpu").unwrap();
+    let direct = ls
+        .clone()
+        .method(MethodArg::Direct)
+        .power(&grid, &cpu, Precision::F64)
+        .unwrap();
+    let nufft = ls
+        .clone()
+        .method(MethodArg::Nufft)
+        .power(&grid, &cpu, Precision::F64)
+        .unwrap();
+    let worst = direct
+        .iter()
+        .zip(&nufft)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    assert!(worst <= 1e-9, "max |Δp| {worst:e}");
+    let e = ls
+        .method(MethodArg::Nufft)
+        .tolerance(0.0)
+        .power(&grid, &cpu, Precision::F64)
+        .unwrap_err();
+    assert!(e.contains("--tolerance"), "{e}");
 }

@@ -106,3 +106,36 @@ pub fn max_rel(a: &[f64], b: &[f64]) -> f64 {
         .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()))
         / scale
 }
+
+/// A JSON array of numbers.
+pub fn floats(v: &serde_json::Value) -> Vec<f64> {
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|x| x.as_f64().expect("number"))
+        .collect()
+}
+
+/// The Lomb-Scargle oracle (tests/data/lombscargle/ls_reference_vectors.json, astropy 8.0.2 exact), its
+/// light curve and its culsp grid.
+pub fn ls_oracle() -> (
+    serde_json::Value,
+    astroport::workload::lombscargle::LightCurve,
+    astroport::workload::lombscargle::FrequencyGrid,
+) {
+    let o = astroport::oracle::vectors("lombscargle/ls_reference_vectors.json");
+    let curve = astroport::workload::lombscargle::LightCurve {
+        name: "oracle".into(),
+        t: floats(&o["t"]),
+        y: floats(&o["y"]),
+        dy: None,
+    };
+    let g = &o["grid"];
+    let grid = astroport::workload::lombscargle::generate::culsp_grid(
+        &curve.t,
+        g["F_over"].as_f64().unwrap(),
+        g["F_high"].as_f64().unwrap(),
+    );
+    assert_eq!(grid.len() as u64, g["nf"].as_u64().unwrap());
+    (o, curve, grid)
+}

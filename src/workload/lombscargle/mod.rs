@@ -742,6 +742,35 @@ impl LombScargleProblem {
     }
 }
 
+/// The top-k kernel over `curves` curve records: buffers [records, powers, out index, out power].
+fn top_k_launch(suffix: &str, buffers: [usize; 4], k: usize, curves: usize) -> Step {
+    let [records, power, index_out, power_out] = buffers;
+    Step::Launch(Launch {
+        kernel: format!("ls_topk_{suffix}"),
+        args: vec![
+            StepArg::Buffer(records),
+            StepArg::Buffer(power),
+            StepArg::I32(k as i32),
+            StepArg::Buffer(index_out),
+            StepArg::Buffer(power_out),
+        ],
+        global: curves * GROUP,
+        local: Local::Exact(GROUP),
+    })
+}
+
+/// A Lomb-Scargle job, timed as `opts` says.
+fn ls_job<'a>(buffers: Vec<BufferSpec<'a>>, steps: Vec<Step>, opts: &RunOptions) -> KernelJob<'a> {
+    KernelJob {
+        program: &PROGRAM,
+        defines: vec![],
+        buffers,
+        steps,
+        warmup: opts.warmup,
+        repeats: opts.repeats,
+    }
+}
+
 /// The k highest local maxima of a periodogram (p[i] >= p[i-1] and p[i] > p[i+1]; one neighbour at the
 /// ends), by power, ties by lower index: the same rule as the device kernel.
 pub fn top_k(power: &[f64], k: usize) -> Vec<(usize, f64)> {
@@ -1064,27 +1093,9 @@ impl LombScargleProblem {
                         dtype,
                         len: n_curves * k,
                     });
-                    steps.push(Step::Launch(Launch {
-                        kernel: format!("ls_topk_{suffix}"),
-                        args: vec![
-                            StepArg::Buffer(0),
-                            StepArg::Buffer(4),
-                            StepArg::I32(k as i32),
-                            StepArg::Buffer(5),
-                            StepArg::Buffer(6),
-                        ],
-                        global: n_curves * GROUP,
-                        local: Local::Exact(GROUP),
-                    }));
+                    steps.push(top_k_launch(suffix, [0, 4, 5, 6], k, n_curves));
                 }
-                KernelJob {
-                    program: &PROGRAM,
-                    defines: vec![],
-                    buffers,
-                    steps,
-                    warmup: opts.warmup,
-                    repeats: opts.repeats,
-                }
+                ls_job(buffers, steps, opts)
             })
             .collect()
     }
@@ -1277,27 +1288,9 @@ impl LombScargleProblem {
                         dtype: DType::F64,
                         len: k,
                     });
-                    steps.push(Step::Launch(Launch {
-                        kernel: "ls_topk_f64".into(),
-                        args: vec![
-                            StepArg::Buffer(14),
-                            StepArg::Buffer(13),
-                            StepArg::I32(k as i32),
-                            StepArg::Buffer(15),
-                            StepArg::Buffer(16),
-                        ],
-                        global: GROUP,
-                        local: Local::Exact(GROUP),
-                    }));
+                    steps.push(top_k_launch("f64", [14, 13, 15, 16], k, 1));
                 }
-                KernelJob {
-                    program: &PROGRAM,
-                    defines: vec![],
-                    buffers,
-                    steps,
-                    warmup: opts.warmup,
-                    repeats: opts.repeats,
-                }
+                ls_job(buffers, steps, opts)
             })
             .collect()
     }

@@ -10,7 +10,7 @@ use super::{
     Peak, Prepared, SignalModel, SEED,
 };
 use crate::backend::{Precision, Target};
-use crate::exec::{self, RunOptions};
+use crate::exec::RunOptions;
 
 /// One light curve and how its periodogram is normalised, as astropy's `LombScargle(t, y, dy)`.
 ///
@@ -28,6 +28,8 @@ pub struct LombScargle {
     curve: LightCurve,
     model: SignalModel,
     normalization: Normalization,
+    method: MethodArg,
+    tolerance: f64,
 }
 
 impl LombScargle {
@@ -64,6 +66,8 @@ impl LombScargle {
             curve,
             model: SignalModel::FloatingMean,
             normalization: Normalization::Standard,
+            method: MethodArg::Auto,
+            tolerance: super::NUFFT_TOLERANCE,
         })
     }
 
@@ -84,6 +88,19 @@ impl LombScargle {
         self
     }
 
+    /// How `power` computes the sums (astropy's `method`): direct, nufft (uniform grids, float64) or auto
+    /// (the default: the cost model's choice for this curve, grid and backend).
+    pub fn method(mut self, method: MethodArg) -> Self {
+        self.method = method;
+        self
+    }
+
+    /// The nufft method's accuracy: largest absolute error in standard power (default 1e-9).
+    pub fn tolerance(mut self, tolerance: f64) -> Self {
+        self.tolerance = tolerance;
+        self
+    }
+
     pub fn curve(&self) -> &LightCurve {
         &self.curve
     }
@@ -99,7 +116,8 @@ impl LombScargle {
         culsp_grid(&self.curve, samples_per_peak, nyquist_factor)
     }
 
-    /// The periodogram on `grid`, on one backend, in this object's normalisation.
+    /// The periodogram on `grid`, on one backend, in this object's normalisation, by this object's method
+    /// (`precision` is the direct sums'; the NUFFT is float64).
     pub fn power(
         &self,
         grid: &FrequencyGrid,
@@ -112,9 +130,16 @@ impl LombScargle {
             vec![grid.clone()],
             self.model,
             Output::Full,
-        )?;
-        let m = exec::single_pass(&problem, backend, precision.into(), &RunOptions::once())
-            .map_err(|e| e.to_string())?;
+        )?
+        .with_tolerance(self.tolerance)?;
+        let on_device = matches!(backend, Target::Device(_));
+        let (mode, _) = self.method.resolve(&problem, precision, on_device);
+        let m = {
+            use crate::workload::Workload;
+            problem
+                .execute(backend, mode, &RunOptions::once())
+                .map_err(|e| e.to_string())?
+        };
         let stats = self.stats();
         let power = m.output.components.into_iter().next().unwrap_or_default();
         if power.len() != grid.len() || power.iter().any(|p| !p.is_finite()) {
