@@ -317,14 +317,19 @@ impl Plan {
 
     /// Transforms fine grids in place (the inverse DFT: bin k is Σ_l g_l e^{+2πi k l / n}).
     pub fn transform(&self, grids: &mut [Vec<Complex64>]) {
+        // One scratch per concurrent transform, not per grid: a fresh one costs page faults.
         let scratch_len = self.fft.get_inplace_scratch_len();
-        let mut scratch: Vec<Vec<Complex64>> = (0..grids.len())
-            .map(|_| self.take(scratch_len, false))
-            .collect();
+        let lanes = rayon::current_num_threads().clamp(1, grids.len().max(1));
+        let mut scratch: Vec<Vec<Complex64>> =
+            (0..lanes).map(|_| self.take(scratch_len, false)).collect();
         grids
-            .par_iter_mut()
+            .par_chunks_mut(grids.len().div_ceil(lanes).max(1))
             .zip(scratch.par_iter_mut())
-            .for_each(|(g, s)| self.fft.process_with_scratch(g, s));
+            .for_each(|(gs, s)| {
+                for g in gs {
+                    self.fft.process_with_scratch(g, s);
+                }
+            });
         self.give_back(scratch);
     }
 
@@ -402,27 +407,10 @@ impl Plan {
     }
 }
 
-/// A zeroed buffer of `len` complex values. Large ones are backed by transparent huge pages where the
-/// kernel offers them on request (`madvise`): with 4 KiB pages, faulting in a fresh 50 MB grid costs about
-/// a third of one FFT of it (measured, docs/perf-notes.md).
+/// A zeroed buffer of `len` complex values (fresh memory: its pages fault in on first write; the plan's pool
+/// keeps grids between calls so that happens once per plan).
 pub fn zeroed_grid(len: usize) -> Vec<Complex64> {
-    let mut v: Vec<Complex64> = Vec::with_capacity(len);
-    #[cfg(target_os = "linux")]
-    {
-        let bytes = len * std::mem::size_of::<Complex64>();
-        if bytes >= 1 << 22 {
-            const PAGE: usize = 4096;
-            let start = (v.as_mut_ptr() as usize).div_ceil(PAGE) * PAGE;
-            let end = (v.as_mut_ptr() as usize + bytes) / PAGE * PAGE;
-            // SAFETY: [start, end) lies inside the allocation just made; madvise only changes how the kernel
-            // backs those (still untouched) pages and fails harmlessly where huge pages are not offered.
-            unsafe {
-                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
-            }
-        }
-    }
-    v.resize(len, Complex64::new(0.0, 0.0));
-    v
+    vec![Complex64::new(0.0, 0.0); len]
 }
 
 /// frac(f t) in [0, 1), exact to the rounding of the result: the product's rounding error is recovered by a
