@@ -4,7 +4,6 @@
 use crate::backend::{discover, Selector, Target};
 use crate::bench::Runnable;
 use crate::exec::RunOptions;
-use crate::inputs::write_atomic;
 use crate::registry::{self, WORKLOADS};
 use crate::report;
 use crate::results::{append_jsonl, Row, Status};
@@ -54,6 +53,54 @@ pub struct BenchFlags {
     pub modes: Vec<String>,
 }
 
+/// Flags of `report`.
+#[derive(Args, Debug, Clone)]
+pub struct ReportFlags {
+    /// results.jsonl files, or folders that hold one (from any machine, run or commit).
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// Folder for report.md and the figures.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The report's title.
+    #[arg(long, default_value = "astroport report")]
+    pub title: String,
+}
+
+/// Rows from results.jsonl files (a folder stands for its results.jsonl), in order. A line that is not a row
+/// is an error naming the file and line.
+pub fn read_rows(inputs: &[PathBuf]) -> Result<Vec<Row>, String> {
+    let mut rows = Vec::new();
+    for input in inputs {
+        let path = if input.is_dir() {
+            input.join("results.jsonl")
+        } else {
+            input.clone()
+        };
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let row: Row = serde_json::from_str(line)
+                .map_err(|e| format!("{} line {}: not a result row: {e}", path.display(), i + 1))?;
+            rows.push(row);
+        }
+    }
+    if rows.is_empty() {
+        return Err(format!(
+            "no result rows in {}",
+            inputs
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(rows)
+}
+
 /// The whole command: fixed commands, then one `run` subcommand and the tools of each registered workload.
 pub fn command() -> clap::Command {
     // `about` after `augment_args`: the flag structs' doc comments would replace it.
@@ -75,7 +122,10 @@ pub fn command() -> clap::Command {
             "List every model's devices with the id to pass to --backend, and what is unavailable and why",
         ))
         .subcommand(run)
-        .subcommand(bench);
+        .subcommand(bench)
+        .subcommand(ReportFlags::augment_args(clap::Command::new("report")).about(
+            "Merge results (results.jsonl files or folders holding one) into report.md with SVG figures",
+        ));
     for entry in &WORKLOADS {
         for tool in entry.tools {
             cmd = cmd.subcommand(tool.command());
@@ -108,6 +158,13 @@ fn execute(matches: &clap::ArgMatches) -> Result<i32, String> {
     match name {
         "devices" => {
             print!("{}", devices_text());
+            Ok(0)
+        }
+        "report" => {
+            let flags = ReportFlags::from_arg_matches(sub).map_err(|e| e.to_string())?;
+            let rows = read_rows(&flags.inputs)?;
+            let path = report::write(&flags.out, &flags.title, &rows)?;
+            eprintln!("{} rows; report in {}", rows.len(), path.display());
             Ok(0)
         }
         "run" => {
@@ -240,9 +297,8 @@ fn run_and_report(
                 names.push(name);
             }
         }
-        let md = report::markdown(&format!("{title}: {}", names.join(", ")), &rows);
-        let md_path = dir.join("report.md");
-        write_atomic(&md_path, md.as_bytes()).map_err(|e| e.to_string())?;
+        // This run's rows (results.jsonl may hold earlier runs too: `astroport report DIR` merges them all).
+        let md_path = report::write(dir, &format!("{title}: {}", names.join(", ")), &rows)?;
         eprintln!(
             "rows appended to {}; report in {}",
             path.display(),

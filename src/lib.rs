@@ -6,6 +6,7 @@ pub mod backend;
 pub mod bench;
 pub mod cli;
 pub mod exec;
+pub mod figures;
 pub mod inputs;
 pub mod limits;
 pub mod oracle;

@@ -325,6 +325,33 @@ pub fn markdown(title: &str, rows: &[Row]) -> String {
     md
 }
 
+/// Writes `report.md` and its SVG figures into `dir` (atomically each): the Markdown of [`markdown`] with a
+/// Figures section that embeds every figure of [`crate::figures::write_figures`]. `run`, `bench` and
+/// `report` all write reports through here.
+pub fn write(
+    dir: &std::path::Path,
+    title: &str,
+    rows: &[Row],
+) -> Result<std::path::PathBuf, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let figures = crate::figures::write_figures(dir, rows)?;
+    let mut md = markdown(title, rows);
+    if !figures.is_empty() {
+        md.push_str("\n## Figures\n\n");
+        let mut problem = String::new();
+        for f in &figures {
+            if f.problem != problem {
+                md.push_str(&format!("### {}\n\n", f.problem));
+                problem = f.problem.clone();
+            }
+            md.push_str(&format!("![{}]({})\n\n", f.title, f.file));
+        }
+    }
+    let path = dir.join("report.md");
+    crate::inputs::write_atomic(&path, md.as_bytes()).map_err(|e| e.to_string())?;
+    Ok(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

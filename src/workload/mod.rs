@@ -11,15 +11,31 @@ use crate::backend::{Discovery, Selector, Target};
 use crate::exec::{Measured, Mode, RunError, RunOptions};
 use serde::{Deserialize, Serialize};
 
+/// JSON has no infinity or NaN: serde_json writes them as null. Reading rows back (`astroport report`), a
+/// null tolerance is "none" (infinity) and a null error is not a number.
+fn null_as_infinity<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
+}
+
+fn null_as_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
 /// Accuracy against the reference, with the tolerance that decides pass/fail.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Accuracy {
+    #[serde(deserialize_with = "null_as_nan")]
     pub max_abs: f64,
+    #[serde(deserialize_with = "null_as_nan")]
     pub max_rel: f64,
+    #[serde(deserialize_with = "null_as_nan")]
     pub rms_abs: f64,
     /// Elements that were NaN or infinite (a poisoned output that was never written shows up here).
     pub non_finite: u64,
+    /// No tolerance is infinity, which JSON writes as null.
+    #[serde(deserialize_with = "null_as_infinity")]
     pub tolerance_abs: f64,
+    #[serde(deserialize_with = "null_as_infinity")]
     pub tolerance_rel: f64,
     pub unit: String,
     pub pass: bool,
