@@ -130,20 +130,72 @@ const HEADERS: [&str; 14] = [
     "max rel",
 ];
 
-/// The terminal table, followed by the reasons of rows that are not `ok` and the claims of convergence.
+/// Width of everything the terminal report prints.
+pub const TERMINAL_WIDTH: usize = 120;
+
+/// The columns of [`HEADERS`] the terminal shows: the device, the spread of times, the throughput and the
+/// relative error stay in the JSON row and in report.md.
+const TERMINAL_COLUMNS: [usize; 10] = [0, 1, 3, 4, 5, 8, 9, 10, 11, 12];
+
+/// The terminal table (at most [`TERMINAL_WIDTH`] columns: long cells wrap), followed by the reasons of rows
+/// that are not `ok` and the claims of convergence, wrapped to the same width.
 pub fn terminal(rows: &[Row]) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
-        .set_header(HEADERS.to_vec());
+        .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+        .set_width(TERMINAL_WIDTH as u16)
+        .set_header(
+            TERMINAL_COLUMNS
+                .iter()
+                .map(|&c| HEADERS[c])
+                .collect::<Vec<_>>(),
+        );
     for r in rows {
-        t.add_row(cells(r, rows));
+        let all = cells(r, rows);
+        t.add_row(
+            TERMINAL_COLUMNS
+                .iter()
+                .map(|&c| all[c].clone())
+                .collect::<Vec<_>>(),
+        );
     }
     let mut out = t.to_string();
     out.push('\n');
-    out.push_str(&reasons(rows));
+    out.push_str(&wrap(&reasons(rows), TERMINAL_WIDTH));
     for line in claims(rows) {
-        out.push_str(&line);
+        out.push_str(&wrap(&line, TERMINAL_WIDTH));
         out.push('\n');
+    }
+    out
+}
+
+/// Each line of `text` broken at spaces to at most `width` characters; continuation lines keep the line's
+/// indentation plus four spaces. A single word longer than the width stays whole.
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    for line in text.split_inclusive('\n') {
+        let (body, newline) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        let indent: String = body.chars().take_while(|c| *c == ' ').collect();
+        let mut current = indent.clone();
+        let mut empty = true;
+        for word in body.trim_start().split(' ') {
+            if !empty && current.chars().count() + 1 + word.chars().count() > width {
+                out.push_str(&current);
+                out.push('\n');
+                current = format!("{indent}    {word}");
+            } else {
+                if !empty {
+                    current.push(' ');
+                }
+                current.push_str(word);
+            }
+            empty = false;
+        }
+        out.push_str(&current);
+        out.push_str(newline);
     }
     out
 }
@@ -356,6 +408,20 @@ pub fn write(
 mod tests {
     use super::*;
     use crate::results::Provenance;
+
+    #[test]
+    fn wrapped_lines_fit_and_keep_every_word() {
+        let long = format!(
+            "  cuda: no_runtime — {} (1 row)\nshort\n",
+            "word ".repeat(60).trim_end()
+        );
+        let w = wrap(&long, 50);
+        assert!(w.lines().all(|l| l.chars().count() <= 50), "{w}");
+        let words = |t: &str| t.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(words(&w), words(&long));
+        assert!(w.lines().nth(1).unwrap().starts_with("      word"), "{w}");
+        assert!(w.ends_with("short\n"));
+    }
 
     fn failed_row(reason: &str) -> Row {
         Row {
