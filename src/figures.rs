@@ -158,36 +158,30 @@ impl Bars {
             .y_label_area_size(LABEL_AREA);
         let y_range = 0i32..n * SLOT;
         let ticks = (n * SLOT + 1) as usize;
+        // The same chart on a log or a linear x axis (two coordinate types, so a macro, not a function).
+        macro_rules! plot {
+            ($x:expr, $x_fmt:expr, $base:expr) => {{
+                let mut chart = builder
+                    .build_cartesian_2d($x, y_range)
+                    .map_err(|e| err(&e))?;
+                chart
+                    .configure_mesh()
+                    .y_labels(ticks)
+                    .y_label_formatter(&y_fmt)
+                    .x_label_formatter(&$x_fmt)
+                    .x_desc(self.x_label.as_str())
+                    .disable_y_mesh()
+                    .draw()
+                    .map_err(|e| err(&e))?;
+                self.draw_bars(&mut chart, $base).map_err(|e| err(&e))?;
+            }};
+        }
         if self.log {
             let (lo, hi) = (lo / 2.0, hi * 8.0);
-            let mut chart = builder
-                .build_cartesian_2d((lo..hi).log_scale(), y_range)
-                .map_err(|e| err(&e))?;
-            chart
-                .configure_mesh()
-                .y_labels(ticks)
-                .y_label_formatter(&y_fmt)
-                .x_label_formatter(&|x: &f64| format!("{x:.0e}"))
-                .x_desc(self.x_label.as_str())
-                .disable_y_mesh()
-                .draw()
-                .map_err(|e| err(&e))?;
-            self.draw_bars(&mut chart, lo).map_err(|e| err(&e))?;
+            plot!((lo..hi).log_scale(), |x: &f64| format!("{x:.0e}"), lo);
         } else {
             let hi = if hi > 0.0 { hi * 1.3 } else { 1.0 };
-            let mut chart = builder
-                .build_cartesian_2d(0f64..hi, y_range)
-                .map_err(|e| err(&e))?;
-            chart
-                .configure_mesh()
-                .y_labels(ticks)
-                .y_label_formatter(&y_fmt)
-                .x_label_formatter(&|x: &f64| format!("{x:.0}"))
-                .x_desc(self.x_label.as_str())
-                .disable_y_mesh()
-                .draw()
-                .map_err(|e| err(&e))?;
-            self.draw_bars(&mut chart, 0.0).map_err(|e| err(&e))?;
+            plot!(0f64..hi, |x: &f64| format!("{x:.0}"), 0.0);
         }
         root.present().map_err(|e| err(&e))
     }
