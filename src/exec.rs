@@ -274,8 +274,8 @@ pub trait SinglePass: Sync {
     /// Device jobs in this mode, tiled so every job fits the budget; each job is timed with `opts`.
     fn plan(&self, mode: Self::Mode, budget: DeviceBudget, opts: &RunOptions)
         -> Vec<KernelJob<'_>>;
-    /// The outputs of the plan's jobs (in job order) as one field.
-    fn assemble(&self, outputs: Vec<Vec<HostVec>>) -> Field;
+    /// The outputs of the plan's jobs (in job order) as one field; `mode` is the plan's.
+    fn assemble(&self, mode: Self::Mode, outputs: Vec<Vec<HostVec>>) -> Field;
 }
 
 /// Runs a single-pass workload in one mode on one target: warm-up, timed repeats (device events on
@@ -299,7 +299,7 @@ pub fn single_pass<S: SinglePass>(
             let jobs = work.plan(mode, DeviceBudget::of(info), opts);
             let mut run = run_plan(dev.as_ref(), &jobs, opts.warmup)?;
             let outputs = std::mem::take(&mut run.outputs);
-            Ok(run.measured(work.assemble(outputs)))
+            Ok(run.measured(work.assemble(mode, outputs)))
         }
     }
 }

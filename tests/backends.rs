@@ -150,7 +150,7 @@ fn tiled_run_equals_single_band() {
                         .outputs
                 })
                 .collect();
-            (bands, problem.assemble(outs))
+            (bands, problem.assemble(LensMode::F32, outs))
         };
         let (bands_a, a) = run(200 * 4 * 2 * 7);
         let (bands_b, b) = run(dev.info().global_mem_bytes);

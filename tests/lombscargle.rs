@@ -375,20 +375,26 @@ fn an_unwritten_peak_rank_fails_verification() {
     let (problem, _) = oracle_problem(SignalModel::FloatingMean, Output::TopK(2));
     let reference = problem.reference();
     let (ri, rp) = (&reference.components[0], &reference.components[1]);
-    let legal = problem.assemble(vec![vec![
-        HostVec::I32(vec![ri[0] as i32, ri[1] as i32]),
-        HostVec::F32(vec![rp[0] as f32, rp[1] as f32]),
-    ]]);
+    let legal = problem.assemble(
+        Precision::F32.into(),
+        vec![vec![
+            HostVec::I32(vec![ri[0] as i32, ri[1] as i32]),
+            HostVec::F32(vec![rp[0] as f32, rp[1] as f32]),
+        ]],
+    );
     assert!(
         problem
             .verify(&legal, &reference, Precision::F32.into())
             .accuracy
             .pass
     );
-    let poisoned = problem.assemble(vec![vec![
-        HostVec::I32(vec![ri[0] as i32, -1]),
-        HostVec::F32(vec![rp[0] as f32, f32::NAN]),
-    ]]);
+    let poisoned = problem.assemble(
+        Precision::F32.into(),
+        vec![vec![
+            HostVec::I32(vec![ri[0] as i32, -1]),
+            HostVec::F32(vec![rp[0] as f32, f32::NAN]),
+        ]],
+    );
     let v = problem.verify(&poisoned, &reference, Precision::F32.into());
     assert!(
         !v.accuracy.pass && v.accuracy.non_finite > 0,

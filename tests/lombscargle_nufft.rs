@@ -276,6 +276,13 @@ fn device_nufft_matches_the_reference_on_every_backend() {
                 "{}: {a:?}",
                 r.backend
             );
+            // Every model says how many bins it summed directly (the device returns its count).
+            let details = r.details.as_ref().expect("details");
+            assert!(
+                details["nufft_direct_bins"].as_u64().is_some(),
+                "{}: {details}",
+                r.backend
+            );
         }
         common::assert_ran(&common::devices(&d), &common::ran_ok(&rows));
     }

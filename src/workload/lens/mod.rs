@@ -307,7 +307,7 @@ impl SinglePass for LensProblem {
     fn plan(&self, mode: LensMode, budget: DeviceBudget, opts: &RunOptions) -> Vec<KernelJob<'_>> {
         self.device_plan(mode, budget, opts)
     }
-    fn assemble(&self, outputs: Vec<Vec<HostVec>>) -> Field {
+    fn assemble(&self, _mode: LensMode, outputs: Vec<Vec<HostVec>>) -> Field {
         let mut gx = Vec::with_capacity(self.n * self.n);
         let mut gy = Vec::with_capacity(self.n * self.n);
         let mut recomputed = None;

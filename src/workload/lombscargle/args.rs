@@ -58,6 +58,12 @@ pub enum MethodArg {
     Auto,
 }
 
+/// The NUFFT is float64 only: what to say when float32 was asked for.
+fn nufft_precision_note(precision: Precision) -> Option<String> {
+    (precision != Precision::F64)
+        .then(|| "method: nufft runs in float64 (asked for float32)".into())
+}
+
 impl MethodArg {
     /// The method for this problem and precision, and a line saying why when the choice was not asked for
     /// plainly (auto, or a nufft request the problem cannot take).
@@ -74,11 +80,7 @@ impl MethodArg {
                     LsMode::direct(precision),
                     Some(format!("method: direct ({why})")),
                 ),
-                None => (
-                    LsMode::NUFFT,
-                    (precision != Precision::F64)
-                        .then(|| "method: nufft runs in float64 (asked for float32)".into()),
-                ),
+                None => (LsMode::NUFFT, nufft_precision_note(precision)),
             },
             MethodArg::Auto => {
                 let (mode, why) = problem.auto_mode(precision, on_device);
@@ -122,20 +124,21 @@ impl WorkloadArgs for LombScargleArgs {
         ])
     }
     fn modes(&self) -> Vec<LsMode> {
-        // The preset is built again only to resolve the method (cheap next to any run).
-        let problem = LombScargleProblem::preset(&self.preset, self.model).ok();
+        // Only `auto` needs the problem (its predicted costs); every preset's grid is uniform, so `nufft`
+        // needs nothing. The preset is then built once more here, cheap next to any run.
+        let problem = (self.method == MethodArg::Auto)
+            .then(|| LombScargleProblem::preset(&self.preset, self.model).ok())
+            .flatten();
         let mut modes: Vec<LsMode> = Vec::new();
         for &precision in &self.precisions {
-            let mode = match (&problem, self.method) {
-                (_, MethodArg::Direct) | (None, _) => LsMode::direct(precision),
-                (Some(p), method) => {
-                    let (mode, note) = method.resolve(p, precision, false);
-                    if let Some(note) = note {
-                        eprintln!("lombscargle {} {}: {note}", self.preset, precision.name());
-                    }
-                    mode
-                }
+            let (mode, note) = match (&problem, self.method) {
+                (Some(p), method) => method.resolve(p, precision, false),
+                (None, MethodArg::Nufft) => (LsMode::NUFFT, nufft_precision_note(precision)),
+                (None, _) => (LsMode::direct(precision), None),
             };
+            if let Some(note) = note {
+                eprintln!("lombscargle {} {}: {note}", self.preset, precision.name());
+            }
             if !modes.contains(&mode) {
                 modes.push(mode);
             }

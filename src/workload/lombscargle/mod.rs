@@ -255,12 +255,8 @@ pub struct LombScargleProblem {
     pub tolerance: f64,
     /// NUFFT plans by grid length, made by the first nufft run and kept (as FINUFFT plans are).
     nufft_plans: std::sync::OnceLock<Result<std::collections::HashMap<usize, nufft::Plan>, String>>,
-    /// Bins the last nufft run summed directly (ill-conditioned fits), for the row's details.
-    nufft_direct_bins: std::sync::atomic::AtomicUsize,
     /// The host's tables of every curve's device NUFFT, made by the first device plan in that mode.
     nufft_tables: std::sync::OnceLock<Result<Vec<device::NufftTables>, String>>,
-    /// Whether the last device plan was the NUFFT's (one job per curve) rather than the direct bands.
-    planned_nufft: std::sync::atomic::AtomicBool,
 }
 
 /// How the periodogram's sums are computed.
@@ -435,9 +431,7 @@ impl LombScargleProblem {
             check_stride: 1,
             tolerance: NUFFT_TOLERANCE,
             nufft_plans: std::sync::OnceLock::new(),
-            nufft_direct_bins: Default::default(),
             nufft_tables: std::sync::OnceLock::new(),
-            planned_nufft: Default::default(),
         };
         Ok(problem.with_band_limit(device::BAND_FREQUENCIES))
     }
@@ -696,8 +690,6 @@ impl LombScargleProblem {
         if let Some(why) = self.nufft_unavailable() {
             return Err(why);
         }
-        self.nufft_direct_bins
-            .store(0, std::sync::atomic::Ordering::Relaxed);
         let plans = self
             .nufft_plans
             .get_or_init(|| {
@@ -719,28 +711,32 @@ impl LombScargleProblem {
                 &plans[&self.grids[c].len()],
                 self.tolerance,
             )
-            .map(|r| {
-                self.nufft_direct_bins
-                    .fetch_add(r.direct_bins, std::sync::atomic::Ordering::Relaxed);
-                r.powers
-            })
         };
         let curves = 0..self.curves.len();
-        match self.output {
+        let (mut field, direct) = match self.output {
             Output::Full => {
-                let powers = curves.map(one).collect::<Result<Vec<_>, _>>()?;
-                Ok(Field::new(vec![powers.concat()]))
+                let results = curves.map(one).collect::<Result<Vec<_>, _>>()?;
+                let direct: usize = results.iter().map(|r| r.direct_bins).sum();
+                let powers: Vec<f64> = results.into_iter().flat_map(|r| r.powers).collect();
+                (Field::new(vec![powers]), direct)
             }
             Output::TopK(k) => {
-                let peaks = curves
+                let results = curves
                     .into_par_iter()
-                    .map(|c| one(c).map(|p| top_k(&p, k)))
+                    .map(|c| one(c).map(|r| (top_k(&r.powers, k), r.direct_bins)))
                     .collect::<Result<Vec<_>, _>>()?;
-                Ok(Self::peaks_field(&peaks, k))
+                let direct: usize = results.iter().map(|r| r.1).sum();
+                let peaks: Vec<Vec<(usize, f64)>> = results.into_iter().map(|r| r.0).collect();
+                (Self::peaks_field(&peaks, k), direct)
             }
-        }
+        };
+        field.stats.push((DIRECT_BINS.into(), direct as f64));
+        Ok(field)
     }
 }
+
+/// The field stat of a nufft run: bins summed directly because their fit is too ill-conditioned.
+const DIRECT_BINS: &str = "nufft_direct_bins";
 
 /// The top-k kernel over `curves` curve records: buffers [records, powers, out index, out power].
 fn top_k_launch(suffix: &str, buffers: [usize; 4], k: usize, curves: usize) -> Step {
@@ -821,23 +817,15 @@ impl SinglePass for LombScargleProblem {
         }
     }
     fn plan(&self, mode: LsMode, _budget: DeviceBudget, opts: &RunOptions) -> Vec<KernelJob<'_>> {
-        let nufft = mode.method == Method::Nufft;
-        self.planned_nufft
-            .store(nufft, std::sync::atomic::Ordering::Relaxed);
-        if nufft {
-            self.nufft_device_jobs(opts)
-        } else {
-            self.device_jobs(mode.precision, opts)
+        match mode.method {
+            Method::Nufft => self.nufft_device_jobs(opts),
+            Method::Direct => self.device_jobs(mode.precision, opts),
         }
     }
-    fn assemble(&self, outputs: Vec<Vec<HostVec>>) -> Field {
-        if self
-            .planned_nufft
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
-            self.assemble_curves(outputs)
-        } else {
-            self.assemble_bands(outputs)
+    fn assemble(&self, mode: LsMode, outputs: Vec<Vec<HostVec>>) -> Field {
+        match mode.method {
+            Method::Nufft => self.assemble_curves(outputs),
+            Method::Direct => self.assemble_bands(outputs),
         }
     }
 }
@@ -947,10 +935,7 @@ impl Workload for LombScargleProblem {
             checked_frequency_stride: None,
             peak_window_max_abs: None,
             peak_index_mismatches: None,
-            nufft_direct_bins: (mode.method == Method::Nufft).then(|| {
-                self.nufft_direct_bins
-                    .load(std::sync::atomic::Ordering::Relaxed)
-            }),
+            nufft_direct_bins: result.stat(DIRECT_BINS).map(|n| n as usize),
         };
         let mut pass = true;
         match self.output {
@@ -1167,7 +1152,9 @@ impl LombScargleProblem {
                         len: 6 * n,
                     },
                     BufferSpec::Input(HostSlice::F64(&tb.nodes)),
-                    BufferSpec::Scratch {
+                    // The doubtful bins: their count first (returned: the row's nufft_direct_bins), then
+                    // the list.
+                    BufferSpec::Output {
                         dtype: DType::U32,
                         len: 1 + tb.modes,
                     },
@@ -1296,21 +1283,31 @@ impl LombScargleProblem {
     }
 
     /// The per-curve jobs' outputs as one field: the concatenated powers, or each curve's top-k.
+    /// Each job returns the doubtful bins (count first), then the powers or the (index, power) of its peaks.
     fn assemble_curves(&self, outputs: Vec<Vec<HostVec>>) -> Field {
-        match self.output {
+        let direct: f64 = outputs
+            .iter()
+            .map(|curve| match &curve[0] {
+                HostVec::U32(list) => list.first().map_or(f64::NAN, |&n| f64::from(n)),
+                _ => f64::NAN,
+            })
+            .sum();
+        let mut field = match self.output {
             Output::Full => Field::new(vec![outputs
                 .iter()
-                .flat_map(|curve| curve[0].to_f64())
+                .flat_map(|curve| curve[1].to_f64())
                 .collect()]),
             Output::TopK(_) => {
                 let (mut index, mut power) = (Vec::new(), Vec::new());
                 for curve in &outputs {
-                    index.extend(curve[0].to_f64());
-                    power.extend(curve[1].to_f64());
+                    index.extend(curve[1].to_f64());
+                    power.extend(curve[2].to_f64());
                 }
                 Field::new(vec![index, power])
             }
-        }
+        };
+        field.stats.push((DIRECT_BINS.into(), direct));
+        field
     }
 
     /// The bands' outputs as one field: the concatenated powers, or per curve the top-k (index, power)

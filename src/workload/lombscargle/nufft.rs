@@ -69,11 +69,7 @@ impl SpreadKernel {
 
     /// The kernel at z in [−1, 1] (0 outside).
     pub fn phi(&self, z: f64) -> f64 {
-        if z.abs() >= 1.0 {
-            0.0
-        } else {
-            (self.beta * ((1.0 - z * z).sqrt() - 1.0)).exp()
-        }
+        exp_semicircle(z, self.beta)
     }
 
     /// The weights of taps 0..W (W = width) for a point whose first cell is s ∈ [0, 1) cells to its right.
@@ -175,17 +171,20 @@ fn fit_target(tolerance: f64, beta: f64) -> f64 {
     (tolerance * 0.1).max(2.0 * (-beta).exp()).max(1e-15)
 }
 
+/// φ(z) = exp(β(√(1 − z²) − 1)) on |z| < 1, else 0 (`ls_nufft_phi` in cl/common/ls_nufft.h).
+fn exp_semicircle(z: f64, beta: f64) -> f64 {
+    if z.abs() >= 1.0 {
+        0.0
+    } else {
+        (beta * ((1.0 - z * z).sqrt() - 1.0)).exp()
+    }
+}
+
 /// Chebyshev interpolation of each tap's weight φ((i + s − w/2)/(w/2)) on s ∈ [0, 1] at `degree` + 1 nodes.
 fn chebyshev_fit(width: usize, beta: f64, degree: usize) -> Vec<[f64; MAX_WIDTH]> {
     let n = degree + 1;
     let half = width as f64 / 2.0;
-    let phi = |z: f64| {
-        if z.abs() >= 1.0 {
-            0.0
-        } else {
-            (beta * ((1.0 - z * z).sqrt() - 1.0)).exp()
-        }
-    };
+    let phi = |z: f64| exp_semicircle(z, beta);
     let nodes: Vec<f64> = (0..n)
         .map(|q| (std::f64::consts::PI * (q as f64 + 0.5) / n as f64).cos())
         .collect();
@@ -333,11 +332,6 @@ impl Plan {
         self.give_back(scratch);
     }
 
-    #[inline(always)]
-    fn first_cell(&self, u: f64) -> (i64, f64) {
-        first_cell(u, self.kernel.width)
-    }
-
     /// Spreads `S` strengths per point at positions `u` (cells) onto S fine grids.
     pub fn spread<const S: usize>(
         &self,
@@ -369,7 +363,7 @@ impl Plan {
             .par_chunks(CHUNK)
             .zip(strengths.par_chunks(CHUNK))
             .map(|(u, c)| {
-                let cells: Vec<(i64, f64)> = u.iter().map(|&u| self.first_cell(u)).collect();
+                let cells: Vec<(i64, f64)> = u.iter().map(|&u| first_cell(u, W)).collect();
                 let lo = cells.iter().map(|c| c.0).min().unwrap_or(0);
                 let hi = cells.iter().map(|c| c.0).max().unwrap_or(0) + width as i64;
                 let len = (hi - lo) as usize;
