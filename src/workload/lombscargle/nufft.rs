@@ -303,7 +303,8 @@ impl Plan {
                     .for_each(|c| c.fill(Complex64::new(0.0, 0.0)));
                 grid
             }
-            None => zeroed_grid(len),
+            // Fresh memory: its pages fault in on first write, once per plan thanks to the pool.
+            None => vec![Complex64::new(0.0, 0.0); len],
         }
     }
 
@@ -399,12 +400,6 @@ impl Plan {
         let bin = centred.rem_euclid(self.fine as i64) as usize;
         transformed[bin] * self.correction[centred.unsigned_abs() as usize]
     }
-}
-
-/// A zeroed buffer of `len` complex values (fresh memory: its pages fault in on first write; the plan's pool
-/// keeps grids between calls so that happens once per plan).
-pub fn zeroed_grid(len: usize) -> Vec<Complex64> {
-    vec![Complex64::new(0.0, 0.0); len]
 }
 
 /// frac(f t) in [0, 1), exact to the rounding of the result: the product's rounding error is recovered by a
