@@ -82,6 +82,7 @@ fn base_row<W: Workload>(
         steps: Vec::new(),
         details: None,
         provenance: prov,
+        source: String::new(),
     }
 }
 

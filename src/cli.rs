@@ -65,10 +65,36 @@ pub struct ReportFlags {
     /// The report's title.
     #[arg(long, default_value = "astroport report")]
     pub title: String,
+    /// Keep only the last row of each problem, backend, mode and device (a re-run replaces the rows it
+    /// repeats); by default every row is kept.
+    #[arg(long)]
+    pub latest: bool,
 }
 
-/// Rows from results.jsonl files (a folder stands for its results.jsonl), in order. A line that is not a row
-/// is an error naming the file and line.
+/// The last row of each (workload, preset, size, backend, mode, device), in the order of first appearance.
+pub fn latest_rows(rows: Vec<Row>) -> Vec<Row> {
+    let key = |r: &Row| {
+        (
+            r.workload.clone(),
+            r.preset.clone(),
+            r.size.clone(),
+            r.backend.clone(),
+            r.precision.clone(),
+            r.device.clone(),
+        )
+    };
+    let mut out: Vec<Row> = Vec::new();
+    for r in rows {
+        match out.iter_mut().find(|o| key(o) == key(&r)) {
+            Some(o) => *o = r,
+            None => out.push(r),
+        }
+    }
+    out
+}
+
+/// Rows from results.jsonl files (a folder stands for its results.jsonl), in order, older row schemas
+/// converted ([`crate::results::parse_row`]). A line that is not a row is an error naming the file and line.
 pub fn read_rows(inputs: &[PathBuf]) -> Result<Vec<Row>, String> {
     let mut rows = Vec::new();
     for input in inputs {
@@ -79,12 +105,22 @@ pub fn read_rows(inputs: &[PathBuf]) -> Result<Vec<Row>, String> {
         };
         let text =
             std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let name = |p: &std::path::Path| {
+            p.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        let source = match path.parent() {
+            Some(folder) if name(&path) == "results" => name(folder),
+            _ => name(&path),
+        };
         for (i, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
-            let row: Row = serde_json::from_str(line)
-                .map_err(|e| format!("{} line {}: not a result row: {e}", path.display(), i + 1))?;
+            let mut row = crate::results::parse_row(line)
+                .map_err(|e| format!("{} line {}: {e}", path.display(), i + 1))?;
+            row.source = source.clone();
             rows.push(row);
         }
     }
@@ -162,7 +198,10 @@ fn execute(matches: &clap::ArgMatches) -> Result<i32, String> {
         }
         "report" => {
             let flags = ReportFlags::from_arg_matches(sub).map_err(|e| e.to_string())?;
-            let rows = read_rows(&flags.inputs)?;
+            let mut rows = read_rows(&flags.inputs)?;
+            if flags.latest {
+                rows = latest_rows(rows);
+            }
             let path = report::write(&flags.out, &flags.title, &rows)?;
             eprintln!("{} rows; report in {}", rows.len(), path.display());
             Ok(0)

@@ -5,9 +5,31 @@
 use crate::results::{Row, Status};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 
-/// Median time of the native model's row for the same workload, preset, precision and device.
-pub fn native_ratio(row: &Row, rows: &[Row]) -> Option<(f64, &'static str)> {
-    let t = row.time_s.as_ref()?.median;
+/// A CPU's name without the thread count the `cpu` model adds ("AMD EPYC (2 threads)" is "AMD EPYC").
+fn cpu_name(device: &str) -> &str {
+    match device.rfind(" (") {
+        Some(i) if device.ends_with(" threads)") => &device[..i],
+        _ => device,
+    }
+}
+
+/// Threads of a `cpu` model row, from its device name.
+fn cpu_threads(device: &str) -> u32 {
+    device[cpu_name(device).len()..]
+        .trim_start_matches(" (")
+        .trim_end_matches(" threads)")
+        .parse()
+        .unwrap_or(0)
+}
+
+/// The native model's row for the same workload, preset, size and precision, with the model's name: CUDA
+/// on the same NVIDIA GPU; on a CPU, the Rust `cpu` model of the same run (same input file) on the same
+/// processor (its name inside this device's name: PoCL calls it "pthread-haswell-AMD EPYC"), with the most
+/// threads.
+pub fn native_row<'a>(
+    row: &Row,
+    rows: impl IntoIterator<Item = &'a Row>,
+) -> Option<(&'a Row, &'static str)> {
     let same = |r: &&Row| {
         r.status == Status::Ok
             && r.workload == row.workload
@@ -15,17 +37,24 @@ pub fn native_ratio(row: &Row, rows: &[Row]) -> Option<(f64, &'static str)> {
             && r.size == row.size
             && r.precision == row.precision
     };
-    let (native, label) = if row.device_type == "gpu" {
-        (
-            rows.iter()
-                .filter(same)
-                .find(|r| r.model == "cuda" && r.device == row.device),
-            "cuda",
-        )
+    let mut rows = rows.into_iter().filter(same);
+    if row.device_type == "gpu" {
+        rows.find(|r| r.model == "cuda" && r.device == row.device)
+            .map(|r| (r, "cuda"))
     } else {
-        (rows.iter().filter(same).find(|r| r.model == "cpu"), "cpu")
-    };
-    Some((t / native?.time_s.as_ref()?.median, label))
+        rows.filter(|r| {
+            r.model == "cpu" && r.source == row.source && row.device.contains(cpu_name(&r.device))
+        })
+        .max_by_key(|r| cpu_threads(&r.device))
+        .map(|r| (r, "cpu"))
+    }
+}
+
+/// This row's median time over its native model's ([`native_row`]), with the model's name.
+pub fn native_ratio(row: &Row, rows: &[Row]) -> Option<(f64, &'static str)> {
+    let t = row.time_s.as_ref()?.median;
+    let (native, label) = native_row(row, rows)?;
+    Some((t / native.time_s.as_ref()?.median, label))
 }
 
 /// Seconds with a unit that suits them (s, ms, µs).
@@ -388,10 +417,16 @@ pub fn write(
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let figures = crate::figures::write_figures(dir, rows)?;
     let mut md = markdown(title, rows);
-    if !figures.is_empty() {
+    if !figures.list.is_empty() {
         md.push_str("\n## Figures\n\n");
+        for note in &figures.notes {
+            md.push_str(&format!("- {note}\n"));
+        }
+        if !figures.notes.is_empty() {
+            md.push('\n');
+        }
         let mut problem = String::new();
-        for f in &figures {
+        for f in &figures.list {
             if f.problem != problem {
                 md.push_str(&format!("### {}\n\n", f.problem));
                 problem = f.problem.clone();
@@ -447,6 +482,7 @@ mod tests {
             steps: Vec::new(),
             details: None,
             provenance: Provenance::new(String::new(), String::new(), String::new()),
+            source: String::new(),
         }
     }
 
@@ -463,5 +499,31 @@ mod tests {
         assert!(!text.contains("643 |"), "{text}");
         let plain = reasons(&[failed_row("no device")]);
         assert_eq!(plain.lines().count(), 1, "{plain}");
+    }
+
+    /// On a CPU the native row is the `cpu` model of the same run on the same processor, the one with the
+    /// most threads; rows of another machine (another input file) never stand in.
+    #[test]
+    fn cpu_rows_compare_with_the_cpu_model_of_their_own_run() {
+        let row = |model: &str, device: &str, source: &str, t: f64| {
+            let mut r = failed_row("");
+            r.status = Status::Ok;
+            r.model = model.into();
+            r.device = device.into();
+            r.source = source.into();
+            r.time_s = crate::exec::TimeStats::from_samples(&[t], 0, "host clock");
+            r
+        };
+        let rows = vec![
+            row("cpu", "AMD EPYC (1 threads)", "vm-a", 8.0),
+            row("cpu", "AMD EPYC (2 threads)", "vm-a", 4.0),
+            row("cpu", "Intel(R) Xeon(R) Processor (2 threads)", "vm-b", 1.0),
+            row("opencl", "pthread-haswell-AMD EPYC", "vm-a", 2.0),
+            row("opencl", "pthread-haswell-AMD EPYC", "vm-b", 2.0),
+        ];
+        let (ratio, model) = native_ratio(&rows[3], &rows).unwrap();
+        assert_eq!((ratio, model), (0.5, "cpu"));
+        assert!(native_ratio(&rows[4], &rows).is_none());
+        assert_eq!(native_ratio(&rows[0], &rows).unwrap().0, 2.0);
     }
 }

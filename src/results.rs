@@ -135,6 +135,10 @@ pub struct Row {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<serde_json::Value>,
     pub provenance: Provenance,
+    /// Where `astroport report` read the row (the file's stem, or its folder's name for a results.jsonl):
+    /// tells apart rows that differ only by the binary that made them. Never written.
+    #[serde(skip)]
+    pub source: String,
 }
 
 /// Appends records to `dir/file` as JSON Lines through [`crate::inputs::append_lines`]: one locked write of
@@ -155,4 +159,180 @@ pub fn append_jsonl<T: Serialize>(
     }
     crate::inputs::append_lines(&path, &text)?;
     Ok(path)
+}
+
+/// A row from one line of JSON: `astroport.row/1` and `/2` as they are; `astroport.cubature/1` (the
+/// cubature rows before row 2, still in committed reports) converted to row 2. Other records that share
+/// the folders (`astroport.chi2/1`, `astroport.sht-mpi/1`, benchmark timings) are refused by name.
+pub fn parse_row(line: &str) -> Result<Row, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+    match value.get("schema").and_then(|s| s.as_str()) {
+        Some("astroport.row/1") | Some(SCHEMA) => {
+            serde_json::from_value(value).map_err(|e| e.to_string())
+        }
+        Some("astroport.cubature/1") => cubature_v1(&value),
+        Some(other) => Err(format!(
+            "schema '{other}' is not a result row (rows are '{SCHEMA}', '{}' or 'astroport.cubature/1')",
+            "astroport.row/1"
+        )),
+        None => Err("no 'schema' name: not a result row".into()),
+    }
+}
+
+/// An `astroport.cubature/1` row as row 2, the way the cubature workload writes row 2: the size line of
+/// its `describe`, wall-clock time, the reported error as the tolerance, the outcome flattened into
+/// `details` (its `status` named `stop`), the kernels as steps.
+fn cubature_v1(v: &serde_json::Value) -> Result<Row, String> {
+    use serde_json::{json, Value};
+    let field = |k: &str| {
+        v.get(k)
+            .ok_or(format!("astroport.cubature/1 row without '{k}'"))
+    };
+    let text = |k: &str| -> Result<String, String> {
+        field(k)?
+            .as_str()
+            .map(str::to_string)
+            .ok_or(format!("astroport.cubature/1 row: '{k}' is not text"))
+    };
+    let number = |k: &str| field(k).map(|x| x.as_f64().unwrap_or(f64::NAN));
+    let method = text("method")?;
+    let device = text("device")?;
+    let model = text("model")?;
+    let run = text("run")?;
+    let (epsrel, true_value) = (number("epsrel")?, number("true_value")?);
+    let outcome = v.get("outcome").filter(|o| !o.is_null());
+    let (status, reason) = match run.split_once(": ") {
+        None if run == "ok" => match outcome.and_then(|o| o["status"].as_str()) {
+            Some("converged") => (Status::Ok, String::new()),
+            other => (
+                Status::Unconverged,
+                format!("stopped: {}", other.unwrap_or("unknown")),
+            ),
+        },
+        Some((s, why)) => {
+            let status = serde_json::from_value(Value::String(s.into())).unwrap_or(Status::Failed);
+            (status, why.to_string())
+        }
+        None => (Status::Failed, run.clone()),
+    };
+    let kernels = v.get("kernels").and_then(|k| k.as_array()).cloned();
+    let steps: Vec<StepReport> = kernels
+        .unwrap_or_default()
+        .iter()
+        .map(|k| StepReport {
+            name: k["kernel"].as_str().unwrap_or("?").into(),
+            median_s: k["device_s"].as_f64().unwrap_or(f64::NAN),
+            resources: Some(Resources {
+                regs_per_thread: k["regs_per_thread"].as_u64().map(|r| r as u32),
+                occupancy: k["occupancy"].as_f64(),
+                source: k["source"].as_str().unwrap_or_default().into(),
+            }),
+            local_used: 0,
+        })
+        .collect();
+    let mut row = Row {
+        schema: SCHEMA.into(),
+        workload: "cubature".into(),
+        preset: "custom".into(),
+        size: format!(
+            "{method} {} {}D epsrel {epsrel:e}",
+            text("integrand")?,
+            number("dim")?
+        ),
+        backend: text("backend")?,
+        device_type: if model == "cuda" || device.contains("NVIDIA") {
+            "gpu"
+        } else {
+            "cpu"
+        }
+        .into(),
+        model,
+        device,
+        precision: "f64".into(),
+        status,
+        reason,
+        time_s: None,
+        build_s: None,
+        context_s: None,
+        throughput: None,
+        limit: None,
+        accuracy: None,
+        resources: steps.first().and_then(|s| s.resources.clone()),
+        launch: None,
+        steps,
+        details: None,
+        provenance: serde_json::from_value(field("provenance")?.clone())
+            .map_err(|e| format!("astroport.cubature/1 row: provenance: {e}"))?,
+        source: String::new(),
+    };
+    if let Some(o) = outcome {
+        let total = o["total_s"].as_f64().unwrap_or(f64::NAN);
+        row.time_s = Some(TimeStats {
+            median: total,
+            min: total,
+            max: total,
+            repeats: 1,
+            warmup: 0,
+            timer: "wall clock".into(),
+        });
+        row.build_s = o["build_s"].as_f64();
+        if let Some(evaluations) = o["evaluations"].as_f64() {
+            row.throughput = Some(Throughput {
+                value: evaluations / total,
+                unit: "evaluations/s".into(),
+            });
+        }
+        // The verdict of row 2 (`cubature::problem`): a claim of convergence must cover the truth.
+        let rel = number("true_rel_err")?;
+        let abs = rel * true_value.abs();
+        let error = o["error"].as_f64().unwrap_or(f64::NAN);
+        let allowed = match method.as_str() {
+            "mcubes" => crate::workload::cubature::problem::MCUBES_CHECK_SIGMAS * error,
+            _ => error,
+        };
+        let converged = o["status"].as_str() == Some("converged");
+        let finite = o["estimate"].as_f64().is_some_and(f64::is_finite) && error.is_finite();
+        let honest = !converged || abs <= allowed;
+        if row.status == Status::Ok && !(finite && honest) {
+            row.status = Status::Failed;
+            row.reason = format!(
+                "claims convergence with error {error:.3e} but the true error is {abs:.3e}"
+            );
+        }
+        row.accuracy = Some(Accuracy {
+            max_abs: abs,
+            max_rel: rel,
+            rms_abs: abs,
+            non_finite: u64::from(!finite),
+            tolerance_abs: if converged { allowed } else { f64::INFINITY },
+            tolerance_rel: f64::INFINITY,
+            unit: "integral".into(),
+            pass: finite && honest,
+        });
+        let mut details = o.as_object().cloned().unwrap_or_default();
+        if let Some(stop) = details.remove("status") {
+            details.insert("stop".into(), stop);
+        }
+        let claim = if method == "mcubes" {
+            "1 sigma"
+        } else {
+            "error bound"
+        };
+        for (k, x) in [
+            ("method", json!(method)),
+            ("epsrel", json!(epsrel)),
+            ("true_value", json!(true_value)),
+            ("true_rel_error", json!(rel)),
+            ("claim", json!(claim)),
+            ("jobs", v.get("jobs").cloned().unwrap_or(Value::Null)),
+        ] {
+            details.insert(k.into(), x);
+        }
+        if let Some(c) = v.get("covered").and_then(|c| c.as_bool()) {
+            details.insert("covered".into(), json!(c));
+        }
+        row.details = Some(Value::Object(details));
+    }
+    Ok(row)
 }
