@@ -233,20 +233,28 @@ pub fn run<W: Workload>(
             let row = match choice {
                 Choice::Absent(a) => absent_row(workload, a, mode),
                 Choice::Run(target) => {
-                    eprintln!(
-                        "  running {} {} {} on {} ({}) ...",
+                    let reference = reference.get_or_insert_with(|| {
+                        crate::progress::status(&format!(
+                            "{} {}: the float64 reference",
+                            workload.name(),
+                            workload.preset()
+                        ));
+                        let t = Instant::now();
+                        let r = workload.reference();
+                        crate::detail!(
+                            "  reference computed in {:.2} s",
+                            t.elapsed().as_secs_f64()
+                        );
+                        r
+                    });
+                    crate::progress::status(&format!(
+                        "{} {} {} on {} ({})",
                         workload.name(),
                         workload.preset(),
                         mode.name(),
                         target.id(),
                         target.info().name
-                    );
-                    let reference = reference.get_or_insert_with(|| {
-                        let t = Instant::now();
-                        let r = workload.reference();
-                        eprintln!("  reference computed in {:.2} s", t.elapsed().as_secs_f64());
-                        r
-                    });
+                    ));
                     let (row, output) = run_row(
                         workload,
                         target,

@@ -152,6 +152,23 @@ pub fn command() -> clap::Command {
     );
     let mut cmd = clap::Command::new("astroport")
         .version(env!("CARGO_PKG_VERSION"))
+        .arg(
+            clap::Arg::new("quiet")
+                .long("quiet")
+                .short('q')
+                .global(true)
+                .action(clap::ArgAction::SetTrue)
+                .conflicts_with("verbose")
+                .help("Print only errors on stderr (the table, results.jsonl and report.md are still written)"),
+        )
+        .arg(
+            clap::Arg::new("verbose")
+                .long("verbose")
+                .short('v')
+                .global(true)
+                .action(clap::ArgAction::SetTrue)
+                .help("Also print each run as it starts, the reference's time, and each row's time, error and kernels"),
+        )
         .about("Published GPU algorithms on every compute model, verified against float64, with the cost of portability measured.")
         .subcommand_required(true)
         .subcommand(clap::Command::new("devices").about(
@@ -180,7 +197,16 @@ pub fn main() -> i32 {
             return if e.use_stderr() { 2 } else { 0 };
         }
     };
-    match execute(&matches) {
+    crate::progress::set_verbosity(if matches.get_flag("quiet") {
+        crate::progress::Verbosity::Quiet
+    } else if matches.get_flag("verbose") {
+        crate::progress::Verbosity::Verbose
+    } else {
+        crate::progress::Verbosity::Normal
+    });
+    let code = execute(&matches);
+    crate::progress::finish();
+    match code {
         Ok(code) => code,
         Err(msg) => {
             eprintln!("error: {msg}");
@@ -203,7 +229,7 @@ fn execute(matches: &clap::ArgMatches) -> Result<i32, String> {
                 rows = latest_rows(rows);
             }
             let path = report::write(&flags.out, &flags.title, &rows)?;
-            eprintln!("{} rows; report in {}", rows.len(), path.display());
+            crate::say!("{} rows; report in {}", rows.len(), path.display());
             Ok(0)
         }
         "run" => {
@@ -237,7 +263,7 @@ fn run_bench(flags: &RunFlags, bench: &BenchFlags) -> Result<i32, String> {
     for entry in &WORKLOADS {
         let problems = match entry.bench(&bench.preset) {
             None => {
-                eprintln!(
+                crate::say!(
                     "{}: skipped: no preset '{}' (it has {})",
                     entry.name,
                     bench.preset,
@@ -264,7 +290,7 @@ fn run_bench(flags: &RunFlags, bench: &BenchFlags) -> Result<i32, String> {
     let mut problems: Vec<Box<dyn Runnable>> = Vec::new();
     for mut p in built {
         if !bench.modes.is_empty() && p.retain_modes(&bench.modes) == 0 {
-            eprintln!(
+            crate::say!(
                 "{}: skipped: none of the modes {} applies",
                 p.title(),
                 bench.modes.join(",")
@@ -303,18 +329,19 @@ fn run_and_report(
     // Each row goes to results.jsonl as soon as it exists (one locked append of one line), so an
     // interrupted run keeps the rows it finished and the file stays valid JSON Lines.
     let mut append_error: Option<String> = None;
+    let runs: usize = problems
+        .iter()
+        .map(|p| p.mode_names().len() * choices.len())
+        .sum();
+    crate::progress::start(runs as u64);
     for problem in problems {
-        eprintln!("{title}: {}", problem.title());
+        crate::say!("{title}: {}", problem.title());
         rows.extend(problem.run(&choices, &options, &mut |r: &Row| {
+            crate::progress::advance();
             // An unavailable backend is said once, with its reason, under the table.
             if !r.status.is_unavailable() {
-                eprintln!(
-                    "  -> {} {} {}: {}",
-                    r.backend,
-                    r.precision,
-                    r.workload,
-                    r.status.name()
-                );
+                crate::say!("{}", row_line(r));
+                crate::detail!("{}", row_details(r));
             }
             if let (Some(dir), None) = (&flags.out, &append_error) {
                 if let Err(e) = append_jsonl(dir, "results.jsonl", std::slice::from_ref(r)) {
@@ -323,6 +350,7 @@ fn run_and_report(
             }
         }));
     }
+    crate::progress::finish();
     println!("{}", report::terminal(&rows));
     if let Some(e) = append_error {
         return Err(e);
@@ -338,7 +366,7 @@ fn run_and_report(
         }
         // This run's rows (results.jsonl may hold earlier runs too: `astroport report DIR` merges them all).
         let md_path = report::write(dir, &format!("{title}: {}", names.join(", ")), &rows)?;
-        eprintln!(
+        crate::say!(
             "rows appended to {}; report in {}",
             path.display(),
             md_path.display()
@@ -350,6 +378,56 @@ fn run_and_report(
         return Ok(1);
     }
     Ok(0)
+}
+
+/// A finished row in one line: backend, mode, workload, status and median time.
+fn row_line(r: &Row) -> String {
+    let time = r
+        .time_s
+        .as_ref()
+        .map(|t| format!(" ({})", report::fmt_time(t.median)))
+        .unwrap_or_default();
+    format!(
+        "  -> {} {} {}: {}{time}",
+        r.backend,
+        r.precision,
+        r.workload,
+        r.status.name()
+    )
+}
+
+/// With `--verbose`: the row's error against its tolerance, its spread of times and each kernel's time.
+fn row_details(r: &Row) -> String {
+    let mut out = String::new();
+    if let Some(a) = &r.accuracy {
+        out.push_str(&format!(
+            "     max abs {:.3e} {} (tolerance {:e}), max rel {:.3e}",
+            a.max_abs, a.unit, a.tolerance_abs, a.max_rel
+        ));
+    }
+    if let Some(t) = &r.time_s {
+        out.push_str(&format!(
+            "; {}–{} over {} repeats ({})",
+            report::fmt_time(t.min),
+            report::fmt_time(t.max),
+            t.repeats,
+            t.timer
+        ));
+    }
+    for s in &r.steps {
+        out.push_str(&format!(
+            "\n     {:<28} {}",
+            s.name,
+            report::fmt_time(s.median_s)
+        ));
+    }
+    if !r.reason.is_empty() {
+        out.push_str(&format!(
+            "\n     {}",
+            r.reason.lines().next().unwrap_or_default()
+        ));
+    }
+    out
 }
 
 /// The `devices` listing.

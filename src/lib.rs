@@ -10,6 +10,7 @@ pub mod figures;
 pub mod inputs;
 pub mod limits;
 pub mod oracle;
+pub mod progress;
 pub mod registry;
 pub mod report;
 pub mod results;

@@ -637,3 +637,50 @@ fn an_interrupted_run_keeps_the_rows_it_finished() {
     // Stopped before the end: the rows are there, the report (written at the end) is not.
     assert!(!dir.path().join("out/report.md").exists());
 }
+
+/// `--quiet` leaves stderr empty on success (the table and files are still written); `--verbose` adds the
+/// reference's time and each row's error, spread and kernels; the two together are refused.
+#[test]
+fn quiet_and_verbose_change_only_what_stderr_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = |extra: &'static str| {
+        let mut a = vec![
+            "run",
+            "lombscargle",
+            "--preset",
+            "tiny",
+            "--backend",
+            "cpu",
+            "--repeats",
+            "1",
+            "--out",
+            "o",
+        ];
+        if !extra.is_empty() {
+            a.insert(0, extra);
+        }
+        a
+    };
+    let (code, out, err) = astroport(&args("--quiet"), dir.path());
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(err, "");
+    assert!(out.contains("lombscargle"), "{out}");
+    assert!(dir.path().join("o/report.md").exists());
+    let (code, _, normal) = astroport(&args(""), dir.path());
+    assert_eq!(code, 0);
+    assert!(normal.contains("-> cpu f32 lombscargle: ok"), "{normal}");
+    assert!(!normal.contains("reference computed"), "{normal}");
+    let (code, _, verbose) = astroport(&args("--verbose"), dir.path());
+    assert_eq!(code, 0);
+    assert!(verbose.contains("reference computed in"), "{verbose}");
+    assert!(verbose.contains("max abs"), "{verbose}");
+    let (code, _, err) = astroport(&["-q", "-v", "devices"], dir.path());
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot be used with"), "{err}");
+    // Three runs appended three rows, each valid JSON.
+    let rows = std::fs::read_to_string(dir.path().join("o/results.jsonl")).unwrap();
+    assert_eq!(rows.lines().count(), 3);
+    for l in rows.lines() {
+        serde_json::from_str::<serde_json::Value>(l).unwrap();
+    }
+}

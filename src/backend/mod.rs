@@ -790,7 +790,7 @@ impl Discovery {
         for choice in self.select(selectors) {
             match choice {
                 Choice::Run(t) => return Ok(t),
-                Choice::Absent(a) => eprintln!("{}: {}: {}", a.id, a.why.status(), a.reason),
+                Choice::Absent(a) => crate::say!("{}: {}: {}", a.id, a.why.status(), a.reason),
             }
         }
         Err("none of the selected backends is available (see `astroport devices`)".into())

@@ -137,7 +137,7 @@ impl WorkloadArgs for LombScargleArgs {
                 (None, _) => (LsMode::direct(precision), None),
             };
             if let Some(note) = note {
-                eprintln!("lombscargle {} {}: {note}", self.preset, precision.name());
+                crate::say!("lombscargle {} {}: {note}", self.preset, precision.name());
             }
             if !modes.contains(&mode) {
                 modes.push(mode);
@@ -245,7 +245,7 @@ impl ToolArgs for PeriodogramArgs {
         let mut curves = Vec::new();
         for path in &self.inputs {
             for (curve, report) in ls_io::read_light_curves(path).map_err(|e| e.to_string())? {
-                eprintln!("{} [{}]: {report}", path.display(), curve.name);
+                crate::say!("{} [{}]: {report}", path.display(), curve.name);
                 curves.push(curve);
             }
         }
@@ -282,9 +282,9 @@ impl ToolArgs for PeriodogramArgs {
         let target = self.backend.target(&discovery)?;
         let analysis = analyse(curves, &options, target)?;
         if let Some(note) = &analysis.method_note {
-            eprintln!("periodogram: {note}");
+            crate::say!("periodogram: {note}");
         }
-        eprintln!(
+        crate::say!(
             "periodogram: {} on {} {}: {:.3} ms ({:.3e} pairs/s)",
             analysis.description,
             target.id(),
@@ -293,9 +293,10 @@ impl ToolArgs for PeriodogramArgs {
             analysis.pairs / analysis.seconds
         );
         for (curve, s) in analysis.curves.iter().zip(&analysis.bootstrap_seconds) {
-            eprintln!(
+            crate::say!(
                 "  bootstrap {}: {} periodograms in {s:.3} s",
-                curve.name, self.bootstrap
+                curve.name,
+                self.bootstrap
             );
         }
         let norm_name = format!("{:?}", self.normalization).to_lowercase();
@@ -313,7 +314,7 @@ impl ToolArgs for PeriodogramArgs {
                 .collect();
             let path = self.out.join("periodogram.csv");
             ls_io::write_periodogram_csv(&path, &table, &norm_name).map_err(|e| e.to_string())?;
-            eprintln!("wrote {}", path.display());
+            crate::say!("wrote {}", path.display());
         }
         let table: Vec<(&str, &[Peak])> = analysis
             .curves
@@ -342,7 +343,7 @@ impl ToolArgs for PeriodogramArgs {
                 );
             }
         }
-        eprintln!("wrote {}", path.display());
+        crate::say!("wrote {}", path.display());
         Ok(0)
     }
 }

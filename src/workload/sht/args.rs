@@ -217,7 +217,7 @@ impl ToolArgs for ShtToolArgs {
                 write_alm_fits(&self.output, &refs).map_err(|e| e.to_string())?;
             }
         }
-        eprintln!("wrote {}", self.output.display());
+        crate::say!("wrote {}", self.output.display());
         Ok(0)
     }
 }
@@ -233,7 +233,7 @@ fn warn_lmax(lmax: usize, nside: usize) {
 }
 
 fn report(what: &str, grid: &RingGrid, lmax: usize, target: String, seconds: f64) {
-    eprintln!(
+    crate::say!(
         "sht {what}: {}, lmax {lmax} on {target}: {:.3} ms",
         grid.describe(),
         seconds * 1e3
