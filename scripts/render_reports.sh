@@ -40,8 +40,10 @@ render $cpu/cubature-report "2-core VM: PAGANI and m-Cubes on the cpu model and 
   $cpu/cubature.jsonl $cpu/cubature-8d-vs-cuhre.jsonl
 render $cpu/lens-report "2-core VM: lens ci" $cpu/lens.jsonl
 render $cpu/lombscargle-ci-report "2-core VM: Lomb-Scargle ci" $cpu/lombscargle-ci.jsonl
+render_all $cpu/pocl-vectorize "2-core VM: Lomb-Scargle ci f32 on PoCL, before and after the loop hint" \
+  $cpu/pocl-vectorize/before $cpu/pocl-vectorize/after
 # The whole study: the latest figures of each workload on each machine.
 render reports/study "astroport: the porting study across machines" \
   $h200/lens/run/results.jsonl $h200/lombscargle-nufft $h200/sht-device $h200/cubature/cuda.jsonl \
   $h200/cubature/opencl.jsonl $h200/cubature/opencl-8d.jsonl $h200/cubature/mcubes.jsonl $h100/lombscargle \
-  $cpu/lens.jsonl $cpu/lombscargle-ci.jsonl $cpu/cubature.jsonl
+  $cpu/lens.jsonl $cpu/lombscargle-ci.jsonl $cpu/pocl-vectorize/after $cpu/cubature.jsonl

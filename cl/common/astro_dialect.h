@@ -27,6 +27,13 @@
  * astro_atomic_add_f64_local(p, v)  OpenCL only: the same on a double in work-group local memory
  * ASTRO_HAS_FP64          1 where double is available (OpenCL: cl_khr_fp64), else 0: float64 code is
  *                         compiled only then, so float32 kernels still build on devices without it
+ * ASTRO_VECTOR_SUM_F32    put before a loop that sums float values per work-item: lets a CPU OpenCL
+ *                         compiler that vectorises innermost loops (PoCL) split the sum into 16 lanes, which
+ *                         it may not do unasked (it reorders additions). Only on OpenCL CPU devices (the host
+ *                         defines ASTRO_CPU_DEVICE); empty on GPUs, in CUDA and in SYCL, whose compilers
+ *                         vectorise across work-items (docs/perf-notes.md, "PoCL against Intel's
+ *                         CPU OpenCL"). Not for double loops: PoCL's double sincos is a call it cannot
+ *                         vectorise.
  */
 #ifndef ASTRO_DIALECT_H
 #define ASTRO_DIALECT_H
@@ -60,6 +67,11 @@
 #  define ASTRO_U64_AS_F64(u) as_double(u)
 #  define ASTRO_SINCOS_FAST(x, s, c) (*(s) = native_sin(x), *(c) = native_cos(x))
 #  define ASTRO_SINCOS(x, s, c) (*(s) = sincos(x, c))
+#  if defined(ASTRO_CPU_DEVICE)
+#    define ASTRO_VECTOR_SUM_F32 _Pragma("clang loop vectorize_width(16)")
+#  else
+#    define ASTRO_VECTOR_SUM_F32
+#  endif
 #  ifdef cl_khr_fp64
 #    pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #    define ASTRO_HAS_FP64 1
@@ -125,6 +137,7 @@ static __device__ __forceinline__ double astro_rsqrt(double x) { return rsqrt(x)
 #  define ASTRO_F64_AS_U64(x) ((unsigned long long)__double_as_longlong(x))
 #  define ASTRO_U64_AS_F64(u) __longlong_as_double((long long)(u))
 #  define ASTRO_SINCOS_FAST(x, s, c) __sincosf(x, s, c)
+#  define ASTRO_VECTOR_SUM_F32
 #  define ASTRO_SINCOS(x, s, c) sincos(x, s, c)
 #  define ASTRO_EXP(x) exp(x)
 #  define ASTRO_COS(x) cos(x)
@@ -167,6 +180,7 @@ static __device__ __forceinline__ void astro_atomic_add_f64(double *p, double v)
 #  define ASTRO_F64_AS_U64(x) sycl::bit_cast<uint64_t>((double)(x))
 #  define ASTRO_U64_AS_F64(u) sycl::bit_cast<double>((uint64_t)(u))
 #  define ASTRO_SINCOS_FAST(x, s, c) (*(s) = sycl::native::sin(x), *(c) = sycl::native::cos(x))
+#  define ASTRO_VECTOR_SUM_F32
 #  define ASTRO_SINCOS(x, s, c) (*(s) = sycl::sincos(x, sycl::private_ptr<double>(c)))
 #  define ASTRO_EXP(x) sycl::exp(x)
 #  define ASTRO_COS(x) sycl::cos(x)

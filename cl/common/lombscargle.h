@@ -148,6 +148,7 @@ ASTRO_FN double ls_angle64(ASTRO_U64 phase)
 
 /* The loop over one staged chunk of n points, for one model, float32. */
 #define LS_CHUNK32(FLOATING, GIVEN)                                                                  \
+    ASTRO_VECTOR_SUM_F32                                                                             \
     for (int i = 0; i < n; ++i) {                                                                   \
         const LsStage32 p = stage[i];                                                              \
         unsigned int ph;                                                                           \

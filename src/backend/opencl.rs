@@ -173,6 +173,10 @@ impl OpenClDevice {
         if self.nvidia {
             options.push_str(" -cl-nv-verbose");
         }
+        if !self.info.is_gpu {
+            // Loop hints for CPU compilers (cl/common/astro_dialect.h, ASTRO_VECTOR_SUM_F32).
+            options.push_str(" -DASTRO_CPU_DEVICE=1");
+        }
         let key = format!("{}|{options}", job.program.name);
         let mut cache = self.programs.lock().expect("program cache poisoned");
         let mut build_s = 0.0;
