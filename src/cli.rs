@@ -229,6 +229,7 @@ fn execute(matches: &clap::ArgMatches) -> Result<i32, String> {
                 rows = latest_rows(rows);
             }
             let path = report::write(&flags.out, &flags.title, &rows)?;
+            println!("{}", report::terminal(&rows));
             crate::say!("{} rows; report in {}", rows.len(), path.display());
             Ok(0)
         }

@@ -4,7 +4,7 @@
 //! rows report steps. Every figure's title names the problem, the devices and the commits it shows. Like
 //! `crate::report`, this reads rows only, never a workload.
 
-use crate::report::{fmt_time, native_row};
+use crate::report::{fmt_time, native_row, sections, Section};
 use crate::results::Row;
 use plotters::prelude::*;
 use std::path::Path;
@@ -33,89 +33,6 @@ const LABEL_AREA: u32 = 300;
 const MAX_BARS: usize = 400;
 /// The section of the study-wide figures.
 const STUDY: &str = "the whole study";
-
-/// The rows of one workload and preset, in their order. A suite (several problems under one preset, such as
-/// a cubature sweep) is drawn as one set of figures whose bars name their problem, sorted by problem.
-struct Group<'a> {
-    key: String,
-    rows: Vec<&'a Row>,
-    suite: bool,
-    /// In a suite, each problem's size line and the words that tell it from the others.
-    names: Vec<(String, String)>,
-}
-
-/// The part of each size line that differs from the others: the words they all share at the start and at
-/// the end dropped ("…, fixed mean, full periodogram" and "…, floating mean, …" become "fixed mean," and
-/// "floating mean,"), at most 48 characters.
-fn distinct_names(sizes: &[&str]) -> Vec<(String, String)> {
-    let words: Vec<Vec<&str>> = sizes
-        .iter()
-        .map(|s| s.split_whitespace().collect())
-        .collect();
-    let shortest = words.iter().map(Vec::len).min().unwrap_or(0);
-    let shared = |at: &dyn Fn(&Vec<&str>, usize) -> String| {
-        (0..shortest)
-            .take_while(|&i| words.iter().all(|w| at(w, i) == at(&words[0], i)))
-            .count()
-    };
-    let head = shared(&|w, i| w[i].to_string());
-    let tail = shared(&|w, i| w[w.len() - 1 - i].to_string()).min(shortest - head.min(shortest));
-    sizes
-        .iter()
-        .zip(&words)
-        .map(|(size, w)| {
-            let middle = w[head.min(w.len())..w.len() - tail].join(" ");
-            let name = if middle.is_empty() {
-                size.to_string()
-            } else {
-                middle
-            };
-            let name = if name.chars().count() > 48 {
-                format!("{}…", name.chars().take(47).collect::<String>())
-            } else {
-                name
-            };
-            (size.to_string(), name)
-        })
-        .collect()
-}
-
-fn groups(rows: &[Row]) -> Vec<Group<'_>> {
-    let mut out: Vec<Group> = Vec::new();
-    for r in rows {
-        match out
-            .iter_mut()
-            .find(|g| g.rows[0].workload == r.workload && g.rows[0].preset == r.preset)
-        {
-            Some(g) => g.rows.push(r),
-            None => out.push(Group {
-                key: String::new(),
-                rows: vec![r],
-                suite: false,
-                names: Vec::new(),
-            }),
-        }
-    }
-    for g in &mut out {
-        let first = g.rows[0];
-        g.suite = g.rows.iter().any(|r| r.size != first.size);
-        g.key = if g.suite {
-            g.rows.sort_by(|a, b| a.size.cmp(&b.size));
-            let mut sizes: Vec<&str> = g.rows.iter().map(|r| r.size.as_str()).collect();
-            sizes.dedup();
-            g.names = distinct_names(&sizes);
-            format!(
-                "{} {} ({} problems)",
-                first.workload,
-                first.preset,
-                sizes.len()
-            )
-        } else {
-            format!("{} {} ({})", first.workload, first.preset, first.size)
-        };
-    }
-    out
-}
 
 /// A file-name stem: workload, preset and a short hash of the section's key.
 fn stem(key: &str, workload: &str, preset: &str) -> String {
@@ -361,7 +278,7 @@ impl Bars {
 /// section), then the cubature coverage, then the whole study when the rows hold several sections.
 pub fn write_figures(dir: &Path, rows: &[Row]) -> Result<Figures, String> {
     let mut out = Figures::default();
-    let groups = groups(rows);
+    let groups = sections(rows);
     for group in &groups {
         section_figures(dir, group, &mut out)?;
     }
@@ -416,7 +333,7 @@ fn emit(
 
 /// Time (with the ratio to the native model), accuracy, registers, floor fraction and per-kernel time of one
 /// workload and preset.
-fn section_figures(dir: &Path, group: &Group, out: &mut Figures) -> Result<(), String> {
+fn section_figures(dir: &Path, group: &Section, out: &mut Figures) -> Result<(), String> {
     let rows = &group.rows;
     let first = rows[0];
     let stem = stem(&group.key, &first.workload, &first.preset);
@@ -693,7 +610,7 @@ fn geomean(values: &[f64]) -> f64 {
 /// the geometric mean over its problems, or the worst error).
 fn study_figures(
     dir: &Path,
-    groups: &[Group],
+    groups: &[Section],
     rows: &[Row],
     out: &mut Figures,
 ) -> Result<(), String> {
@@ -801,23 +718,6 @@ fn study_figures(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn distinct_names_keep_the_words_that_differ() {
-        let names = distinct_names(&[
-            "382003 points, fixed mean, full periodogram",
-            "382003 points, floating mean, full periodogram",
-        ]);
-        assert_eq!(names[0].1, "fixed");
-        assert_eq!(names[1].1, "floating");
-        // Nothing shared: the whole line.
-        let names = distinct_names(&["pagani f1 3D epsrel 1e-4", "mcubes f4 8D epsrel 1e-3"]);
-        assert_eq!(names[0].1, "pagani f1 3D epsrel 1e-4");
-        // One line inside another: the longer one keeps its extra words, the shorter its whole line.
-        let names = distinct_names(&["a b", "a b c"]);
-        assert_eq!(names[0].1, "a b");
-        assert_eq!(names[1].1, "c");
-    }
 
     #[test]
     fn device_names_shorten_for_labels() {

@@ -57,6 +57,90 @@ pub fn native_ratio(row: &Row, rows: &[Row]) -> Option<(f64, &'static str)> {
     Some((t / native.time_s.as_ref()?.median, label))
 }
 
+/// The rows of one workload and preset, in their order: a section of the terminal table, of report.md's
+/// figures and of the study. A suite (several problems under one preset, such as
+/// a cubature sweep) is drawn as one set of figures whose bars name their problem, sorted by problem.
+pub struct Section<'a> {
+    pub key: String,
+    pub rows: Vec<&'a Row>,
+    pub suite: bool,
+    /// In a suite, each problem's size line and the words that tell it from the others.
+    pub names: Vec<(String, String)>,
+}
+
+/// The part of each size line that differs from the others: the words they all share at the start and at
+/// the end dropped ("…, fixed mean, full periodogram" and "…, floating mean, …" become "fixed mean," and
+/// "floating mean,"), at most 48 characters.
+pub fn distinct_names(sizes: &[&str]) -> Vec<(String, String)> {
+    let words: Vec<Vec<&str>> = sizes
+        .iter()
+        .map(|s| s.split_whitespace().collect())
+        .collect();
+    let shortest = words.iter().map(Vec::len).min().unwrap_or(0);
+    let shared = |at: &dyn Fn(&Vec<&str>, usize) -> String| {
+        (0..shortest)
+            .take_while(|&i| words.iter().all(|w| at(w, i) == at(&words[0], i)))
+            .count()
+    };
+    let head = shared(&|w, i| w[i].to_string());
+    let tail = shared(&|w, i| w[w.len() - 1 - i].to_string()).min(shortest - head.min(shortest));
+    sizes
+        .iter()
+        .zip(&words)
+        .map(|(size, w)| {
+            let middle = w[head.min(w.len())..w.len() - tail].join(" ");
+            let name = if middle.is_empty() {
+                size.to_string()
+            } else {
+                middle
+            };
+            let name = if name.chars().count() > 48 {
+                format!("{}…", name.chars().take(47).collect::<String>())
+            } else {
+                name
+            };
+            (size.to_string(), name)
+        })
+        .collect()
+}
+
+pub fn sections(rows: &[Row]) -> Vec<Section<'_>> {
+    let mut out: Vec<Section> = Vec::new();
+    for r in rows {
+        match out
+            .iter_mut()
+            .find(|g| g.rows[0].workload == r.workload && g.rows[0].preset == r.preset)
+        {
+            Some(g) => g.rows.push(r),
+            None => out.push(Section {
+                key: String::new(),
+                rows: vec![r],
+                suite: false,
+                names: Vec::new(),
+            }),
+        }
+    }
+    for g in &mut out {
+        let first = g.rows[0];
+        g.suite = g.rows.iter().any(|r| r.size != first.size);
+        g.key = if g.suite {
+            g.rows.sort_by(|a, b| a.size.cmp(&b.size));
+            let mut sizes: Vec<&str> = g.rows.iter().map(|r| r.size.as_str()).collect();
+            sizes.dedup();
+            g.names = distinct_names(&sizes);
+            format!(
+                "{} {} ({} problems)",
+                first.workload,
+                first.preset,
+                sizes.len()
+            )
+        } else {
+            format!("{} {} ({})", first.workload, first.preset, first.size)
+        };
+    }
+    out
+}
+
 /// Seconds with a unit that suits them (s, ms, µs).
 pub fn fmt_time(s: f64) -> String {
     if s >= 1.0 {
@@ -103,9 +187,12 @@ fn cells(row: &Row, rows: &[Row]) -> Vec<String> {
         (None, Some(_)) => "n/a".into(),
         _ => dash(),
     };
-    let ratio = native_ratio(row, rows)
-        .map(|(r, m)| format!("{r:.2} vs {m}"))
-        .unwrap_or_else(dash);
+    let ratio = match native_row(row, rows) {
+        Some((n, _)) if std::ptr::eq(n, row) => "native".to_string(),
+        _ => native_ratio(row, rows)
+            .map(|(r, m)| format!("{r:.2} vs {m}"))
+            .unwrap_or_else(dash),
+    };
     let regs = match &row.resources {
         Some(r) => r
             .regs_per_thread
@@ -146,7 +233,7 @@ const HEADERS: [&str; 14] = [
     "workload",
     "backend",
     "device",
-    "prec",
+    "mode",
     "status",
     "median",
     "min–max ×n",
@@ -162,34 +249,45 @@ const HEADERS: [&str; 14] = [
 /// Width of everything the terminal report prints.
 pub const TERMINAL_WIDTH: usize = 120;
 
-/// The columns of [`HEADERS`] the terminal shows: the device, the spread of times, the throughput and the
-/// relative error stay in the JSON row and in report.md.
-const TERMINAL_COLUMNS: [usize; 10] = [0, 1, 3, 4, 5, 8, 9, 10, 11, 12];
+/// The columns of [`HEADERS`] the terminal shows, after the problem in a suite: the workload is the
+/// section's heading; the device, the spread of times, the throughput and the relative error stay in the
+/// JSON row and in report.md.
+const TERMINAL_COLUMNS: [usize; 9] = [1, 3, 4, 5, 8, 9, 10, 11, 12];
 
-/// The terminal table (at most [`TERMINAL_WIDTH`] columns: long cells wrap), followed by the reasons of rows
-/// that are not `ok` and the claims of convergence, wrapped to the same width.
+/// The terminal report: one table per workload and preset under a heading that names the problem (a suite's
+/// table names each row's problem in its first column), each at most [`TERMINAL_WIDTH`] columns; then the
+/// reasons of rows that are not `ok` and the claims of convergence, wrapped to the same width.
 pub fn terminal(rows: &[Row]) -> String {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
-        .set_width(TERMINAL_WIDTH as u16)
-        .set_header(
-            TERMINAL_COLUMNS
-                .iter()
-                .map(|&c| HEADERS[c])
-                .collect::<Vec<_>>(),
-        );
-    for r in rows {
-        let all = cells(r, rows);
-        t.add_row(
-            TERMINAL_COLUMNS
-                .iter()
-                .map(|&c| all[c].clone())
-                .collect::<Vec<_>>(),
-        );
+    let mut out = String::new();
+    for section in sections(rows) {
+        let heading = if section.suite {
+            section.key.clone()
+        } else {
+            let r = section.rows[0];
+            format!("{} {}: {}", r.workload, r.preset, r.size)
+        };
+        out.push_str(&wrap(&heading, TERMINAL_WIDTH));
+        out.push('\n');
+        let mut header: Vec<&str> = TERMINAL_COLUMNS.iter().map(|&c| HEADERS[c]).collect();
+        if section.suite {
+            header.insert(0, "problem");
+        }
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED)
+            .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+            .set_width(TERMINAL_WIDTH as u16)
+            .set_header(header);
+        for r in &section.rows {
+            let all = cells(r, rows);
+            let mut line: Vec<String> = TERMINAL_COLUMNS.iter().map(|&c| all[c].clone()).collect();
+            if let Some((_, name)) = section.names.iter().find(|(size, _)| *size == r.size) {
+                line.insert(0, name.clone());
+            }
+            t.add_row(line);
+        }
+        out.push_str(&t.to_string());
+        out.push('\n');
     }
-    let mut out = t.to_string();
-    out.push('\n');
     out.push_str(&wrap(&reasons(rows), TERMINAL_WIDTH));
     for line in claims(rows) {
         out.push_str(&wrap(&line, TERMINAL_WIDTH));
@@ -499,6 +597,23 @@ mod tests {
         assert!(!text.contains("643 |"), "{text}");
         let plain = reasons(&[failed_row("no device")]);
         assert_eq!(plain.lines().count(), 1, "{plain}");
+    }
+
+    #[test]
+    fn distinct_names_keep_the_words_that_differ() {
+        let names = distinct_names(&[
+            "382003 points, fixed mean, full periodogram",
+            "382003 points, floating mean, full periodogram",
+        ]);
+        assert_eq!(names[0].1, "fixed");
+        assert_eq!(names[1].1, "floating");
+        // Nothing shared: the whole line.
+        let names = distinct_names(&["pagani f1 3D epsrel 1e-4", "mcubes f4 8D epsrel 1e-3"]);
+        assert_eq!(names[0].1, "pagani f1 3D epsrel 1e-4");
+        // One line inside another: the longer one keeps its extra words, the shorter its whole line.
+        let names = distinct_names(&["a b", "a b c"]);
+        assert_eq!(names[0].1, "a b");
+        assert_eq!(names[1].1, "c");
     }
 
     /// On a CPU the native row is the `cpu` model of the same run on the same processor, the one with the

@@ -212,3 +212,46 @@ fn a_line_that_is_not_a_row_is_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("line 2"));
     assert!(!dir.path().join("rep/report.md").exists());
 }
+
+/// The terminal report of a whole `bench` on the 2-core VM (no GPU): nothing wider than 120 columns, one
+/// table per workload and preset, and CUDA's absence said in one line however many rows it stands for.
+#[test]
+fn the_terminal_report_of_a_bench_is_calm() {
+    let fixture =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/report/cpu-2core-bench.jsonl");
+    let rows = read_rows(&[fixture]).unwrap();
+    assert_eq!(rows.len(), 110);
+    let text = astroport::report::terminal(&rows);
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= astroport::report::TERMINAL_WIDTH,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+    let cuda: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("cuda:"))
+        .collect();
+    assert_eq!(cuda.len(), 1, "{text}");
+    assert!(cuda[0].contains("no_runtime"), "{}", cuda[0]);
+    assert!(text.contains("(22 rows)"), "{text}");
+    for heading in [
+        "lens ci:",
+        "lombscargle ci:",
+        "cubature ci (10 problems)",
+        "sht ci (2 problems)",
+    ] {
+        assert!(text.contains(heading), "no section {heading}:\n{text}");
+    }
+    // No cell is broken over two lines: every table row holds a backend.
+    let body: Vec<&str> = text.lines().filter(|l| l.starts_with('│')).collect();
+    assert!(
+        body.iter().all(|l| l.contains("cpu")
+            || l.contains("opencl")
+            || l.contains("sycl")
+            || l.contains("cuda")
+            || l.contains("backend")),
+        "{text}"
+    );
+}
