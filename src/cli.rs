@@ -179,10 +179,8 @@ pub fn command() -> clap::Command {
         .subcommand(ReportFlags::augment_args(clap::Command::new("report")).about(
             "Merge results (results.jsonl files or folders holding one) into report.md with SVG figures",
         ));
-    for entry in &WORKLOADS {
-        for tool in entry.tools {
-            cmd = cmd.subcommand(tool.command());
-        }
+    for tool in registry::tools() {
+        cmd = cmd.subcommand(tool.command());
     }
     cmd
 }
@@ -249,9 +247,7 @@ fn execute(matches: &clap::ArgMatches) -> Result<i32, String> {
             let bench = BenchFlags::from_arg_matches(sub).map_err(|e| e.to_string())?;
             run_bench(&flags, &bench)
         }
-        tool => WORKLOADS
-            .iter()
-            .flat_map(|e| e.tools)
+        tool => registry::tools()
             .find(|t| t.name == tool)
             .ok_or_else(|| format!("no command '{tool}'"))?
             .run(sub),

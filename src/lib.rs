@@ -7,6 +7,7 @@ pub mod bench;
 pub mod cli;
 pub mod exec;
 pub mod figures;
+pub mod fits_image;
 pub mod inputs;
 pub mod limits;
 pub mod oracle;

@@ -3,7 +3,7 @@
 //! workload adds one line to [`WORKLOADS`] (docs/architecture.md has the whole checklist).
 
 use crate::bench::{Planned, Runnable};
-use crate::workload::{cubature, lens, lombscargle, sht, Tool, Workload, WorkloadArgs};
+use crate::workload::{cubature, imgsub, lens, lombscargle, sht, Tool, Workload, WorkloadArgs};
 
 /// Every workload, in the order `bench` runs them.
 pub static WORKLOADS: [Entry; 5] = [
@@ -13,6 +13,17 @@ pub static WORKLOADS: [Entry; 5] = [
     Entry::of::<cubature::args::CubatureArgs>(),
     Entry::of::<sht::args::ShtArgs>(),
 ];
+
+/// Top-level commands of a workload that has no `run` entry yet: image subtraction's field generator.
+pub static TOOLS_WITHOUT_RUN: [Tool; 1] = [Tool::of::<imgsub::args::FieldArgs>()];
+
+/// Every top-level tool: those of the registered workloads, then [`TOOLS_WITHOUT_RUN`].
+pub fn tools() -> impl Iterator<Item = &'static Tool> {
+    WORKLOADS
+        .iter()
+        .flat_map(|e| e.tools)
+        .chain(TOOLS_WITHOUT_RUN.iter())
+}
 
 /// One workload as the command line sees it.
 pub struct Entry {

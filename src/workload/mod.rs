@@ -3,6 +3,7 @@
 //! docs/architecture.md has the checklist for adding one.
 
 pub mod cubature;
+pub mod imgsub;
 pub mod lens;
 pub mod lombscargle;
 pub mod sht;
