@@ -6,23 +6,18 @@ use crate::bench::{Planned, Runnable};
 use crate::workload::{cubature, imgsub, lens, lombscargle, sht, Tool, Workload, WorkloadArgs};
 
 /// Every workload, in the order `bench` runs them.
-pub static WORKLOADS: [Entry; 5] = [
+pub static WORKLOADS: [Entry; 6] = [
     Entry::of::<lens::args::LensArgs>(),
     Entry::of::<lens::args::Chi2Args>(),
     Entry::of::<lombscargle::args::LombScargleArgs>(),
     Entry::of::<cubature::args::CubatureArgs>(),
     Entry::of::<sht::args::ShtArgs>(),
+    Entry::of::<imgsub::args::DifferenceArgs>(),
 ];
 
-/// Top-level commands of a workload that has no `run` entry yet: image subtraction's field generator.
-pub static TOOLS_WITHOUT_RUN: [Tool; 1] = [Tool::of::<imgsub::args::FieldArgs>()];
-
-/// Every top-level tool: those of the registered workloads, then [`TOOLS_WITHOUT_RUN`].
+/// Every top-level tool of the registered workloads.
 pub fn tools() -> impl Iterator<Item = &'static Tool> {
-    WORKLOADS
-        .iter()
-        .flat_map(|e| e.tools)
-        .chain(TOOLS_WITHOUT_RUN.iter())
+    WORKLOADS.iter().flat_map(|e| e.tools)
 }
 
 /// One workload as the command line sees it.

@@ -30,6 +30,7 @@ struct KernelEntry {
     X(lombscargle)               \
     X(cubature)                  \
     X(sht)                       \
+    X(imgsub)                    \
     X(selftest)
 
 #define ASTROPORT_CUDA_DECLARE_TABLE(w)       \

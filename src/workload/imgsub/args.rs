@@ -1,9 +1,51 @@
-//! `astroport field`: the synthetic field as files.
+//! `astroport run imgsub` (the difference image on every backend) and `astroport field` (the synthetic
+//! field as files).
 
+use super::difference::{DifferenceProblem, PRESETS};
 use super::field::{generate, FieldSpec, Kind};
 use super::io::write_field;
-use crate::workload::ToolArgs;
+use crate::backend::Precision;
+use crate::workload::{Tool, ToolArgs, WorkloadArgs};
 use std::path::PathBuf;
+
+/// `astroport run imgsub`: the difference image and its variance of a generated field, verified against
+/// the float64 `cpu` reference.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DifferenceArgs {
+    /// Problem: tiny (256²), ci (1024²) or ast3 (10240², the seed's camera).
+    #[arg(long, default_value = "ci", value_parser = clap::builder::PossibleValuesParser::new(PRESETS))]
+    pub preset: String,
+    /// Precisions, comma-separated or repeated: f32, f64.
+    #[arg(long = "precision", value_delimiter = ',', default_value = "f32")]
+    pub precisions: Vec<Precision>,
+    /// Seed of the generated field.
+    #[arg(long, default_value_t = 20_110_101)]
+    pub seed: u64,
+    /// Cap on device memory in MiB, below what the device reports (forces tiling into bands of rows).
+    #[arg(long)]
+    pub device_mem_mib: Option<u64>,
+}
+
+impl WorkloadArgs for DifferenceArgs {
+    const NAME: &'static str = "imgsub";
+    const ABOUT: &'static str =
+        "Image subtraction (GAISP): the difference image and its variance with a \
+        spatially varying 21x21 kernel, on a generated field";
+    const PRESETS: &'static [&'static str] = &PRESETS;
+    const TOOLS: &'static [Tool] = &[Tool::of::<FieldArgs>()];
+    type Workload = DifferenceProblem;
+    fn build(&self) -> Result<Vec<DifferenceProblem>, String> {
+        let cap = crate::workload::mib_flag("--device-mem-mib", self.device_mem_mib)?;
+        let mut problem = DifferenceProblem::preset(&self.preset, self.seed)?;
+        problem.device_mem_cap = cap;
+        Ok(vec![problem])
+    }
+    fn modes(&self) -> Vec<Precision> {
+        let mut modes = self.precisions.clone();
+        modes.dedup();
+        modes
+    }
+}
 
 /// Flags of `astroport field`.
 #[derive(clap::Args, Debug, Clone)]

@@ -1,0 +1,20 @@
+/* Image-subtraction kernels, OpenCL C 1.2. Each kernel only computes its work-item index: the work of one item
+ * is a function of cl/common/imgsub.h, identical in the three dialects. */
+#include "astro_dialect.h"
+#include "imgsub.h"
+
+#define IMGSUB_KERNEL(T, S)                                                                                      \
+    __kernel void imgsub_difference_##S(__global const T *restrict kbar, __global const T *restrict ref,         \
+                                        __global const T *restrict ref_var, const int ref_row0,                   \
+                                        const int ref_rows, __global const T *restrict sci,                      \
+                                        __global const T *restrict sci_var, const int nx, const int ny,          \
+                                        const int row0, const int rows, __global T *restrict diff,               \
+                                        __global T *restrict diff_var)                                           \
+    {                                                                                                            \
+        imgsub_difference_item_##S(get_global_id(0), kbar, ref, ref_var, ref_row0, ref_rows, sci, sci_var, nx,  \
+                                   ny, row0, rows, diff, diff_var);                                              \
+    }
+IMGSUB_KERNEL(float, f32)
+#if ASTRO_HAS_FP64
+IMGSUB_KERNEL(double, f64)
+#endif

@@ -1,0 +1,27 @@
+// Image-subtraction kernels, CUDA C++. Same arithmetic as cl/imgsub.cl through cl/common/imgsub.h (both
+// precisions in one translation unit, functions suffixed _f32/_f64). Each kernel only computes its index.
+#include "cuda_host.h"
+#include "astro_dialect.h"
+#include "imgsub.h"
+
+static __device__ __forceinline__ size_t global_id() { return (size_t)blockIdx.x * blockDim.x + threadIdx.x; }
+
+#define IMGSUB_KERNEL(T, S)                                                                                      \
+    __global__ void imgsub_difference_##S(const T *__restrict__ kbar, const T *__restrict__ ref,                 \
+                                          const T *__restrict__ ref_var, int ref_row0, int ref_rows,             \
+                                          const T *__restrict__ sci, const T *__restrict__ sci_var, int nx,      \
+                                          int ny, int row0, int rows, T *__restrict__ diff,                      \
+                                          T *__restrict__ diff_var)                                              \
+    {                                                                                                            \
+        imgsub_difference_item_##S(global_id(), kbar, ref, ref_var, ref_row0, ref_rows, sci, sci_var, nx, ny,   \
+                                   row0, rows, diff, diff_var);                                                  \
+    }
+IMGSUB_KERNEL(float, f32)
+IMGSUB_KERNEL(double, f64)
+
+namespace astroport_cuda {
+#define IMGSUB_ENTRY(k) {#k, reinterpret_cast<const void *>(&k)}
+extern const KernelEntry imgsub_kernels[] = {IMGSUB_ENTRY(imgsub_difference_f32), IMGSUB_ENTRY(imgsub_difference_f64)};
+#undef IMGSUB_ENTRY
+extern const int imgsub_kernel_count = sizeof(imgsub_kernels) / sizeof(imgsub_kernels[0]);
+}  // namespace astroport_cuda
