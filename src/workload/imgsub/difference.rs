@@ -34,6 +34,9 @@ pub static PROGRAM: Program = Program {
 
 /// Kernel half width and side, and the spatial terms (cl/common/imgsub.h).
 pub const HALF: usize = 10;
+/// Pixels of a row per device work-item (IMG_PIXELS_F32 and _F64 in cl/common/imgsub.h).
+const PIXELS_F32: usize = 8;
+const PIXELS_F64: usize = 4;
 pub const SIDE: usize = 2 * HALF + 1;
 pub const TERMS: usize = 6;
 const TAPS: usize = SIDE * SIDE;
@@ -262,9 +265,9 @@ impl DifferenceProblem {
     ) -> Vec<KernelJob<'_>> {
         let n = self.n();
         let budget = budget.capped(self.device_mem_cap);
-        let dtype = match mode {
-            Precision::F32 => DType::F32,
-            Precision::F64 => DType::F64,
+        let (dtype, pixels) = match mode {
+            Precision::F32 => (DType::F32, PIXELS_F32),
+            Precision::F64 => (DType::F64, PIXELS_F64),
         };
         // Per output row: a reference and its variance row (plus the halo), the science rows, two outputs.
         let row_bytes = (6 * n * dtype.bytes()) as u64;
@@ -319,7 +322,7 @@ impl DifferenceProblem {
                     StepArg::Buffer(5),
                     StepArg::Buffer(6),
                 ],
-                global: rows * n,
+                global: rows * n.div_ceil(pixels),
                 local: Local::Prefer(256),
             };
             jobs.push(KernelJob {
@@ -401,10 +404,14 @@ impl Workload for DifferenceProblem {
             unit_name: "pixel-taps",
         })
     }
-    fn pipe_instructions(&self, _mode: Precision) -> Option<f64> {
-        // Per tap: the kernel by Horner (3 FMA; its row terms are per tap too, 3 more), then 1 FMA for D and
-        // 2 for VD: 9 FMA-pipe instructions, the floor's count.
-        Some(9.0)
+    fn pipe_instructions(&self, mode: Precision) -> Option<f64> {
+        // Per pixel-tap: the kernel from its two row terms (2 FMA), 1 FMA for D, 2 for VD; the row terms
+        // themselves (4) are shared by the pixels of a work-item (cl/common/imgsub.h).
+        let pixels = match mode {
+            Precision::F32 => PIXELS_F32,
+            Precision::F64 => PIXELS_F64,
+        };
+        Some(5.0 + 4.0 / pixels as f64)
     }
     fn reference(&self) -> Field {
         self.run_cpu(Precision::F64)
