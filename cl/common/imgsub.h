@@ -57,6 +57,7 @@
             ASTRO_GLOBAL const T *k_row = kbar + (size_t)((v + IMG_HALF) * IMG_SIDE) * IMG_TERMS;                 \
             /* The reference values of x0 + p - u for p in [0, P), u in [-H, H]: index p - u + H. */            \
             T r_win[P + 2 * IMG_HALF], vr_win[P + 2 * IMG_HALF];                                                 \
+            ASTRO_UNROLL                                                                                         \
             for (int q = 0; q < P + 2 * IMG_HALF; ++q) {                                                         \
                 const int xx = x0 - IMG_HALF + q;                                                                \
                 const int inside = xx >= 0 && xx < nx;                                                           \
@@ -68,11 +69,13 @@
                 c_row[p] = 0;                                                                                    \
                 w_row[p] = 0;                                                                                    \
             }                                                                                                    \
+            ASTRO_UNROLL                                                                                         \
             for (int u = -IMG_HALF; u <= IMG_HALF; ++u) {                                                        \
                 ASTRO_GLOBAL const T *k = k_row + (size_t)(u + IMG_HALF) * IMG_TERMS;                            \
                 const T a = k[0] + yh * (k[2] + yh * k[5]);                                                      \
                 const T b = k[1] + yh * k[4];                                                                    \
                 const T k3 = k[3];                                                                               \
+                ASTRO_UNROLL                                                                                     \
                 for (int p = 0; p < P; ++p) {                                                                    \
                     const T kv = a + xh[p] * (b + xh[p] * k3);                                                   \
                     c_row[p] += kv * r_win[p - u + IMG_HALF];                                                    \
