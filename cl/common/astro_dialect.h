@@ -29,7 +29,8 @@
  *                         compiled only then, so float32 kernels still build on devices without it
  * ASTRO_UNROLL            put before a loop of constant trip count whose body indexes a small array by the
  *                         loop variable: unrolled, the array stays in registers (nvcc otherwise put a 28-float
- *                         window on the stack; docs/perf-notes.md, image subtraction)
+ *                         window on the stack; docs/perf-notes.md, image subtraction). GPUs only: on CPU
+ *                         OpenCL (PoCL 2x) and SYCL's CPU runtime the forced unrolling was slower.
  * ASTRO_VECTOR_SUM_F32    put before a loop that sums float values per work-item: lets a CPU OpenCL
  *                         compiler that vectorises innermost loops (PoCL) split the sum into 16 lanes, which
  *                         it may not do unasked (it reorders additions). Only on OpenCL CPU devices (the host
@@ -72,10 +73,11 @@
 #  define ASTRO_SINCOS(x, s, c) (*(s) = sincos(x, c))
 #  if defined(ASTRO_CPU_DEVICE)
 #    define ASTRO_VECTOR_SUM_F32 _Pragma("clang loop vectorize_width(16)")
+#    define ASTRO_UNROLL
 #  else
 #    define ASTRO_VECTOR_SUM_F32
+#    define ASTRO_UNROLL _Pragma("unroll")
 #  endif
-#  define ASTRO_UNROLL _Pragma("unroll")
 #  ifdef cl_khr_fp64
 #    pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #    define ASTRO_HAS_FP64 1
@@ -186,7 +188,7 @@ static __device__ __forceinline__ void astro_atomic_add_f64(double *p, double v)
 #  define ASTRO_U64_AS_F64(u) sycl::bit_cast<double>((uint64_t)(u))
 #  define ASTRO_SINCOS_FAST(x, s, c) (*(s) = sycl::native::sin(x), *(c) = sycl::native::cos(x))
 #  define ASTRO_VECTOR_SUM_F32
-#  define ASTRO_UNROLL _Pragma("unroll")
+#  define ASTRO_UNROLL
 #  define ASTRO_SINCOS(x, s, c) (*(s) = sycl::sincos(x, sycl::private_ptr<double>(c)))
 #  define ASTRO_EXP(x) sycl::exp(x)
 #  define ASTRO_COS(x) sycl::cos(x)

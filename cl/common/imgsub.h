@@ -26,7 +26,7 @@
  * a = k0 + y^(k2 + y^ k5), b = k1 + y^ k4 once for its P pixels, so a tap costs 5 FMA-pipe instructions per
  * pixel plus 4/P, and L1 traffic falls from 8 loads per pixel-tap to about (6 + 2)/P + 2(P + 2H)/(21 P).
  * The sums keep the one-pixel order: each kernel row's taps in u order, then the row sums. */
-#define IMG_PIXELS_F32 4
+#define IMG_PIXELS_F32 8
 #define IMG_PIXELS_F64 4
 
 #define IMGSUB_DIFFERENCE(T, S, P)                                                                                 \

@@ -35,7 +35,7 @@ pub static PROGRAM: Program = Program {
 /// Kernel half width and side, and the spatial terms (cl/common/imgsub.h).
 pub const HALF: usize = 10;
 /// Pixels of a row per device work-item (IMG_PIXELS_F32 and _F64 in cl/common/imgsub.h).
-const PIXELS_F32: usize = 4;
+const PIXELS_F32: usize = 8;
 const PIXELS_F64: usize = 4;
 pub const SIDE: usize = 2 * HALF + 1;
 pub const TERMS: usize = 6;
