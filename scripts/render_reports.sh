@@ -13,7 +13,7 @@ render_all() { # OUT TITLE INPUT... (every row kept: old against new, one binary
   shift 2
   # Only what a previous rendering wrote: the folder may hold the rows and logs themselves.
   mkdir -p "$out" && rm -f "$out"/report.md "$out"/*.svg
-  "$bin" report "$@" --out "$out" --title "$title"
+  "$bin" report "$@" --out "$out" --title "$title" > /dev/null
 }
 h100=reports/nvidia-h100 h200=reports/nvidia-h200 cpu=reports/cpu-2core
 render $h100/cubature/report "H100: PAGANI and m-Cubes, CUDA and NVIDIA OpenCL (2026-11-29)" $h100/cubature
@@ -36,6 +36,8 @@ render $h200/sht-device "H200: spherical harmonics on the device" $h200/sht-devi
 render $h200/sht-cpu/report "H200 host: spherical harmonics on 16 cores" $h200/sht-cpu
 render $h200/sht-highl/report "H200: spherical harmonics at high l" $h200/sht-highl
 render $h200/lombscargle-nufft "H200: Lomb-Scargle by NUFFT (2026-12-02)" $h200/lombscargle-nufft
+render_all $h200/imgsub/report "H200: image subtraction, the difference image, three kernels (2026-12-02)" \
+  $h200/imgsub/run-7881aa6/rows $h200/imgsub/run-2f3c0d5/rows $h200/imgsub/run-36ac207/rows
 render $cpu/cubature-report "2-core VM: PAGANI and m-Cubes on the cpu model and PoCL" \
   $cpu/cubature.jsonl $cpu/cubature-8d-vs-cuhre.jsonl
 render $cpu/lens-report "2-core VM: lens ci" $cpu/lens.jsonl
@@ -46,4 +48,5 @@ render_all $cpu/pocl-vectorize "2-core VM: Lomb-Scargle ci f32 on PoCL, before a
 render reports/study "astroport: the porting study across machines" \
   $h200/lens/run/results.jsonl $h200/lombscargle-nufft $h200/sht-device $h200/cubature/cuda.jsonl \
   $h200/cubature/opencl.jsonl $h200/cubature/opencl-8d.jsonl $h200/cubature/mcubes.jsonl $h100/lombscargle \
-  $cpu/lens.jsonl $cpu/lombscargle-ci.jsonl $cpu/pocl-vectorize/after $cpu/cubature.jsonl
+  $h200/imgsub/run-36ac207/rows $cpu/lens.jsonl $cpu/lombscargle-ci.jsonl $cpu/pocl-vectorize/after \
+  $cpu/cubature.jsonl
