@@ -162,8 +162,14 @@ fn problem(image: &ImageOut) -> Option<String> {
     image
         .history
         .iter()
-        .find(|h| !printable(h))
-        .map(|h| format!("history line {h:?} has a character that is not printable ASCII"))
+        .enumerate()
+        .find(|(_, h)| !printable(h))
+        .map(|(i, h)| {
+            format!(
+                "history line {} {h:?} has a character that is not printable ASCII",
+                i + 1
+            )
+        })
 }
 
 /// Writes `image` as a FITS file at `path`, atomically: either the whole file is there or nothing is.

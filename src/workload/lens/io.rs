@@ -11,19 +11,13 @@
 //! source and linked statically) encodes the file in memory; std writes the bytes.
 
 use std::collections::HashMap;
-use std::ffi::{c_char, c_int, CString};
 use std::fs;
 use std::path::Path;
 
-use fitsio::hdu::HduInfo;
-use fitsio::images::{ImageDescription, ImageType};
-use fitsio::{sys, FileOpenMode, FitsFile};
+use crate::fits_image::{read_image, write_image, Card, ImageOut, Pixels};
 
 pub use crate::inputs::InputError;
-use crate::inputs::{
-    csv_rows, csv_writer, encode_fits_in_memory, finish_csv, fits_hdu_problem, fits_length_problem,
-    float, io_error, open_fits_in_memory, wrap_raw_fits, write_atomic, FITS_BLOCK,
-};
+use crate::inputs::{csv_rows, csv_writer, finish_csv, float, io_error, write_atomic};
 
 // ---------------------------------------------------------------------------------------------------
 // Halo catalogue
@@ -687,39 +681,62 @@ pub struct MapFits {
 
 /// Writes a 2-D float32 primary image with a linear offset WCS (arcsec from the lens centre):
 /// pixel (i, j), 1-based, sits at CRVAL + (p − CRPIX)·CDELT with CRPIX = (n + 1)/2, matching a grid
-/// whose pixel k (0-based) is at centre + (k − (n − 1)/2)·pixel. Written atomically.
+/// whose pixel k (0-based) is at centre + (k − (n − 1)/2)·pixel. Written atomically through
+/// [`crate::fits_image`].
 pub fn write_map_fits(path: &Path, map: &MapImage) -> Result<(), InputError> {
     let file = path.display().to_string();
     check_map(map).map_err(|problem| InputError::Map {
         file: file.clone(),
         problem,
     })?;
-    let bytes = encode_map(map).map_err(|e| InputError::Fits {
-        file: file.clone(),
-        message: e.to_string(),
-    })?;
-    write_atomic(path, &bytes)
+    let crpix = [(map.nx as f64 + 1.0) / 2.0, (map.ny as f64 + 1.0) / 2.0];
+    let crval = [map.centre_x_arcsec, map.centre_y_arcsec];
+    let mut cards = Vec::new();
+    for (i, (x, direction)) in [("X", "West"), ("Y", "North")].into_iter().enumerate() {
+        let axis = i + 1;
+        cards.extend([
+            Card::text(
+                &format!("CTYPE{axis}"),
+                &format!("OFFSET-{x}"),
+                &format!("linear offset from the lens centre, +{x} {direction}"),
+            ),
+            Card::text(&format!("CUNIT{axis}"), "arcsec", ""),
+            Card::real(
+                &format!("CRPIX{axis}"),
+                crpix[i],
+                "reference pixel (1-based)",
+            ),
+            Card::real(
+                &format!("CRVAL{axis}"),
+                crval[i],
+                "offset at CRPIX [arcsec]",
+            ),
+            Card::real(
+                &format!("CDELT{axis}"),
+                map.pixel_arcsec,
+                "pixel scale [arcsec]",
+            ),
+        ]);
+    }
+    if !map.unit.is_empty() {
+        cards.push(Card::text("BUNIT", map.unit, "unit of the pixel values"));
+    }
+    write_image(
+        path,
+        &ImageOut {
+            nx: map.nx,
+            ny: map.ny,
+            pixels: Pixels::F32(map.data),
+            name: map.name,
+            cards: &cards,
+            history: map.history,
+        },
+    )
 }
 
+/// What [`write_map_fits`] checks beyond what any FITS image needs (shape, printable text: checked by
+/// [`crate::fits_image::write_image`]): a map's scale and centre.
 fn check_map(map: &MapImage) -> Result<(), String> {
-    if map.nx == 0 || map.ny == 0 {
-        return Err(format!("map size {}×{} has no pixels", map.nx, map.ny));
-    }
-    match map.nx.checked_mul(map.ny) {
-        Some(n) if n == map.data.len() => {}
-        _ => {
-            return Err(format!(
-                "map size {}×{} does not match its {} values",
-                map.nx,
-                map.ny,
-                map.data.len()
-            ))
-        }
-    }
-    // cfitsio takes sizes as C long; i32 keeps the NAXIS cards well inside any reader's range.
-    if map.nx > i32::MAX as usize || map.ny > i32::MAX as usize {
-        return Err(format!("map size {}×{} is too large", map.nx, map.ny));
-    }
     if !(map.pixel_arcsec > 0.0 && map.pixel_arcsec.is_finite()) {
         return Err(format!(
             "pixel scale {:?} arcsec must be positive and finite",
@@ -732,208 +749,41 @@ fn check_map(map: &MapImage) -> Result<(), String> {
             map.centre_x_arcsec, map.centre_y_arcsec
         ));
     }
-    if map.name.is_empty() {
-        return Err("map name (EXTNAME) is empty".to_string());
-    }
-    // FITS header text is printable ASCII; checked here so the message says which text is wrong.
-    let printable = |s: &str| s.bytes().all(|b| (b' '..=b'~').contains(&b));
-    if !printable(map.name) || map.name.len() > 68 {
-        return Err(format!(
-            "map name {:?} must be at most 68 printable ASCII characters",
-            map.name
-        ));
-    }
-    if !printable(map.unit) || map.unit.len() > 68 {
-        return Err(format!(
-            "unit {:?} must be at most 68 printable ASCII characters",
-            map.unit
-        ));
-    }
-    for (i, h) in map.history.iter().enumerate() {
-        if !printable(h) {
-            return Err(format!(
-                "history line {} {h:?} has a character that is not printable ASCII",
-                i + 1
-            ));
-        }
-    }
     Ok(())
-}
-
-/// Encodes the map as a FITS file in memory. Going through memory keeps cfitsio's file-name syntax
-/// (brackets, '!', '-', URLs) away from real paths and lets std do the atomic write.
-fn encode_map(map: &MapImage) -> Result<Vec<u8>, fitsio::errors::Error> {
-    // The whole data unit plus a few header blocks: one or two reallocations for a large map.
-    let size_hint = map.data.len() * 4 + 8 * FITS_BLOCK;
-    encode_fits_in_memory(size_hint, |f| {
-        let mut status: c_int = 0;
-        let description = ImageDescription {
-            data_type: ImageType::Float,
-            // fitsio takes C order (slowest first), so NAXIS1 = nx.
-            dimensions: &[map.ny, map.nx],
-        };
-        // On an empty file this creates the primary HDU; fitsio also writes EXTNAME = name.
-        let hdu = f.create_image(map.name, &description)?;
-        let crpix = [(map.nx as f64 + 1.0) / 2.0, (map.ny as f64 + 1.0) / 2.0];
-        let crval = [map.centre_x_arcsec, map.centre_y_arcsec];
-        for (i, (x, direction)) in [("X", "West"), ("Y", "North")].into_iter().enumerate() {
-            let axis = i + 1;
-            hdu.write_key(
-                f,
-                &format!("CTYPE{axis}"),
-                (
-                    format!("OFFSET-{x}").as_str(),
-                    format!("linear offset from the lens centre, +{x} {direction}").as_str(),
-                ),
-            )?;
-            hdu.write_key(f, &format!("CUNIT{axis}"), "arcsec")?;
-            write_real(
-                f,
-                &format!("CRPIX{axis}"),
-                crpix[i],
-                "reference pixel (1-based)",
-            )?;
-            write_real(
-                f,
-                &format!("CRVAL{axis}"),
-                crval[i],
-                "offset at CRPIX [arcsec]",
-            )?;
-            write_real(
-                f,
-                &format!("CDELT{axis}"),
-                map.pixel_arcsec,
-                "pixel scale [arcsec]",
-            )?;
-        }
-        if !map.unit.is_empty() {
-            hdu.write_key(f, "BUNIT", (map.unit, "unit of the pixel values"))?;
-        }
-        hdu.write_key(f, "ORIGIN", ("astroport", "written by"))?;
-        for line in map.history {
-            let text = CString::new(line.as_str())?;
-            // SAFETY: f is open; text is a valid C string.
-            unsafe { sys::ffphis(f.as_raw(), text.as_ptr(), &mut status) };
-            fitsio::errors::check_status(status)?;
-        }
-        hdu.write_image(f, map.data)?;
-        Ok(())
-    })
-}
-
-/// Writes a real keyword with the fewest significant digits (15 to 17) that read back exactly;
-/// fitsio's own f64 keys keep only 15.
-fn write_real(
-    f: &mut FitsFile,
-    key: &str,
-    value: f64,
-    comment: &str,
-) -> Result<(), fitsio::errors::Error> {
-    let digits = (15..17)
-        .find(|d| format!("{:.*e}", d - 1, value).parse::<f64>() == Ok(value))
-        .unwrap_or(17);
-    let key = CString::new(key)?;
-    let comment = CString::new(comment)?;
-    let mut status = 0;
-    // SAFETY: f is open; key and comment are valid C strings.
-    unsafe {
-        sys::ffpkyd(
-            f.as_raw(),
-            key.as_ptr(),
-            value,
-            -(digits as c_int),
-            comment.as_ptr(),
-            &mut status,
-        )
-    };
-    fitsio::errors::check_status(status)
 }
 
 /// Reads a map written by `write_map_fits` (any 2-D primary image, converted to f32).
 pub fn read_map_fits(path: &Path) -> Result<MapFits, InputError> {
+    let image = read_image(path)?;
     let file = path.display().to_string();
-    let mut bytes = fs::read(path).map_err(|e| io_error(path, e))?;
-    if let Some(problem) = fits_length_problem(bytes.len()) {
-        return Err(InputError::Map { file, problem });
-    }
-    decode_map(&mut bytes).map_err(|e| match e {
-        DecodeError::Fits(e) => InputError::Fits {
-            file,
-            message: e.to_string(),
-        },
-        DecodeError::Shape(problem) => InputError::Map { file, problem },
-    })
-}
-
-enum DecodeError {
-    Fits(fitsio::errors::Error),
-    Shape(String),
-}
-
-impl From<fitsio::errors::Error> for DecodeError {
-    fn from(e: fitsio::errors::Error) -> Self {
-        DecodeError::Fits(e)
-    }
-}
-
-fn decode_map(bytes: &mut [u8]) -> Result<MapFits, DecodeError> {
-    let len = bytes.len();
-    let (fptr, _slot) = open_fits_in_memory(bytes, c"map.fits")?;
-    let mut status: c_int = 0;
-    // SAFETY: fptr was just opened without error and is owned here.
-    let mut f = unsafe { wrap_raw_fits(fptr, FileOpenMode::READONLY) }?;
-    // SAFETY: f is open, at the primary HDU.
-    if let Some(problem) = unsafe { fits_hdu_problem(f.as_raw(), len) } {
-        return Err(DecodeError::Shape(problem));
-    }
-    let hdu = f.primary_hdu()?;
-    let (ny, nx) = match &hdu.info {
-        HduInfo::ImageInfo { shape, .. } if shape.len() == 2 => (shape[0], shape[1]),
-        other => {
-            return Err(DecodeError::Shape(format!(
-                "primary HDU is not a 2-D image ({other:?})"
-            )))
-        }
+    let text = |key: &str| image.card(key).unwrap_or_default().to_string();
+    let real = |key: &str| {
+        image.real(key).ok_or_else(|| InputError::Fits {
+            file: file.clone(),
+            message: format!("keyword {key} missing or not a number"),
+        })
     };
-    let data: Vec<f32> = hdu.read_image(&mut f)?;
-    let string = |f: &mut FitsFile, key: &str| hdu.read_key::<String>(f, key).unwrap_or_default();
-    let real = |f: &mut FitsFile, key: &str| hdu.read_key::<f64>(f, key);
-    let mut history = Vec::new();
-    let mut count: c_int = 0;
-    // SAFETY: f is open; the card buffer has FLEN_CARD (81) bytes.
-    unsafe {
-        let mut room: c_int = 0;
-        sys::ffghsp(f.as_raw(), &mut count, &mut room, &mut status);
-        for n in 1..=count {
-            let mut card = [0 as c_char; 81];
-            sys::ffgrec(f.as_raw(), n, card.as_mut_ptr(), &mut status);
-            let card = std::ffi::CStr::from_ptr(card.as_ptr()).to_string_lossy();
-            if let Some(text) = card.strip_prefix("HISTORY") {
-                history.push(text.trim().to_string());
-            }
-        }
-    }
-    fitsio::errors::check_status(status)?;
     Ok(MapFits {
-        nx,
-        ny,
-        bitpix: hdu.read_key::<i64>(&mut f, "BITPIX")?,
-        ctype: [string(&mut f, "CTYPE1"), string(&mut f, "CTYPE2")],
-        cunit: [string(&mut f, "CUNIT1"), string(&mut f, "CUNIT2")],
-        crpix: [real(&mut f, "CRPIX1")?, real(&mut f, "CRPIX2")?],
-        crval: [real(&mut f, "CRVAL1")?, real(&mut f, "CRVAL2")?],
-        cdelt: [real(&mut f, "CDELT1")?, real(&mut f, "CDELT2")?],
-        name: string(&mut f, "EXTNAME"),
-        unit: string(&mut f, "BUNIT"),
-        origin: string(&mut f, "ORIGIN"),
-        history,
-        data,
+        nx: image.nx,
+        ny: image.ny,
+        bitpix: real("BITPIX")? as i64,
+        ctype: [text("CTYPE1"), text("CTYPE2")],
+        cunit: [text("CUNIT1"), text("CUNIT2")],
+        crpix: [real("CRPIX1")?, real("CRPIX2")?],
+        crval: [real("CRVAL1")?, real("CRVAL2")?],
+        cdelt: [real("CDELT1")?, real("CDELT2")?],
+        name: text("EXTNAME"),
+        unit: text("BUNIT"),
+        origin: text("ORIGIN"),
+        history: image.history.clone(),
+        data: image.data,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inputs::FITS_BLOCK;
 
     const HALOS_OK: &str = "\
 # a catalogue with comments and blank lines
@@ -1498,7 +1348,7 @@ sigma_arcsec, x_arcsec, y_arcsec, z_source, system
             .unwrap_err()
             .to_string();
         assert!(
-            e.ends_with("map.fits: map size 7×5 does not match its 34 values"),
+            e.ends_with("map.fits: image size 7×5 does not match its 34 values"),
             "{e}"
         );
         let history = vec!["température".to_string()];
