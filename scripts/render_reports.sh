@@ -36,8 +36,9 @@ render $h200/sht-device "H200: spherical harmonics on the device" $h200/sht-devi
 render $h200/sht-cpu/report "H200 host: spherical harmonics on 16 cores" $h200/sht-cpu
 render $h200/sht-highl/report "H200: spherical harmonics at high l" $h200/sht-highl
 render $h200/lombscargle-nufft "H200: Lomb-Scargle by NUFFT (2026-12-02)" $h200/lombscargle-nufft
-render_all $h200/imgsub/report "H200: image subtraction, the difference image, three kernels (2026-12-02)" \
-  $h200/imgsub/run-7881aa6/rows $h200/imgsub/run-2f3c0d5/rows $h200/imgsub/run-36ac207/rows
+render_all $h200/imgsub/report "H200: image subtraction, the difference image, four kernels (2026-12-02)" \
+  $h200/imgsub/run-7881aa6/rows $h200/imgsub/run-2f3c0d5/rows $h200/imgsub/run-36ac207/rows \
+  $h200/imgsub/run-28f2559/rows
 render $cpu/cubature-report "2-core VM: PAGANI and m-Cubes on the cpu model and PoCL" \
   $cpu/cubature.jsonl $cpu/cubature-8d-vs-cuhre.jsonl
 render $cpu/lens-report "2-core VM: lens ci" $cpu/lens.jsonl
@@ -48,5 +49,5 @@ render_all $cpu/pocl-vectorize "2-core VM: Lomb-Scargle ci f32 on PoCL, before a
 render reports/study "astroport: the porting study across machines" \
   $h200/lens/run/results.jsonl $h200/lombscargle-nufft $h200/sht-device $h200/cubature/cuda.jsonl \
   $h200/cubature/opencl.jsonl $h200/cubature/opencl-8d.jsonl $h200/cubature/mcubes.jsonl $h100/lombscargle \
-  $h200/imgsub/run-36ac207/rows $cpu/lens.jsonl $cpu/lombscargle-ci.jsonl $cpu/pocl-vectorize/after \
+  $h200/imgsub/run-28f2559/rows $cpu/lens.jsonl $cpu/lombscargle-ci.jsonl $cpu/pocl-vectorize/after \
   $cpu/cubature.jsonl

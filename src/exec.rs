@@ -67,11 +67,13 @@ impl RunOptions {
     }
 }
 
-/// The device memory a plan may use: the largest single buffer and all buffers together, bytes.
+/// What a plan may use of a device: the largest single buffer and all buffers together, bytes; and
+/// whether it is a GPU (a kernel's work per item can differ: more registers pay on CPUs, occupancy on GPUs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeviceBudget {
     pub max_alloc: u64,
     pub mem: u64,
+    pub gpu: bool,
 }
 
 impl DeviceBudget {
@@ -84,6 +86,7 @@ impl DeviceBudget {
             } else {
                 info.global_mem_bytes
             },
+            gpu: info.is_gpu,
         }
     }
 

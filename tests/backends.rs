@@ -139,6 +139,7 @@ fn tiled_run_equals_single_band() {
             let budget = DeviceBudget {
                 max_alloc: dev.info().max_alloc_bytes,
                 mem,
+                gpu: dev.info().is_gpu,
             };
             let jobs = problem.plan(LensMode::F32, budget, &RunOptions::once());
             let bands = jobs.len();

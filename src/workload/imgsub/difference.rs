@@ -34,9 +34,15 @@ pub static PROGRAM: Program = Program {
 
 /// Kernel half width and side, and the spatial terms (cl/common/imgsub.h).
 pub const HALF: usize = 10;
-/// Pixels of a row per device work-item (IMG_PIXELS_F32 and _F64 in cl/common/imgsub.h).
-const PIXELS_F32: usize = 8;
-const PIXELS_F64: usize = 4;
+/// Pixels of a row per device work-item (IMG_PIXELS_F32 and _F64 in cl/common/imgsub.h): float32 takes
+/// more on CPUs than on GPUs (the header says why); CUDA is built with the GPU value.
+fn pixels_per_item(mode: Precision, gpu: bool) -> usize {
+    match (mode, gpu) {
+        (Precision::F32, true) => 4,
+        (Precision::F32, false) => 8,
+        (Precision::F64, _) => 4,
+    }
+}
 pub const SIDE: usize = 2 * HALF + 1;
 pub const TERMS: usize = 6;
 const TAPS: usize = SIDE * SIDE;
@@ -265,10 +271,11 @@ impl DifferenceProblem {
     ) -> Vec<KernelJob<'_>> {
         let n = self.n();
         let budget = budget.capped(self.device_mem_cap);
-        let (dtype, pixels) = match mode {
-            Precision::F32 => (DType::F32, PIXELS_F32),
-            Precision::F64 => (DType::F64, PIXELS_F64),
+        let dtype = match mode {
+            Precision::F32 => DType::F32,
+            Precision::F64 => DType::F64,
         };
+        let pixels = pixels_per_item(mode, budget.gpu);
         // Per output row: a reference and its variance row (plus the halo), the science rows, two outputs.
         let row_bytes = (6 * n * dtype.bytes()) as u64;
         let by_mem = ((budget.mem as f64 * 0.7) as u64 / row_bytes).max(1);
@@ -327,7 +334,10 @@ impl DifferenceProblem {
             };
             jobs.push(KernelJob {
                 program: &PROGRAM,
-                defines: vec![],
+                defines: vec![(
+                    "IMG_PIXELS_F32".into(),
+                    pixels_per_item(Precision::F32, budget.gpu).to_string(),
+                )],
                 buffers,
                 steps: vec![Step::Launch(launch)],
                 warmup: opts.warmup,
@@ -406,12 +416,8 @@ impl Workload for DifferenceProblem {
     }
     fn pipe_instructions(&self, mode: Precision) -> Option<f64> {
         // Per pixel-tap: the kernel from its two row terms (2 FMA), 1 FMA for D, 2 for VD; the row terms
-        // themselves (4) are shared by the pixels of a work-item (cl/common/imgsub.h).
-        let pixels = match mode {
-            Precision::F32 => PIXELS_F32,
-            Precision::F64 => PIXELS_F64,
-        };
-        Some(5.0 + 4.0 / pixels as f64)
+        // themselves (4) are shared by the pixels of a work-item (cl/common/imgsub.h). The floor is for GPUs.
+        Some(5.0 + 4.0 / pixels_per_item(mode, true) as f64)
     }
     fn reference(&self) -> Field {
         self.run_cpu(Precision::F64)

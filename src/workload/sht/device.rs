@@ -1095,6 +1095,7 @@ mod tests {
         let budget = DeviceBudget {
             max_alloc: 1 << 20,
             mem: 1 << 22,
+            gpu: true,
         };
         let sizes = |m0: usize, m1: usize| {
             let (c0, c1) = band_coefficients(lmax, m0, m1);
@@ -1116,6 +1117,7 @@ mod tests {
             DeviceBudget {
                 max_alloc: u64::MAX,
                 mem: u64::MAX,
+                gpu: true,
             },
             sizes,
         );
