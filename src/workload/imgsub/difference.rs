@@ -241,11 +241,18 @@ impl DifferenceProblem {
                         // Output x reads x − u: the valid x are those with 0 ≤ x − u < n.
                         let lo = u.max(0) as usize;
                         let hi = (n as i64 + u.min(0)) as usize;
-                        let shift = |x: usize| (x as i64 - u) as usize;
-                        for x in lo..hi {
-                            let kv = a + xh[x] * (b + xh[x] * k[3]);
-                            c_row[x] = c_row[x] + kv * r_line[shift(x)];
-                            w_row[x] = w_row[x] + kv * kv * vr_line[shift(x)];
+                        let (from, to) = ((lo as i64 - u) as usize, (hi as i64 - u) as usize);
+                        // Equal-length slices, zipped: no index checks, so the loop vectorises.
+                        let k3 = k[3];
+                        let lanes = xh[lo..hi]
+                            .iter()
+                            .zip(&mut c_row[lo..hi])
+                            .zip(&mut w_row[lo..hi])
+                            .zip(r_line[from..to].iter().zip(&vr_line[from..to]));
+                        for (((&xv, c), w), (&rv, &vv)) in lanes {
+                            let kv = a + xv * (b + xv * k3);
+                            *c = *c + kv * rv;
+                            *w = *w + kv * kv * vv;
                         }
                     }
                     for x in 0..n {
