@@ -6,12 +6,12 @@
 #define IMGSUB_KERNEL(T, S)                                                                                      \
     __kernel void imgsub_difference_##S(__global const T *restrict kbar, __global const T *restrict ref,         \
                                         __global const T *restrict ref_var, const int ref_row0,                   \
-                                        const int ref_rows, __global const T *restrict sci,                      \
+                                        __global const T *restrict sci,                                          \
                                         __global const T *restrict sci_var, const int nx, const int ny,          \
                                         const int row0, const int rows, __global T *restrict diff,               \
                                         __global T *restrict diff_var)                                           \
     {                                                                                                            \
-        imgsub_difference_item_##S(get_global_id(0), kbar, ref, ref_var, ref_row0, ref_rows, sci, sci_var, nx,  \
+        imgsub_difference_item_##S(get_global_id(0), kbar, ref, ref_var, ref_row0, sci, sci_var, nx,  \
                                    ny, row0, rows, diff, diff_var);                                              \
     }
 IMGSUB_KERNEL(float, f32)

@@ -4,7 +4,7 @@
 
 use crate::backend::{Absent, Choice, Model, Target, Unavailable};
 use crate::exec::{Mode, RunError, RunOptions};
-use crate::results::{Limit, Provenance, Row, Status, Throughput, SCHEMA};
+use crate::results::{Limit, Provenance, Row, Status, Throughput};
 use crate::workload::Workload;
 use std::time::Instant;
 
@@ -60,29 +60,14 @@ fn base_row<W: Workload>(
     prov: Provenance,
 ) -> Row {
     Row {
-        schema: SCHEMA.into(),
         workload: workload.name().into(),
         preset: workload.preset().into(),
         size: workload.describe(),
         backend,
         model: model.name().into(),
         device,
-        device_type: "-".into(),
         precision: mode.name().into(),
-        status: Status::Ok,
-        reason: String::new(),
-        time_s: None,
-        build_s: None,
-        context_s: None,
-        throughput: None,
-        limit: None,
-        accuracy: None,
-        resources: None,
-        launch: None,
-        steps: Vec::new(),
-        details: None,
-        provenance: prov,
-        source: String::new(),
+        ..Row::blank(prov)
     }
 }
 

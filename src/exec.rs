@@ -4,7 +4,8 @@
 //! (`crate::bench`) both use it, and it knows no workload.
 
 use crate::backend::{
-    Accelerator, DeviceInfo, HostVec, KernelJob, Precision, Resources, Step, StepReport, Target,
+    Accelerator, BufferSpec, DeviceInfo, HostVec, KernelJob, Precision, Program, Resources, Step,
+    StepReport, Target,
 };
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -63,6 +64,24 @@ impl RunOptions {
         RunOptions {
             warmup: 0,
             repeats: 0,
+        }
+    }
+
+    /// A job of `program` timed as these options say.
+    pub fn job<'a>(
+        &self,
+        program: &'a Program,
+        defines: Vec<(String, String)>,
+        buffers: Vec<BufferSpec<'a>>,
+        steps: Vec<Step>,
+    ) -> KernelJob<'a> {
+        KernelJob {
+            program,
+            defines,
+            buffers,
+            steps,
+            warmup: self.warmup,
+            repeats: self.repeats,
         }
     }
 }

@@ -558,7 +558,6 @@ mod tests {
 
     fn failed_row(reason: &str) -> Row {
         Row {
-            schema: crate::results::SCHEMA.into(),
             workload: "lens".into(),
             preset: "tiny".into(),
             size: "128² px".into(),
@@ -569,18 +568,7 @@ mod tests {
             precision: "f32".into(),
             status: Status::Failed,
             reason: reason.into(),
-            time_s: None,
-            build_s: None,
-            context_s: None,
-            throughput: None,
-            limit: None,
-            accuracy: None,
-            resources: None,
-            launch: None,
-            steps: Vec::new(),
-            details: None,
-            provenance: Provenance::new(String::new(), String::new(), String::new()),
-            source: String::new(),
+            ..Row::blank(Provenance::new(String::new(), String::new(), String::new()))
         }
     }
 

@@ -141,6 +141,38 @@ pub struct Row {
     pub source: String,
 }
 
+impl Row {
+    /// A row of the current schema with this provenance and nothing else yet: empty identity, status ok, no
+    /// figures. Callers fill what they know with struct update (`Row { workload, .., ..Row::blank(p) }`).
+    pub fn blank(provenance: Provenance) -> Row {
+        Row {
+            schema: SCHEMA.into(),
+            workload: String::new(),
+            preset: String::new(),
+            size: String::new(),
+            backend: String::new(),
+            model: String::new(),
+            device: String::new(),
+            device_type: "-".into(),
+            precision: String::new(),
+            status: Status::Ok,
+            reason: String::new(),
+            time_s: None,
+            build_s: None,
+            context_s: None,
+            throughput: None,
+            limit: None,
+            accuracy: None,
+            resources: None,
+            launch: None,
+            steps: Vec::new(),
+            details: None,
+            provenance,
+            source: String::new(),
+        }
+    }
+}
+
 /// Appends records to `dir/file` as JSON Lines through [`crate::inputs::append_lines`]: one locked write of
 /// whole lines, so concurrent runs sharing a folder never interleave and a crash leaves whole lines only.
 pub fn append_jsonl<T: Serialize>(
@@ -231,8 +263,9 @@ fn cubature_v1(v: &serde_json::Value) -> Result<Row, String> {
             local_used: 0,
         })
         .collect();
+    let provenance = serde_json::from_value(field("provenance")?.clone())
+        .map_err(|e| format!("astroport.cubature/1 row: provenance: {e}"))?;
     let mut row = Row {
-        schema: SCHEMA.into(),
         workload: "cubature".into(),
         preset: "custom".into(),
         size: format!(
@@ -252,19 +285,9 @@ fn cubature_v1(v: &serde_json::Value) -> Result<Row, String> {
         precision: "f64".into(),
         status,
         reason,
-        time_s: None,
-        build_s: None,
-        context_s: None,
-        throughput: None,
-        limit: None,
-        accuracy: None,
         resources: steps.first().and_then(|s| s.resources.clone()),
-        launch: None,
         steps,
-        details: None,
-        provenance: serde_json::from_value(field("provenance")?.clone())
-            .map_err(|e| format!("astroport.cubature/1 row: provenance: {e}"))?,
-        source: String::new(),
+        ..Row::blank(provenance)
     };
     if let Some(o) = outcome {
         let total = o["total_s"].as_f64().unwrap_or(f64::NAN);

@@ -11,7 +11,7 @@
  *
  * C(x, y) = sum_{u,v} K_xy(u, v) R(x - u, y - v), summed kernel row by kernel row (each row's 21 taps, then
  * the row sums); R and VR are 0 outside the image. A band of output rows [row0, row0 + rows) reads the
- * reference rows [ref_row0, ref_row0 + ref_rows), which must hold every row within IMG_HALF of the band that
+ * reference rows from ref_row0 on, which must hold every row within IMG_HALF of the band that
  * lies in the image.
  */
 #ifndef IMGSUB_H
@@ -38,7 +38,7 @@
     ASTRO_FN void imgsub_difference_item_##S(size_t gid, ASTRO_GLOBAL const T *ASTRO_RESTRICT kbar,              \
                                              ASTRO_GLOBAL const T *ASTRO_RESTRICT ref,                           \
                                              ASTRO_GLOBAL const T *ASTRO_RESTRICT ref_var, int ref_row0,         \
-                                             int ref_rows, ASTRO_GLOBAL const T *ASTRO_RESTRICT sci,             \
+                                             ASTRO_GLOBAL const T *ASTRO_RESTRICT sci,                           \
                                              ASTRO_GLOBAL const T *ASTRO_RESTRICT sci_var, int nx, int ny,       \
                                              int row0, int rows, ASTRO_GLOBAL T *ASTRO_RESTRICT diff,            \
                                              ASTRO_GLOBAL T *ASTRO_RESTRICT diff_var)                            \
@@ -98,7 +98,6 @@
             diff[at] = sci[at] - c[p];                                                                           \
             diff_var[at] = sci_var[at] + w[p];                                                                   \
         }                                                                                                        \
-        (void)ref_rows;                                                                                          \
     }
 
 IMGSUB_DIFFERENCE(float, f32, IMG_PIXELS_F32)

@@ -326,7 +326,6 @@ impl DifferenceProblem {
                     StepArg::Buffer(1),
                     StepArg::Buffer(2),
                     StepArg::I32(ref_row0 as i32),
-                    StepArg::I32((ref_end - ref_row0) as i32),
                     StepArg::Buffer(3),
                     StepArg::Buffer(4),
                     StepArg::I32(n as i32),
@@ -339,17 +338,11 @@ impl DifferenceProblem {
                 global: rows * n.div_ceil(pixels),
                 local: Local::Prefer(256),
             };
-            jobs.push(KernelJob {
-                program: &PROGRAM,
-                defines: vec![(
-                    "IMG_PIXELS_F32".into(),
-                    pixels_per_item(Precision::F32, budget.gpu).to_string(),
-                )],
-                buffers,
-                steps: vec![Step::Launch(launch)],
-                warmup: opts.warmup,
-                repeats: opts.repeats,
-            });
+            let defines = vec![(
+                "IMG_PIXELS_F32".into(),
+                pixels_per_item(Precision::F32, budget.gpu).to_string(),
+            )];
+            jobs.push(opts.job(&PROGRAM, defines, buffers, vec![Step::Launch(launch)]));
             row0 += rows;
         }
         jobs

@@ -53,22 +53,6 @@ pub fn grid_items(precision: Precision, n: usize, rows: usize) -> usize {
 /// fill a large GPU).
 const RECOMPUTE_ITEMS: usize = 1 << 18;
 
-/// A job of the lens program (no defines: both precisions live in one program), timed as `opts` says.
-fn lens_job<'a>(
-    buffers: Vec<BufferSpec<'a>>,
-    steps: Vec<Step>,
-    opts: &RunOptions,
-) -> KernelJob<'a> {
-    KernelJob {
-        program: &PROGRAM,
-        defines: vec![],
-        buffers,
-        steps,
-        warmup: opts.warmup,
-        repeats: opts.repeats,
-    }
-}
-
 /// The slot (buffer index) of each buffer of a lens job, in the order they are declared.
 mod slot {
     pub const SIE32: usize = 0;
@@ -187,7 +171,7 @@ impl LensProblem {
                 .into_iter()
                 .map(|(row0, rows)| {
                     let (buffers, steps) = self.mixed_pipeline(scheme, row0, rows, true);
-                    lens_job(buffers, steps, opts)
+                    opts.job(&PROGRAM, vec![], buffers, steps)
                 })
                 .collect();
         }
@@ -209,7 +193,12 @@ impl LensProblem {
                         len: rows * self.n,
                     },
                 ]);
-                lens_job(buffers, vec![self.grid_launch(mode, row0, rows)], opts)
+                opts.job(
+                    &PROGRAM,
+                    vec![],
+                    buffers,
+                    vec![self.grid_launch(mode, row0, rows)],
+                )
             })
             .collect()
     }
@@ -431,7 +420,7 @@ impl LensProblem {
                         local: Local::Prefer(GPU_GROUP),
                     }),
                 ]);
-                (row0, lens_job(buffers, steps, opts))
+                (row0, opts.job(&PROGRAM, vec![], buffers, steps))
             })
             .collect()
     }

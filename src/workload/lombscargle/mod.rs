@@ -755,18 +755,6 @@ fn top_k_launch(suffix: &str, buffers: [usize; 4], k: usize, curves: usize) -> S
     })
 }
 
-/// A Lomb-Scargle job, timed as `opts` says.
-fn ls_job<'a>(buffers: Vec<BufferSpec<'a>>, steps: Vec<Step>, opts: &RunOptions) -> KernelJob<'a> {
-    KernelJob {
-        program: &PROGRAM,
-        defines: vec![],
-        buffers,
-        steps,
-        warmup: opts.warmup,
-        repeats: opts.repeats,
-    }
-}
-
 /// The k highest local maxima of a periodogram (p[i] >= p[i-1] and p[i] > p[i+1]; one neighbour at the
 /// ends), by power, ties by lower index: the same rule as the device kernel.
 pub fn top_k(power: &[f64], k: usize) -> Vec<(usize, f64)> {
@@ -1080,7 +1068,7 @@ impl LombScargleProblem {
                     });
                     steps.push(top_k_launch(suffix, [0, 4, 5, 6], k, n_curves));
                 }
-                ls_job(buffers, steps, opts)
+                opts.job(&PROGRAM, vec![], buffers, steps)
             })
             .collect()
     }
@@ -1277,7 +1265,7 @@ impl LombScargleProblem {
                     });
                     steps.push(top_k_launch("f64", [14, 13, 15, 16], k, 1));
                 }
-                ls_job(buffers, steps, opts)
+                opts.job(&PROGRAM, vec![], buffers, steps)
             })
             .collect()
     }
