@@ -8,11 +8,11 @@
                                         __global const T *restrict ref_var, const int ref_row0,                   \
                                         __global const T *restrict sci,                                          \
                                         __global const T *restrict sci_var, const int nx, const int ny,          \
-                                        const int row0, const int rows, __global T *restrict diff,               \
+                                        const int row0, const int rows, const int tile, __global T *restrict diff,               \
                                         __global T *restrict diff_var)                                           \
     {                                                                                                            \
         imgsub_difference_item_##S(get_global_id(0), kbar, ref, ref_var, ref_row0, sci, sci_var, nx,  \
-                                   ny, row0, rows, diff, diff_var);                                              \
+                                   ny, row0, rows, tile, diff, diff_var);                                              \
     }
 IMGSUB_KERNEL(float, f32)
 #if ASTRO_HAS_FP64

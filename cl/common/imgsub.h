@@ -10,9 +10,14 @@
  * which the cpu model evaluates for a whole row at once (src/workload/imgsub/difference.rs).
  *
  * C(x, y) = sum_{u,v} K_xy(u, v) R(x - u, y - v), summed kernel row by kernel row (each row's 21 taps, then
- * the row sums); R and VR are 0 outside the image. A band of output rows [row0, row0 + rows) reads the
- * reference rows from ref_row0 on, which must hold every row within IMG_HALF of the band that
- * lies in the image.
+ * the row sums); R and VR are 0 outside the image. The fitted background B = b0 + b1 x^ + b2 y^ follows the
+ * kernel in the same buffer (kbar[IMG_SIDE^2 * 6 + 0..2]): D = I - C - B.
+ *
+ * tile = 0: the kernel varies from pixel to pixel (exact). tile = T > 0: it is held constant over T x T tiles,
+ * evaluated at each tile's centre (GAISP's and HOTPANTS' approximation, which the fit does not make).
+ *
+ * A band of output rows [row0, row0 + rows) reads the reference rows from ref_row0 on, which must hold every
+ * row within IMG_HALF of the band that lies in the image.
  */
 #ifndef IMGSUB_H
 #define IMGSUB_H
@@ -34,23 +39,31 @@
 #endif
 #define IMG_PIXELS_F64 4
 
+/* Where the kernel of pixel x is evaluated: x itself, or the centre of its tile (the last pixel at most). */
+ASTRO_FN int imgsub_place(int x, int tile, int n)
+{
+    if (tile <= 0) return x;
+    const int centre = (x / tile) * tile + tile / 2;
+    return centre < n ? centre : n - 1;
+}
+
 #define IMGSUB_DIFFERENCE(T, S, P)                                                                                 \
     ASTRO_FN void imgsub_difference_item_##S(size_t gid, ASTRO_GLOBAL const T *ASTRO_RESTRICT kbar,              \
                                              ASTRO_GLOBAL const T *ASTRO_RESTRICT ref,                           \
                                              ASTRO_GLOBAL const T *ASTRO_RESTRICT ref_var, int ref_row0,         \
                                              ASTRO_GLOBAL const T *ASTRO_RESTRICT sci,                           \
                                              ASTRO_GLOBAL const T *ASTRO_RESTRICT sci_var, int nx, int ny,       \
-                                             int row0, int rows, ASTRO_GLOBAL T *ASTRO_RESTRICT diff,            \
+                                             int row0, int rows, int tile, ASTRO_GLOBAL T *ASTRO_RESTRICT diff,  \
                                              ASTRO_GLOBAL T *ASTRO_RESTRICT diff_var)                            \
     {                                                                                                            \
         const size_t per_row = (size_t)((nx + P - 1) / P);                                                       \
         if (gid >= (size_t)rows * per_row) return;                                                               \
         const int x0 = (int)(gid % per_row) * P;                                                                 \
         const int y = row0 + (int)(gid / per_row);                                                               \
-        const T yh = (T)2 * (T)y / (T)(ny > 1 ? ny - 1 : 1) - (T)1;                                              \
+        const T yh = (T)2 * (T)imgsub_place(y, tile, ny) / (T)(ny > 1 ? ny - 1 : 1) - (T)1;                     \
         T xh[P], c[P], w[P];                                                                                     \
         for (int p = 0; p < P; ++p) {                                                                            \
-            xh[p] = (T)2 * (T)(x0 + p) / (T)(nx > 1 ? nx - 1 : 1) - (T)1;                                        \
+            xh[p] = (T)2 * (T)imgsub_place(x0 + p, tile, nx) / (T)(nx > 1 ? nx - 1 : 1) - (T)1;                  \
             c[p] = 0;                                                                                            \
             w[p] = 0;                                                                                            \
         }                                                                                                        \
@@ -92,10 +105,12 @@
                 w[p] += w_row[p];                                                                                \
             }                                                                                                    \
         }                                                                                                        \
+        ASTRO_GLOBAL const T *bg = kbar + IMG_SIDE * IMG_SIDE * IMG_TERMS;                                       \
         for (int p = 0; p < P; ++p) {                                                                            \
             if (x0 + p >= nx) break;                                                                             \
             const size_t at = (size_t)(y - row0) * (size_t)nx + (size_t)(x0 + p);                                \
-            diff[at] = sci[at] - c[p];                                                                           \
+            const T background = bg[0] + (bg[1] * xh[p] + bg[2] * yh);                                           \
+            diff[at] = sci[at] - c[p] - background;                                                              \
             diff_var[at] = sci_var[at] + w[p];                                                                   \
         }                                                                                                        \
     }

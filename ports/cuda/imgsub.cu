@@ -10,11 +10,11 @@ static __device__ __forceinline__ size_t global_id() { return (size_t)blockIdx.x
     __global__ void imgsub_difference_##S(const T *__restrict__ kbar, const T *__restrict__ ref,                 \
                                           const T *__restrict__ ref_var, int ref_row0,             \
                                           const T *__restrict__ sci, const T *__restrict__ sci_var, int nx,      \
-                                          int ny, int row0, int rows, T *__restrict__ diff,                      \
+                                          int ny, int row0, int rows, int tile, T *__restrict__ diff,                      \
                                           T *__restrict__ diff_var)                                              \
     {                                                                                                            \
         imgsub_difference_item_##S(global_id(), kbar, ref, ref_var, ref_row0, sci, sci_var, nx, ny,   \
-                                   row0, rows, diff, diff_var);                                                  \
+                                   row0, rows, tile, diff, diff_var);                                                  \
     }
 IMGSUB_KERNEL(float, f32)
 IMGSUB_KERNEL(double, f64)

@@ -11,10 +11,10 @@ static inline size_t global_id() { return sycl::ext::oneapi::this_work_item::get
 #define IMGSUB_KERNEL(T, S)                                                                                      \
     IMGSUB_ENTRY imgsub_difference_##S(const T *kbar, const T *ref, const T *ref_var, int ref_row0, \
                                        const T *sci, const T *sci_var, int nx, int ny, int row0, int rows,       \
-                                       T *diff, T *diff_var)                                                     \
+                                       int tile, T *diff, T *diff_var)                                                     \
     {                                                                                                            \
         imgsub_difference_item_##S(global_id(), kbar, ref, ref_var, ref_row0, sci, sci_var, nx, ny,   \
-                                   row0, rows, diff, diff_var);                                                  \
+                                   row0, rows, tile, diff, diff_var);                                                  \
     }
 IMGSUB_KERNEL(float, f32)
 IMGSUB_KERNEL(double, f64)

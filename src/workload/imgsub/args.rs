@@ -3,9 +3,12 @@
 
 use super::difference::{DifferenceProblem, PRESETS};
 use super::field::{generate, FieldSpec, Kind};
-use super::io::write_field;
-use crate::backend::Precision;
-use crate::workload::{Tool, ToolArgs, WorkloadArgs};
+use super::io::{read_forced, write_field, write_subtraction};
+use super::pair::{Pair, PairFiles};
+use super::score::{read_truth, score};
+use super::subtract::{subtract, Direction, SubtractOptions};
+use crate::backend::{discover, Precision};
+use crate::workload::{OneBackendArgs, Tool, ToolArgs, WorkloadArgs};
 use std::path::PathBuf;
 
 /// `astroport run imgsub`: the difference image and its variance of a generated field, verified against
@@ -32,7 +35,7 @@ impl WorkloadArgs for DifferenceArgs {
         "Image subtraction (GAISP): the difference image and its variance with a \
         spatially varying 21x21 kernel, on a generated field";
     const PRESETS: &'static [&'static str] = &PRESETS;
-    const TOOLS: &'static [Tool] = &[Tool::of::<FieldArgs>()];
+    const TOOLS: &'static [Tool] = &[Tool::of::<FieldArgs>(), Tool::of::<SubtractArgs>()];
     type Workload = DifferenceProblem;
     fn build(&self) -> Result<Vec<DifferenceProblem>, String> {
         let cap = crate::workload::mib_flag("--device-mem-mib", self.device_mem_mib)?;
@@ -103,6 +106,197 @@ impl ToolArgs for FieldArgs {
         );
         for path in written {
             println!("  wrote {}", path.display());
+        }
+        Ok(0)
+    }
+}
+
+/// Flags of `astroport subtract`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SubtractArgs {
+    /// Reference image (FITS), registered to the science image's pixel grid.
+    #[arg(
+        long = "ref",
+        required_unless_present = "field",
+        conflicts_with = "field"
+    )]
+    pub reference: Option<PathBuf>,
+    /// Science image (FITS).
+    #[arg(
+        long = "sci",
+        required_unless_present = "field",
+        conflicts_with = "field"
+    )]
+    pub science: Option<PathBuf>,
+    /// Variance of the reference (FITS); default: from GAIN and RDNOISE in its header.
+    #[arg(long = "ref-var", conflicts_with = "field")]
+    pub reference_variance: Option<PathBuf>,
+    #[arg(long = "sci-var", conflicts_with = "field")]
+    pub science_variance: Option<PathBuf>,
+    /// Bad-pixel mask of the reference (FITS, non-zero = bad).
+    #[arg(long = "ref-mask", conflicts_with = "field")]
+    pub reference_mask: Option<PathBuf>,
+    #[arg(long = "sci-mask", conflicts_with = "field")]
+    pub science_mask: Option<PathBuf>,
+    /// A folder written by `astroport field`: its images, variances, masks and truth.csv (scored).
+    #[arg(long)]
+    pub field: Option<PathBuf>,
+    /// Places for forced PSF photometry: CSV with columns x, y (0-based pixels) and optionally id.
+    #[arg(long)]
+    pub forced: Option<PathBuf>,
+    /// A truth table of `astroport field`: score the subtraction against it (quality.json).
+    #[arg(long)]
+    pub truth: Option<PathBuf>,
+    /// Existing folder for the outputs.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Arithmetic of the convolution and matched filter.
+    #[arg(long, default_value = "f32")]
+    pub precision: Precision,
+    /// Hold the kernel constant over TILE × TILE pixels (GAISP, HOTPANTS: 21); 0 = exact per pixel.
+    #[arg(long, default_value_t = 0)]
+    pub tile: usize,
+    /// Which image to convolve; default: the sharper.
+    #[arg(long, value_enum)]
+    pub convolve: Option<Direction>,
+    /// Detection threshold in matched-filter σ.
+    #[arg(long, default_value_t = 5.0)]
+    pub threshold: f64,
+    /// Cap on device memory in MiB (forces tiling into bands of rows).
+    #[arg(long)]
+    pub device_mem_mib: Option<u64>,
+    #[command(flatten)]
+    pub backend: OneBackendArgs,
+}
+
+impl ToolArgs for SubtractArgs {
+    const NAME: &'static str = "subtract";
+    const ABOUT: &'static str =
+        "Image subtraction of a registered pair: kernel fit (Alard-Lupton, HOTPANTS' \
+        basis), difference and variance on a backend, detection, PSF photometry";
+    fn run(self) -> Result<i32, String> {
+        crate::workload::require_positive("--threshold", self.threshold)?;
+        let files = match &self.field {
+            Some(dir) => PairFiles {
+                reference: dir.join("ref.fits"),
+                science: dir.join("sci.fits"),
+                reference_variance: Some(dir.join("ref.var.fits")),
+                science_variance: Some(dir.join("sci.var.fits")),
+                reference_mask: Some(dir.join("ref.mask.fits")),
+                science_mask: Some(dir.join("sci.mask.fits")),
+            },
+            None => PairFiles {
+                reference: self.reference.clone().expect("clap requires --ref"),
+                science: self.science.clone().expect("clap requires --sci"),
+                reference_variance: self.reference_variance.clone(),
+                science_variance: self.science_variance.clone(),
+                reference_mask: self.reference_mask.clone(),
+                science_mask: self.science_mask.clone(),
+            },
+        };
+        let truth_path = self
+            .truth
+            .clone()
+            .or_else(|| self.field.as_ref().map(|d| d.join("truth.csv")));
+        if !self.out.is_dir() {
+            return Err(format!("--out {}: no such folder", self.out.display()));
+        }
+        let read_start = std::time::Instant::now();
+        let pair = Pair::read(&files)?;
+        let (nx, ny) = (pair.nx, pair.ny);
+        let forced = self
+            .forced
+            .as_ref()
+            .map(|p| read_forced(p, nx, ny).map_err(|e| e.to_string()))
+            .transpose()?;
+        let truth = truth_path
+            .as_ref()
+            .map(|p| read_truth(p).map_err(|e| e.to_string()))
+            .transpose()?;
+        let read_s = read_start.elapsed().as_secs_f64();
+        let wcs = pair.wcs.clone();
+        let mut history = vec![format!(
+            "astroport {} subtract (commit {})",
+            env!("CARGO_PKG_VERSION"),
+            env!("ASTROPORT_GIT_COMMIT")
+        )];
+        history.extend(pair.sources.iter().cloned());
+        let discovery = discover();
+        let target = self.backend.target(&discovery)?;
+        let options = SubtractOptions {
+            tile: self.tile,
+            threshold: self.threshold,
+            precision: self.precision,
+            direction: self.convolve,
+            run: self.backend.options(),
+            device_mem_cap: crate::workload::mib_flag("--device-mem-mib", self.device_mem_mib)?,
+            ..SubtractOptions::default()
+        };
+        let sub = subtract(pair, &options, target)?;
+        let quality = truth.as_ref().map(|t| score(&sub, t, &sub.input_mask));
+        let write_start = std::time::Instant::now();
+        let written = write_subtraction(
+            &sub,
+            &wcs,
+            &history,
+            forced.as_deref(),
+            quality.as_ref(),
+            &self.out,
+        )
+        .map_err(|e| e.to_string())?;
+        let write_s = write_start.elapsed().as_secs_f64();
+        let d = sub.diagnostics();
+        let t = &sub.timings;
+        println!(
+            "subtract {nx}×{ny} on {} {}: convolved the {} image (FWHM ref {:.2}, sci {:.2} px); \
+             {} stamps fitted, {} clipped, χ²/px {:.3}, condition {:.2e}; kernel sum {:.4} ({:.4}…{:.4})",
+            sub.backend,
+            sub.precision.name(),
+            match sub.direction {
+                Direction::Reference => "reference",
+                Direction::Science => "science",
+            },
+            sub.fwhm.0,
+            sub.fwhm.1,
+            d.stamps_fitted,
+            d.stamps_clipped,
+            d.mean_chi2_per_pixel,
+            d.condition_number,
+            d.kernel_sum_grid[12],
+            d.kernel_sum_grid.iter().cloned().fold(f64::INFINITY, f64::min),
+            d.kernel_sum_grid.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+        );
+        println!(
+            "  {} detections at {}σ; time: read {read_s:.3} s, fit {:.3} s, difference {:.2} ms, filter {:.2} ms, \
+             host {:.3} s, subtraction {:.3} s, write {write_s:.3} s",
+            sub.detections.len(),
+            self.threshold,
+            t.fit_s,
+            t.difference_s * 1e3,
+            t.filter_s * 1e3,
+            t.host_s,
+            t.total_s
+        );
+        if let Some(q) = &quality {
+            println!(
+                "  quality: sky noise ratio {:.3}, static NRMS {:.3} ({} stars), recall {}/{} (S/N ≥ 7: {}/{}), \
+                 false positives {} (+{} near saturation), PSF photometry bias {:+.1} % MAD {:.1} % ({} changers)",
+                q.sky_noise_ratio,
+                q.static_nrms,
+                q.static_stars,
+                q.recovered,
+                q.changers,
+                q.recovered_snr7,
+                q.changers_snr7,
+                q.false_positives,
+                q.false_positives_saturated,
+                q.photometry_bias * 100.0,
+                q.photometry_mad * 100.0,
+                q.photometry_stars
+            );
+        }
+        for path in written {
+            crate::detail!("  wrote {}", path.display());
         }
         Ok(0)
     }

@@ -55,13 +55,53 @@ pub const TOL_F64_REL: f64 = 1e-12;
 /// Fitted kernel terms smaller than this are set to 0 (see [`VaryingKernel::gaussian_match`]).
 const KBAR_FLOOR: f64 = 1e-15;
 
-/// A spatially varying kernel: Kbar, tap-major (`kbar[tap * TERMS + m]`).
+/// A spatially varying kernel, Kbar tap-major (`kbar[tap * TERMS + m]`), and the background
+/// b0 + b1 x̂ + b2 ŷ subtracted with it (0 for a kernel that is not fitted).
 #[derive(Debug, Clone, PartialEq)]
 pub struct VaryingKernel {
     pub kbar: Vec<f64>,
+    pub background: [f64; 3],
 }
 
 impl VaryingKernel {
+    /// A kernel from its Kbar, with no background. Terms smaller than KBAR_FLOOR are set to 0: a Gaussian's
+    /// far taps fall below 1e-40, which as float32 (and squared for the variance) would be denormal, and x86
+    /// cores compute those 10-100x slower; they are far below float32's resolution of a kernel that sums to
+    /// order 1.
+    pub fn from_kbar(mut kbar: Vec<f64>) -> VaryingKernel {
+        assert_eq!(
+            kbar.len(),
+            TAPS * TERMS,
+            "Kbar has {TAPS} taps of {TERMS} terms"
+        );
+        for v in kbar.iter_mut() {
+            if v.abs() < KBAR_FLOOR {
+                *v = 0.0;
+            }
+        }
+        VaryingKernel {
+            kbar,
+            background: [0.0; 3],
+        }
+    }
+
+    /// The device buffer: Kbar then the three background terms (cl/common/imgsub.h).
+    pub fn device_terms(&self) -> Vec<f64> {
+        let mut v = self.kbar.clone();
+        v.extend_from_slice(&self.background);
+        v
+    }
+
+    /// A constant kernel (no spatial variation): the matched filter of detection.
+    pub fn constant(taps: &[f64]) -> VaryingKernel {
+        assert_eq!(taps.len(), TAPS);
+        let mut kbar = vec![0.0; TAPS * TERMS];
+        for (t, &k) in taps.iter().enumerate() {
+            kbar[t * TERMS] = k;
+        }
+        VaryingKernel::from_kbar(kbar)
+    }
+
     /// The Gaussian PSF match of a field (module docs), fitted at 5 × 5 places.
     pub fn gaussian_match(spec: &FieldSpec) -> VaryingKernel {
         let n = spec.size as f64 - 1.0;
@@ -97,14 +137,10 @@ impl VaryingKernel {
         let mut kbar = vec![0.0; TAPS * TERMS];
         for t in 0..TAPS {
             for m in 0..TERMS {
-                // The Gaussian's far taps fall below 1e-40: as float32 (and squared for the variance) they would
-                // be denormal, which x86 cores compute 10-100x slower. Terms under KBAR_FLOOR are dropped (far
-                // below float32's resolution of a kernel that sums to flux_ratio).
-                let v = fit[(m, t)];
-                kbar[t * TERMS + m] = if v.abs() < KBAR_FLOOR { 0.0 } else { v };
+                kbar[t * TERMS + m] = fit[(m, t)];
             }
         }
-        VaryingKernel { kbar }
+        VaryingKernel::from_kbar(kbar)
     }
 
     /// The kernel's value at tap (u, v) for the pixel at normalised place (xh, yh), as the devices form it.
@@ -145,16 +181,23 @@ impl Real for f64 {
     }
 }
 
-/// One difference image to compute: a generated field and its kernel, in both precisions.
-#[derive(Debug, Clone)]
+/// One difference image to compute: a registered pair (the image convolved and the one it is subtracted
+/// from, with their variances) and the kernel, in both precisions.
+#[derive(Debug)]
 pub struct DifferenceProblem {
     pub preset: String,
-    pub spec: FieldSpec,
+    pub nx: usize,
+    pub ny: usize,
     pub kernel: VaryingKernel,
-    kbar32: Vec<f32>,
-    /// reference, its variance, science, its variance.
+    /// 0: the kernel varies per pixel; T: it is constant over T × T tiles (cl/common/imgsub.h).
+    pub tile: usize,
+    /// Kbar and the background as float32, in the device's layout.
+    terms32: Vec<f32>,
+    terms64: Vec<f64>,
+    /// The convolved image, its variance, the image it is subtracted from, its variance.
     images32: [Vec<f32>; 4],
-    images64: [Vec<f64>; 4],
+    /// The same in float64, made when a float64 run or the reference first needs them (3.4 GB at ast3).
+    images64: std::sync::OnceLock<[Vec<f64>; 4]>,
     /// Caps the device memory a band may use (bytes), below what the device reports: forces tiling.
     pub device_mem_cap: Option<u64>,
 }
@@ -178,69 +221,106 @@ impl DifferenceProblem {
         Ok(Self::new(preset, FieldSpec::new(size, seed)?))
     }
 
-    /// The difference problem of a field made from `spec`.
+    /// The difference problem of a field made from `spec`, with the Gaussian PSF match as its kernel.
     pub fn new(preset: &str, spec: FieldSpec) -> Self {
         let field = generate(&spec);
         let kernel = VaryingKernel::gaussian_match(&spec);
-        let images32 = [
+        let images = [
             field.reference.data,
             field.reference.variance,
             field.science.data,
             field.science.variance,
         ];
-        let images64 = images32
-            .clone()
-            .map(|v| v.iter().map(|&x| x as f64).collect::<Vec<f64>>());
+        Self::from_images(preset, spec.size, spec.size, images, kernel, 0)
+    }
+
+    /// The difference of `images` (convolved image, its variance, the image it is subtracted from, its
+    /// variance; nx × ny each, row-major) under `kernel`.
+    pub fn from_images(
+        preset: &str,
+        nx: usize,
+        ny: usize,
+        images: [Vec<f32>; 4],
+        kernel: VaryingKernel,
+        tile: usize,
+    ) -> Self {
+        assert!(
+            images.iter().all(|i| i.len() == nx * ny),
+            "{nx} x {ny} images"
+        );
+        let terms64 = kernel.device_terms();
         DifferenceProblem {
             preset: preset.into(),
-            kbar32: kernel.kbar.iter().map(|&v| v as f32).collect(),
+            nx,
+            ny,
+            terms32: terms64.iter().map(|&v| v as f32).collect(),
+            terms64,
             kernel,
-            spec,
-            images32,
-            images64,
+            tile,
+            images32: images,
+            images64: std::sync::OnceLock::new(),
             device_mem_cap: None,
         }
     }
 
-    fn n(&self) -> usize {
-        self.spec.size
+    /// The outputs' pixels, and the images given back (`subtract` writes them without a copy).
+    pub fn into_images(self) -> [Vec<f32>; 4] {
+        self.images32
+    }
+
+    fn images64(&self) -> &[Vec<f64>; 4] {
+        self.images64.get_or_init(|| {
+            self.images32
+                .clone()
+                .map(|v| v.par_iter().map(|&x| x as f64).collect::<Vec<f64>>())
+        })
+    }
+
+    /// Where the kernel of pixel `x` along an axis of `n` is evaluated (imgsub_place in cl/common/imgsub.h).
+    fn place(&self, x: usize, n: usize) -> usize {
+        x.checked_div(self.tile)
+            .map_or(x, |t| (t * self.tile + self.tile / 2).min(n - 1))
     }
 
     /// The difference and its variance on the CPU in precision T: per output row, the kernel by Horner in
     /// x̂ for the whole row at once (so the loops over x vectorise), summed kernel row by kernel row.
-    fn cpu_difference<T: Real>(&self, kbar: &[T], images: [&[T]; 4]) -> Field {
-        let n = self.n();
+    fn cpu_difference<T: Real>(&self, terms: &[T], images: [&[T]; 4]) -> Field {
+        let (nx, ny) = (self.nx, self.ny);
         let [r, vr, sci, vsci] = images;
-        let scale = 2.0 / (n.max(2) - 1) as f64;
-        let xh: Vec<T> = (0..n).map(|x| T::of(x as f64 * scale - 1.0)).collect();
-        let mut diff = vec![0.0f64; n * n];
-        let mut var = vec![0.0f64; n * n];
-        diff.par_chunks_mut(n)
-            .zip(var.par_chunks_mut(n))
+        let sx = 2.0 / (nx.max(2) - 1) as f64;
+        let sy = 2.0 / (ny.max(2) - 1) as f64;
+        let xh: Vec<T> = (0..nx)
+            .map(|x| T::of(self.place(x, nx) as f64 * sx - 1.0))
+            .collect();
+        let bg = &terms[TAPS * TERMS..];
+        let mut diff = vec![0.0f64; nx * ny];
+        let mut var = vec![0.0f64; nx * ny];
+        diff.par_chunks_mut(nx)
+            .zip(var.par_chunks_mut(nx))
             .enumerate()
             .for_each(|(y, (d_row, v_row))| {
-                let yh = T::of(y as f64 * scale - 1.0);
-                let mut c = vec![T::ZERO; n];
-                let mut w = vec![T::ZERO; n];
-                let mut c_row = vec![T::ZERO; n];
-                let mut w_row = vec![T::ZERO; n];
+                let yh = T::of(self.place(y, ny) as f64 * sy - 1.0);
+                let mut c = vec![T::ZERO; nx];
+                let mut w = vec![T::ZERO; nx];
+                let mut c_row = vec![T::ZERO; nx];
+                let mut w_row = vec![T::ZERO; nx];
                 for v in -(HALF as i64)..=HALF as i64 {
                     let yy = y as i64 - v;
-                    if yy < 0 || yy >= n as i64 {
+                    if yy < 0 || yy >= ny as i64 {
                         continue;
                     }
                     let (r_line, vr_line) =
-                        (&r[yy as usize * n..][..n], &vr[yy as usize * n..][..n]);
+                        (&r[yy as usize * nx..][..nx], &vr[yy as usize * nx..][..nx]);
                     c_row.iter_mut().for_each(|a| *a = T::ZERO);
                     w_row.iter_mut().for_each(|a| *a = T::ZERO);
                     for u in -(HALF as i64)..=HALF as i64 {
                         let t = (v + HALF as i64) as usize * SIDE + (u + HALF as i64) as usize;
-                        let k = &kbar[t * TERMS..][..TERMS];
+                        let k = &terms[t * TERMS..][..TERMS];
                         let a = k[0] + yh * (k[2] + yh * k[5]);
                         let b = k[1] + yh * k[4];
-                        // Output x reads x − u: the valid x are those with 0 ≤ x − u < n.
-                        let lo = u.max(0) as usize;
-                        let hi = (n as i64 + u.min(0)) as usize;
+                        // Output x reads x − u: the valid x are those with 0 ≤ x − u < nx.
+                        let lo = u.max(0).min(nx as i64) as usize;
+                        let hi = (nx as i64 + u.min(0)).max(lo as i64) as usize;
                         let (from, to) = ((lo as i64 - u) as usize, (hi as i64 - u) as usize);
                         // Equal-length slices, zipped: no index checks, so the loop vectorises.
                         let k3 = k[3];
@@ -255,14 +335,15 @@ impl DifferenceProblem {
                             *w = *w + kv * kv * vv;
                         }
                     }
-                    for x in 0..n {
+                    for x in 0..nx {
                         c[x] = c[x] + c_row[x];
                         w[x] = w[x] + w_row[x];
                     }
                 }
-                for x in 0..n {
-                    let at = y * n + x;
-                    d_row[x] = sci[at].get() - c[x].get();
+                for x in 0..nx {
+                    let at = y * nx + x;
+                    let background = bg[0] + (bg[1] * xh[x] + bg[2] * yh);
+                    d_row[x] = sci[at].get() - c[x].get() - background.get();
                     v_row[x] = vsci[at].get() + w[x].get();
                 }
             });
@@ -276,7 +357,7 @@ impl DifferenceProblem {
         budget: DeviceBudget,
         opts: &RunOptions,
     ) -> Vec<KernelJob<'_>> {
-        let n = self.n();
+        let (nx, ny) = (self.nx, self.ny);
         let budget = budget.capped(self.device_mem_cap);
         let dtype = match mode {
             Precision::F32 => DType::F32,
@@ -284,39 +365,39 @@ impl DifferenceProblem {
         };
         let pixels = pixels_per_item(mode, budget.gpu);
         // Per output row: a reference and its variance row (plus the halo), the science rows, two outputs.
-        let row_bytes = (6 * n * dtype.bytes()) as u64;
+        let row_bytes = (6 * nx * dtype.bytes()) as u64;
         let by_mem = ((budget.mem as f64 * 0.7) as u64 / row_bytes).max(1);
-        let by_alloc = (budget.max_alloc / (n * dtype.bytes()) as u64).max(1);
+        let by_alloc = (budget.max_alloc / (nx * dtype.bytes()) as u64).max(1);
         let band = (by_mem.min(by_alloc) as usize)
             .saturating_sub(2 * HALF)
-            .clamp(1, n);
+            .clamp(1, ny);
         let mut jobs = Vec::new();
         let mut row0 = 0;
-        while row0 < n {
-            let rows = band.min(n - row0);
+        while row0 < ny {
+            let rows = band.min(ny - row0);
             let ref_row0 = row0.saturating_sub(HALF);
-            let ref_end = (row0 + rows + HALF).min(n);
+            let ref_end = (row0 + rows + HALF).min(ny);
             let slice = |k: usize, a: usize, b: usize| match mode {
-                Precision::F32 => HostSlice::F32(&self.images32[k][a * n..b * n]),
-                Precision::F64 => HostSlice::F64(&self.images64[k][a * n..b * n]),
+                Precision::F32 => HostSlice::F32(&self.images32[k][a * nx..b * nx]),
+                Precision::F64 => HostSlice::F64(&self.images64()[k][a * nx..b * nx]),
             };
-            let kbar = match mode {
-                Precision::F32 => HostSlice::F32(&self.kbar32),
-                Precision::F64 => HostSlice::F64(&self.kernel.kbar),
+            let terms = match mode {
+                Precision::F32 => HostSlice::F32(&self.terms32),
+                Precision::F64 => HostSlice::F64(&self.terms64),
             };
             let buffers = vec![
-                BufferSpec::Input(kbar),
+                BufferSpec::Input(terms),
                 BufferSpec::Input(slice(0, ref_row0, ref_end)),
                 BufferSpec::Input(slice(1, ref_row0, ref_end)),
                 BufferSpec::Input(slice(2, row0, row0 + rows)),
                 BufferSpec::Input(slice(3, row0, row0 + rows)),
                 BufferSpec::Output {
                     dtype,
-                    len: rows * n,
+                    len: rows * nx,
                 },
                 BufferSpec::Output {
                     dtype,
-                    len: rows * n,
+                    len: rows * nx,
                 },
             ];
             let launch = Launch {
@@ -328,14 +409,15 @@ impl DifferenceProblem {
                     StepArg::I32(ref_row0 as i32),
                     StepArg::Buffer(3),
                     StepArg::Buffer(4),
-                    StepArg::I32(n as i32),
-                    StepArg::I32(n as i32),
+                    StepArg::I32(nx as i32),
+                    StepArg::I32(ny as i32),
                     StepArg::I32(row0 as i32),
                     StepArg::I32(rows as i32),
+                    StepArg::I32(self.tile as i32),
                     StepArg::Buffer(5),
                     StepArg::Buffer(6),
                 ],
-                global: rows * n.div_ceil(pixels),
+                global: rows * nx.div_ceil(pixels),
                 local: Local::Prefer(256),
             };
             let defines = vec![(
@@ -355,11 +437,11 @@ impl SinglePass for DifferenceProblem {
         match mode {
             Precision::F32 => {
                 let [a, b, c, d] = &self.images32;
-                self.cpu_difference(&self.kbar32, [a, b, c, d])
+                self.cpu_difference(&self.terms32, [a, b, c, d])
             }
             Precision::F64 => {
-                let [a, b, c, d] = &self.images64;
-                self.cpu_difference(&self.kernel.kbar, [a, b, c, d])
+                let [a, b, c, d] = self.images64();
+                self.cpu_difference(&self.terms64, [a, b, c, d])
             }
         }
     }
@@ -400,9 +482,14 @@ impl Workload for DifferenceProblem {
         &self.preset
     }
     fn describe(&self) -> String {
+        let tile = if self.tile > 0 {
+            format!(", constant over {0}×{0} tiles", self.tile)
+        } else {
+            String::new()
+        };
         format!(
-            "{}² px, {SIDE}×{SIDE} kernel of degree 2, difference and variance",
-            self.n()
+            "{}×{} px, {SIDE}×{SIDE} kernel of degree 2{tile}, difference and variance",
+            self.nx, self.ny
         )
     }
     fn modes(&self) -> Vec<Precision> {
@@ -410,7 +497,7 @@ impl Workload for DifferenceProblem {
     }
     fn work(&self, _output: &Field) -> Option<Work> {
         Some(Work {
-            units: (self.n() * self.n() * TAPS) as f64,
+            units: (self.nx * self.ny * TAPS) as f64,
             unit_name: "pixel-taps",
         })
     }
@@ -436,10 +523,10 @@ impl Workload for DifferenceProblem {
         reference: &Field,
         mode: Precision,
     ) -> Verdict<DifferenceDetails> {
-        let n = self.n();
+        let n2 = self.nx * self.ny;
         let complete =
-            result.components.len() == 2 && result.components.iter().all(|c| c.len() == n * n);
-        let sci = &self.images64[2];
+            result.components.len() == 2 && result.components.iter().all(|c| c.len() == n2);
+        let sci = &self.images32[2];
         let (mut rel_d, mut rel_v, mut max_abs, mut sum2, mut non_finite) =
             (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0u64);
         if complete {
@@ -453,7 +540,8 @@ impl Workload for DifferenceProblem {
                     non_finite += 1;
                     continue;
                 }
-                let convolved = (s - d_ref).abs().max(1e-30);
+                // R ⊗ K + B: what the kernel made of the reference.
+                let convolved = (s as f64 - d_ref).abs().max(1e-30);
                 let e = (d - d_ref).abs();
                 max_abs = max_abs.max(e);
                 sum2 += e * e;
@@ -479,8 +567,8 @@ impl Workload for DifferenceProblem {
             accuracy: Accuracy {
                 max_abs,
                 max_rel,
-                rms_abs: (sum2 / (n * n) as f64).sqrt(),
-                non_finite: if complete { non_finite } else { (n * n) as u64 },
+                rms_abs: (sum2 / n2 as f64).sqrt(),
+                non_finite: if complete { non_finite } else { n2 as u64 },
                 tolerance_abs: f64::INFINITY,
                 tolerance_rel: tol,
                 unit: "electron".into(),

@@ -158,18 +158,25 @@ pub fn truth_csv(field: &Field, file: &str) -> Result<Vec<u8>, InputError> {
     finish_csv(w, result, file)
 }
 
-/// Writes the field's seven files into `dir` (which must exist): all of them, or none.
-pub fn write_field(field: &Field, dir: &Path) -> Result<Vec<PathBuf>, InputError> {
+/// Writes files named `names` into `dir` (which must exist) through `write`, which puts them in the folder
+/// it is given: a hidden staging folder inside `dir`, whose files are moved into place only when all were
+/// written. A failure leaves none of them.
+pub fn write_all_or_none(
+    dir: &Path,
+    tag: &str,
+    names: &[&str],
+    write: impl FnOnce(&Path) -> Result<(), InputError>,
+) -> Result<Vec<PathBuf>, InputError> {
     if !dir.is_dir() {
         return Err(io_error(
             dir,
             std::io::Error::new(std::io::ErrorKind::NotFound, "--out: no such folder"),
         ));
     }
-    let staging = dir.join(format!(".field-{}.partial", std::process::id()));
+    let staging = dir.join(format!(".{tag}-{}.partial", std::process::id()));
     std::fs::create_dir_all(&staging).map_err(|e| io_error(&staging, e))?;
-    let result = write_into(field, &staging).and_then(|()| {
-        FILES
+    let result = write(&staging).and_then(|()| {
+        names
             .iter()
             .map(|name| {
                 let target = dir.join(name);
@@ -180,6 +187,11 @@ pub fn write_field(field: &Field, dir: &Path) -> Result<Vec<PathBuf>, InputError
     });
     let _ = std::fs::remove_dir_all(&staging);
     result
+}
+
+/// Writes the field's seven files into `dir` (which must exist): all of them, or none.
+pub fn write_field(field: &Field, dir: &Path) -> Result<Vec<PathBuf>, InputError> {
+    write_all_or_none(dir, "field", &FILES, |staging| write_into(field, staging))
 }
 
 fn write_into(field: &Field, dir: &Path) -> Result<(), InputError> {
@@ -225,4 +237,252 @@ fn write_into(field: &Field, dir: &Path) -> Result<(), InputError> {
     let path = dir.join("truth.csv");
     let bytes = truth_csv(field, &path.display().to_string())?;
     write_atomic(&path, &bytes)
+}
+
+/// The files `astroport subtract` always writes, in order (plus `forced.csv` and `quality.json` when asked).
+pub const SUBTRACTION_FILES: [&str; 6] = [
+    "diff.fits",
+    "diff.var.fits",
+    "diff.mask.fits",
+    "diff.snr.fits",
+    "catalogue.csv",
+    "kernel.json",
+];
+
+/// A place for forced photometry (`--forced FILE`: a CSV with columns `x` and `y`, 0-based pixel
+/// centres, and optionally `id`).
+#[derive(Debug, Clone)]
+pub struct ForcedPlace {
+    pub id: String,
+    pub x: f64,
+    pub y: f64,
+}
+
+/// Reads the places of `--forced`; places off the image are an error naming the line.
+pub fn read_forced(path: &Path, nx: usize, ny: usize) -> Result<Vec<ForcedPlace>, InputError> {
+    let text = std::fs::read_to_string(path).map_err(|e| io_error(path, e))?;
+    let file = path.display().to_string();
+    let (index, rows) = crate::inputs::csv_rows(&text, &file, |line, header| {
+        let find = |c: &str| header.iter().position(|h| h == c);
+        match (find("x"), find("y")) {
+            (Some(x), Some(y)) => Ok((x, y, find("id"))),
+            _ => Err(InputError::Csv {
+                file: file.clone(),
+                message: format!(
+                    "line {line}: the header needs columns 'x' and 'y' (0-based pixels)"
+                ),
+            }),
+        }
+    })?;
+    rows.iter()
+        .map(|(line, r)| {
+            let number = |k: usize, name: &str| -> Result<f64, InputError> {
+                let v = r[k].parse::<f64>().ok().filter(|v| v.is_finite());
+                v.ok_or_else(|| InputError::Csv {
+                    file: file.clone(),
+                    message: format!("line {line}: {name} = '{}' is not a number", &r[k]),
+                })
+            };
+            let (x, y) = (number(index.0, "x")?, number(index.1, "y")?);
+            if !(x >= -0.5 && y >= -0.5 && x < nx as f64 - 0.5 && y < ny as f64 - 0.5) {
+                return Err(InputError::Csv {
+                    file: file.clone(),
+                    message: format!("line {line}: ({x}, {y}) is off the {nx}×{ny} image"),
+                });
+            }
+            Ok(ForcedPlace {
+                id: index
+                    .2
+                    .map(|k| r[k].to_string())
+                    .unwrap_or_else(|| line.to_string()),
+                x,
+                y,
+            })
+        })
+        .collect()
+}
+
+/// Writes a subtraction into `dir`, all files or none: the difference, its variance, mask and
+/// significance as FITS (float32, 8-bit mask) with the science image's WCS, the fit in the header and
+/// `history` as HISTORY; the detections (`catalogue.csv`); the fit's diagnostics (`kernel.json`); and,
+/// when given, forced photometry (`forced.csv`) and the scores (`quality.json`).
+pub fn write_subtraction(
+    sub: &super::subtract::Subtraction,
+    wcs: &[Card],
+    history: &[String],
+    forced: Option<&[ForcedPlace]>,
+    quality: Option<&super::score::Quality>,
+    dir: &Path,
+) -> Result<Vec<PathBuf>, InputError> {
+    let diagnostics = sub.diagnostics();
+    let mut cards = wcs.to_vec();
+    let centre = diagnostics.kernel_sum_grid[12];
+    cards.extend([
+        Card::text(
+            "DIFFDIR",
+            match sub.direction {
+                super::subtract::Direction::Reference => "ref",
+                super::subtract::Direction::Science => "sci",
+            },
+            "image convolved; D = science - reference",
+        ),
+        Card::real(
+            "KSUM",
+            centre,
+            "kernel sum (photometric scale) at the centre",
+        ),
+        Card::real(
+            "KSUMMIN",
+            diagnostics
+                .kernel_sum_grid
+                .iter()
+                .cloned()
+                .fold(f64::INFINITY, f64::min),
+            "smallest kernel sum on a 5x5 grid",
+        ),
+        Card::real(
+            "KSUMMAX",
+            diagnostics
+                .kernel_sum_grid
+                .iter()
+                .cloned()
+                .fold(f64::NEG_INFINITY, f64::max),
+            "largest kernel sum on a 5x5 grid",
+        ),
+        Card::real(
+            "BKG0",
+            sub.fit.background[0],
+            "background b0 + b1 x + b2 y, x and y in [-1, 1]",
+        ),
+        Card::real("BKG1", sub.fit.background[1], ""),
+        Card::real("BKG2", sub.fit.background[2], ""),
+        Card::int(
+            "NSTAMPS",
+            diagnostics.stamps_fitted as i64,
+            "sub-stamps fitted",
+        ),
+        Card::int(
+            "NCLIPPED",
+            diagnostics.stamps_clipped as i64,
+            "sub-stamps clipped",
+        ),
+        Card::real(
+            "KCHI2",
+            diagnostics.mean_chi2_per_pixel,
+            "mean chi2 per pixel of the fitted stamps",
+        ),
+        Card::real(
+            "KCOND",
+            diagnostics.condition_number,
+            "condition number of the scaled normal matrix",
+        ),
+        Card::real(
+            "FWHMREF",
+            diagnostics.fwhm_reference,
+            "reference FWHM, median of the stamp stars [px]",
+        ),
+        Card::real(
+            "FWHMSCI",
+            diagnostics.fwhm_science,
+            "science FWHM, median of the stamp stars [px]",
+        ),
+        Card::int(
+            "KTILE",
+            sub.tile as i64,
+            "0: kernel exact per pixel; T: constant on TxT tiles",
+        ),
+        Card::text("BACKEND", &sub.backend, "where the convolution ran"),
+        Card::text("PRECISN", sub.precision.name(), "convolution arithmetic"),
+    ]);
+    let mut names: Vec<&str> = SUBTRACTION_FILES.to_vec();
+    if forced.is_some() {
+        names.push("forced.csv");
+    }
+    if quality.is_some() {
+        names.push("quality.json");
+    }
+    write_all_or_none(dir, "subtract", &names, |staging| {
+        let planes = [
+            ("diff.fits", "DIFF", Pixels::F32(&sub.diff)),
+            ("diff.var.fits", "DIFF_VAR", Pixels::F32(&sub.variance)),
+            ("diff.mask.fits", "DIFF_MASK", Pixels::U8(&sub.mask)),
+            ("diff.snr.fits", "DIFF_SNR", Pixels::F32(&sub.snr)),
+        ];
+        for (file, name, pixels) in planes {
+            write_image(
+                &staging.join(file),
+                &ImageOut {
+                    nx: sub.nx,
+                    ny: sub.ny,
+                    pixels,
+                    name,
+                    cards: &cards,
+                    history,
+                },
+            )?;
+        }
+        let path = staging.join("catalogue.csv");
+        let mut w = csv_writer();
+        let result = (|| {
+            w.write_record([
+                "id",
+                "x",
+                "y",
+                "snr",
+                "flux",
+                "flux_err",
+                "masked_fraction",
+                "near_mask",
+            ])?;
+            for d in &sub.detections {
+                let (f, e, m) = match d.psf {
+                    Some(p) => (float(p.flux), float(p.error), float(p.masked_fraction)),
+                    None => (String::new(), String::new(), String::new()),
+                };
+                w.write_record([
+                    d.id.to_string(),
+                    float(d.x),
+                    float(d.y),
+                    float(d.snr),
+                    f,
+                    e,
+                    m,
+                    u8::from(d.near_mask).to_string(),
+                ])?;
+            }
+            Ok(())
+        })();
+        write_atomic(&path, &finish_csv(w, result, "catalogue.csv")?)?;
+        let json = serde_json::to_vec_pretty(&diagnostics).expect("diagnostics serialise");
+        write_atomic(&staging.join("kernel.json"), &json)?;
+        if let Some(places) = forced {
+            let mut w = csv_writer();
+            let result = (|| {
+                w.write_record(["id", "x", "y", "flux", "flux_err", "snr", "masked_fraction"])?;
+                for p in places {
+                    let f = super::psf::psf_flux(&sub.psf, &sub.planes(), p.x, p.y);
+                    let (flux, err, snr, m) = match f {
+                        Some(f) => (
+                            float(f.flux),
+                            float(f.error),
+                            float(f.flux / f.error),
+                            float(f.masked_fraction),
+                        ),
+                        None => (String::new(), String::new(), String::new(), "1".into()),
+                    };
+                    w.write_record([p.id.clone(), float(p.x), float(p.y), flux, err, snr, m])?;
+                }
+                Ok(())
+            })();
+            write_atomic(
+                &staging.join("forced.csv"),
+                &finish_csv(w, result, "forced.csv")?,
+            )?;
+        }
+        if let Some(q) = quality {
+            let json = serde_json::to_vec_pretty(q).expect("scores serialise");
+            write_atomic(&staging.join("quality.json"), &json)?;
+        }
+        Ok(())
+    })
 }

@@ -1,0 +1,974 @@
+//! The kernel fit (Alard & Lupton 1998, with HOTPANTS' defaults): K(x, y) = Σ_n a_n(x, y) K_n, the K_n
+//! Gaussians times polynomials, each a_n a polynomial of degree 2 over the field, plus a background
+//! polynomial of degree 1, fitted in float64 by least squares on sub-stamps around bright, isolated,
+//! unmasked stars, with the worst stamps clipped and replaced.
+//!
+//! - **Basis** ([`Basis`]): for each Gaussian σ_g with degree d_g, the kernels exp(−(u² + v²)/2σ_g²) u^p v^q
+//!   with p + q ≤ d_g: HOTPANTS' σ 0.7, 1.5, 3.0 px with degrees 6, 4, 2 make 28 + 15 + 6 = 49. The first is
+//!   normalised to sum 1; every other has its sum removed (by subtracting the first when p and q are both
+//!   even; the others sum to 0 already) and is scaled to unit norm, so a_0(x, y) alone is the kernel sum, the
+//!   photometric scale.
+//! - **Stamps** ([`select_stamps`]): the field is cut into regions (10 × 10 for fields of 640 px and more);
+//!   in each, the local maxima of the image to convolve that stand `threshold` σ above the region's sky
+//!   (20 σ, halved while fewer than a tenth of the regions have a stamp, down to 5 σ), are the brightest pixel
+//!   of their own sub-stamp (isolated), and have no masked pixel in the sub-stamp of either image or in the
+//!   kernel's reach of it, ranked by brightness. The first `substamps` (3) of a region that do not overlap
+//!   are fitted; the others wait as replacements.
+//! - **Normal equations:** each sub-stamp's basis images C_n = R ⊗ K_n (separable, so 2 × 21 taps per pixel
+//!   rather than 441) and background terms give a small Gram matrix and right-hand side ([`StampSums`]),
+//!   weighted by the pixels' variance (the target's, then plus the convolved image's times Σ K² once a first
+//!   kernel is known); the global system multiplies them by the spatial terms at the stamp's centre and is
+//!   solved by Cholesky. Its condition number (after scaling the diagonal to 1) is reported; a singular
+//!   system is an error.
+//! - **Clipping:** each sub-stamp's χ² per pixel comes from its sums; stamps above the median by more than
+//!   `clip_sigma` (2) robust deviations are dropped and replaced by the next candidate of their region, until
+//!   none is dropped.
+
+use super::difference::{VaryingKernel, HALF, SIDE, TERMS};
+use nalgebra::{DMatrix, DVector};
+use rayon::prelude::*;
+use serde::Serialize;
+
+const TAPS: usize = SIDE * SIDE;
+/// Background terms: 1, x̂, ŷ (degree 1).
+pub const BACKGROUND_TERMS: usize = 3;
+
+/// The pair as the fit sees it: the image to convolve (R) and the one it is matched to (I).
+pub struct FitImages<'a> {
+    pub nx: usize,
+    pub ny: usize,
+    pub conv: &'a [f32],
+    pub conv_var: &'a [f32],
+    pub target: &'a [f32],
+    pub target_var: &'a [f32],
+    /// Non-zero where a pixel cannot be used (saturated, bad, not a number).
+    pub conv_bad: &'a [u8],
+    pub target_bad: &'a [u8],
+}
+
+/// The fit's settings; [`FitConfig::default`] is HOTPANTS'.
+#[derive(Debug, Clone, Serialize)]
+pub struct FitConfig {
+    /// Gaussian widths (px) and the degree of the polynomial each is multiplied by.
+    pub gaussians: Vec<(f64, usize)>,
+    /// Regions per axis; `None`: 10, or fewer so that a region is at least 64 px wide.
+    pub regions: Option<(usize, usize)>,
+    /// Sub-stamps fitted per region.
+    pub substamps: usize,
+    /// Sub-stamp half width (15: 31 × 31 pixels).
+    pub substamp_half: usize,
+    /// A stamp's peak must stand this many sky σ above the region's sky.
+    pub threshold_sigma: f64,
+    /// A sub-stamp whose χ² per pixel exceeds the median by this many robust deviations is replaced.
+    pub clip_sigma: f64,
+    /// Fewer usable sub-stamps than this is an error.
+    pub min_stamps: usize,
+    /// The kernel's sum (the photometric scale) is one number over the field, only its shape varies (as
+    /// SFFT's ConstPhotRatio): a scale that varied would follow the stamps' noise, not the sky.
+    pub constant_scale: bool,
+    pub max_iterations: usize,
+}
+
+impl Default for FitConfig {
+    fn default() -> Self {
+        FitConfig {
+            gaussians: vec![(0.7, 6), (1.5, 4), (3.0, 2)],
+            regions: None,
+            substamps: 3,
+            substamp_half: 15,
+            threshold_sigma: 20.0,
+            clip_sigma: 2.0,
+            min_stamps: 12,
+            max_iterations: 12,
+            constant_scale: true,
+        }
+    }
+}
+
+/// The six spatial monomials of degree ≤ 2 (the order of cl/common/imgsub.h).
+pub fn spatial_terms(xh: f64, yh: f64) -> [f64; TERMS] {
+    [1.0, xh, yh, xh * xh, xh * yh, yh * yh]
+}
+
+/// A pixel coordinate mapped to [−1, 1] over an axis of `n` pixels, as the devices do.
+pub fn normalised(x: f64, n: usize) -> f64 {
+    2.0 * x / (n.max(2) - 1) as f64 - 1.0
+}
+
+/// One basis kernel K_n = α_n S_n − β_n K_0, S_n the separable exp(−(u² + v²)/2σ²) u^p v^q.
+#[derive(Debug, Clone)]
+struct BasisKernel {
+    gaussian: usize,
+    p: usize,
+    q: usize,
+    alpha: f64,
+    beta: f64,
+}
+
+/// The Alard-Lupton basis.
+#[derive(Debug, Clone)]
+pub struct Basis {
+    sigmas: Vec<f64>,
+    kernels: Vec<BasisKernel>,
+    /// Each kernel's taps (tap = (v + H)·SIDE + (u + H)).
+    taps: Vec<Vec<f64>>,
+}
+
+fn raw_tap(sigma: f64, p: usize, q: usize, u: i64, v: i64) -> f64 {
+    let (uf, vf) = (u as f64, v as f64);
+    (-(uf * uf + vf * vf) / (2.0 * sigma * sigma)).exp() * uf.powi(p as i32) * vf.powi(q as i32)
+}
+
+impl Basis {
+    pub fn new(gaussians: &[(f64, usize)]) -> Basis {
+        let h = HALF as i64;
+        let raw = |g: usize, p: usize, q: usize| -> Vec<f64> {
+            let sigma = gaussians[g].0;
+            (0..TAPS)
+                .map(|t| {
+                    raw_tap(
+                        sigma,
+                        p,
+                        q,
+                        t as i64 % SIDE as i64 - h,
+                        t as i64 / SIDE as i64 - h,
+                    )
+                })
+                .collect()
+        };
+        let mut kernels = Vec::new();
+        let mut taps: Vec<Vec<f64>> = Vec::new();
+        for (g, &(_, degree)) in gaussians.iter().enumerate() {
+            for p in 0..=degree {
+                for q in 0..=degree - p {
+                    let s = raw(g, p, q);
+                    let sum: f64 = s.iter().sum();
+                    let (alpha, beta, k) = if taps.is_empty() {
+                        (
+                            1.0 / sum,
+                            0.0,
+                            s.iter().map(|v| v / sum).collect::<Vec<_>>(),
+                        )
+                    } else {
+                        let first = &taps[0];
+                        let even = p % 2 == 0 && q % 2 == 0;
+                        let (a, b) = if even { (1.0 / sum, 1.0) } else { (1.0, 0.0) };
+                        let k: Vec<f64> = s.iter().zip(first).map(|(v, f)| a * v - b * f).collect();
+                        let norm = k.iter().map(|v| v * v).sum::<f64>().sqrt();
+                        (a / norm, b / norm, k.iter().map(|v| v / norm).collect())
+                    };
+                    kernels.push(BasisKernel {
+                        gaussian: g,
+                        p,
+                        q,
+                        alpha,
+                        beta,
+                    });
+                    taps.push(k);
+                }
+            }
+        }
+        Basis {
+            sigmas: gaussians.iter().map(|g| g.0).collect(),
+            kernels,
+            taps,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.kernels.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.kernels.is_empty()
+    }
+
+    /// The basis images C_n = R ⊗ K_n over the sub-stamp of half width `half` centred on (x, y), row-major,
+    /// one after another. The caller makes sure the sub-stamp and the kernel's reach lie in the image.
+    fn convolve(&self, image: &[f32], nx: usize, x: usize, y: usize, half: usize) -> Vec<f64> {
+        let w = 2 * half + 1;
+        let wh = w + 2 * HALF;
+        let (x0, y0) = (x - half - HALF, y - half - HALF);
+        let filter = |sigma: f64, p: usize| -> Vec<f64> {
+            (-(HALF as i64)..=HALF as i64)
+                .map(|u| raw_tap(sigma, p, 0, u, 0))
+                .collect()
+        };
+        // Horizontal passes, one per (Gaussian, p): H(i, row) = Σ_u f(u) R(x − half + i − u, row).
+        let mut horizontal: Vec<((usize, usize), Vec<f64>)> = Vec::new();
+        for k in &self.kernels {
+            if horizontal.iter().any(|(key, _)| *key == (k.gaussian, k.p)) {
+                continue;
+            }
+            let f = filter(self.sigmas[k.gaussian], k.p);
+            let mut h = vec![0.0; wh * w];
+            for row in 0..wh {
+                let line = &image[(y0 + row) * nx + x0..][..wh];
+                for i in 0..w {
+                    // Local column of x − half + i − u is i + HALF − u: u = −H..H walks it from i + 2H down to i.
+                    let mut s = 0.0;
+                    for (j, &fu) in f.iter().enumerate() {
+                        s += fu * line[i + 2 * HALF - j] as f64;
+                    }
+                    h[row * w + i] = s;
+                }
+            }
+            horizontal.push(((k.gaussian, k.p), h));
+        }
+        let pixels = w * w;
+        let mut out = vec![0.0; self.len() * pixels];
+        for (n, k) in self.kernels.iter().enumerate() {
+            let h = &horizontal
+                .iter()
+                .find(|(key, _)| *key == (k.gaussian, k.p))
+                .expect("every (Gaussian, p) has its pass")
+                .1;
+            let f = filter(self.sigmas[k.gaussian], k.q);
+            let c = &mut out[n * pixels..][..pixels];
+            for j in 0..w {
+                for i in 0..w {
+                    let mut s = 0.0;
+                    for (jv, &fv) in f.iter().enumerate() {
+                        s += fv * h[(j + 2 * HALF - jv) * w + i];
+                    }
+                    c[j * w + i] = k.alpha * s;
+                }
+            }
+        }
+        // K_n = α_n S_n − β_n K_0: subtract β_n C_0 (C_0 is final already: β_0 = 0).
+        let (first, rest) = out.split_at_mut(pixels);
+        for (n, k) in self.kernels.iter().enumerate().skip(1) {
+            if k.beta != 0.0 {
+                for (c, c0) in rest[(n - 1) * pixels..][..pixels].iter_mut().zip(&*first) {
+                    *c -= k.beta * c0;
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A candidate sub-stamp and what the fit made of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stamp {
+    pub x: usize,
+    pub y: usize,
+    /// Region (column, row).
+    pub region: (usize, usize),
+    /// Peak above the region's sky in the convolved image, in its sky σ.
+    pub peak_sigma: f64,
+    pub status: StampStatus,
+    /// χ² per pixel under the final kernel (fitted stamps and clipped ones).
+    pub chi2_per_pixel: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StampStatus {
+    Fitted,
+    Clipped,
+    Spare,
+}
+
+/// Sky level and σ of a region (median and 1.4826 × median absolute deviation of its unmasked pixels,
+/// sampled every other pixel).
+pub(crate) fn sky_stats(
+    image: &[f32],
+    bad: &[u8],
+    nx: usize,
+    xs: (usize, usize),
+    ys: (usize, usize),
+) -> (f64, f64) {
+    let mut v: Vec<f32> = Vec::new();
+    for y in (ys.0..ys.1).step_by(2) {
+        for x in (xs.0..xs.1).step_by(2) {
+            let at = y * nx + x;
+            if bad[at] == 0 && image[at].is_finite() {
+                v.push(image[at]);
+            }
+        }
+    }
+    if v.is_empty() {
+        return (0.0, f64::INFINITY);
+    }
+    let median = |v: &mut Vec<f32>| {
+        let mid = v.len() / 2;
+        *v.select_nth_unstable_by(mid, |a, b| a.total_cmp(b)).1 as f64
+    };
+    let m = median(&mut v);
+    let mut dev: Vec<f32> = v.iter().map(|&x| (x as f64 - m).abs() as f32).collect();
+    (m, 1.4826 * median(&mut dev).max(1e-12))
+}
+
+/// The regions per axis for a field of `n` pixels: 10, fewer so a region is at least 64 px.
+fn regions_along(n: usize) -> usize {
+    (n / 64).clamp(1, 10)
+}
+
+/// Why no fit could be made.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FitError {
+    TooFewStamps {
+        found: usize,
+        need: usize,
+        empty_regions: Vec<String>,
+        masked_fraction: f64,
+    },
+    Singular {
+        condition: f64,
+        stamps: usize,
+    },
+}
+
+impl std::fmt::Display for FitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FitError::TooFewStamps {
+                found,
+                need,
+                empty_regions,
+                masked_fraction,
+            } => {
+                write!(
+                    f,
+                    "kernel fit: found {found} usable stamps, need at least {need}"
+                )?;
+                if !empty_regions.is_empty() {
+                    let shown: Vec<&str> = empty_regions.iter().take(6).map(|s| s.as_str()).collect();
+                    write!(
+                        f,
+                        "; {} of the regions have none ({}{})",
+                        empty_regions.len(),
+                        shown.join("; "),
+                        if empty_regions.len() > shown.len() { "; …" } else { "" }
+                    )?;
+                }
+                if *masked_fraction > 0.2 {
+                    write!(
+                        f,
+                        "; {:.0} % of the pixels are masked (saturated, bad or not a number)",
+                        masked_fraction * 100.0
+                    )?;
+                }
+                Ok(())
+            }
+            FitError::Singular { condition, stamps } => write!(
+                f,
+                "kernel fit: the least-squares system of {stamps} stamps is singular (condition number \
+                 {condition:.2e}): the stamps do not constrain the kernel's spatial variation"
+            ),
+        }
+    }
+}
+
+/// Candidate sub-stamps per region, brightest first: every one usable.
+pub fn select_stamps(img: &FitImages, cfg: &FitConfig) -> Result<Vec<Vec<Stamp>>, FitError> {
+    let (rx, ry) = cfg
+        .regions
+        .unwrap_or((regions_along(img.nx), regions_along(img.ny)));
+    let half = cfg.substamp_half;
+    let reach = half + HALF;
+    let bounds = |r: usize, count: usize, n: usize| (r * n / count, (r + 1) * n / count);
+    let regions: Vec<(usize, usize)> = (0..ry).flat_map(|j| (0..rx).map(move |i| (i, j))).collect();
+    let stats: Vec<(f64, f64)> = regions
+        .par_iter()
+        .map(|&(i, j)| {
+            sky_stats(
+                img.conv,
+                img.conv_bad,
+                img.nx,
+                bounds(i, rx, img.nx),
+                bounds(j, ry, img.ny),
+            )
+        })
+        .collect();
+    // Every local maximum that could be a stamp, per region, at the lowest threshold tried (5 σ).
+    let lowest = cfg.threshold_sigma.min(5.0);
+    let candidates: Vec<Vec<Stamp>> = regions
+        .par_iter()
+        .zip(&stats)
+        .map(|(&(i, j), &(sky, sigma))| {
+            let (xa, xb) = bounds(i, rx, img.nx);
+            let (ya, yb) = bounds(j, ry, img.ny);
+            let mut found = Vec::new();
+            for y in ya.max(reach)..yb.min(img.ny.saturating_sub(reach)) {
+                for x in xa.max(reach)..xb.min(img.nx.saturating_sub(reach)) {
+                    let v = img.conv[y * img.nx + x];
+                    let level = (v as f64 - sky) / sigma;
+                    if level.is_nan()
+                        || level < lowest
+                        || !is_brightest(img.conv, img.nx, x, y, half, v)
+                    {
+                        continue;
+                    }
+                    if any_bad(img.conv_bad, img.nx, x, y, reach)
+                        || any_bad(img.target_bad, img.nx, x, y, half)
+                    {
+                        continue;
+                    }
+                    found.push(Stamp {
+                        x,
+                        y,
+                        region: (i, j),
+                        peak_sigma: level,
+                        status: StampStatus::Spare,
+                        chi2_per_pixel: None,
+                    });
+                }
+            }
+            found.sort_by(|a, b| b.peak_sigma.total_cmp(&a.peak_sigma));
+            found
+        })
+        .collect();
+    // The threshold: 20 σ, halved while fewer than a tenth of the regions have a stamp (HOTPANTS' -sft).
+    let mut threshold = cfg.threshold_sigma;
+    loop {
+        let filled = candidates
+            .iter()
+            .filter(|c| c.first().is_some_and(|s| s.peak_sigma >= threshold))
+            .count();
+        if filled * 10 >= regions.len() || threshold <= lowest {
+            break;
+        }
+        threshold = (threshold * 0.5).max(lowest);
+    }
+    let kept: Vec<Vec<Stamp>> = candidates
+        .into_iter()
+        .map(|c| {
+            let mut c: Vec<Stamp> = c
+                .into_iter()
+                .filter(|s| s.peak_sigma >= threshold)
+                .collect();
+            // The first `substamps` that do not overlap one another are fitted.
+            let mut fitted: Vec<(usize, usize)> = Vec::new();
+            for s in c.iter_mut() {
+                let apart = fitted
+                    .iter()
+                    .all(|&(x, y)| x.abs_diff(s.x) > 2 * half || y.abs_diff(s.y) > 2 * half);
+                if apart && fitted.len() < cfg.substamps {
+                    s.status = StampStatus::Fitted;
+                    fitted.push((s.x, s.y));
+                }
+            }
+            c.truncate(8 * cfg.substamps.max(1));
+            c
+        })
+        .collect();
+    let found = kept
+        .iter()
+        .flatten()
+        .filter(|s| s.status == StampStatus::Fitted)
+        .count();
+    if found < cfg.min_stamps {
+        let empty_regions = regions
+            .iter()
+            .zip(&kept)
+            .filter(|(_, c)| c.is_empty())
+            .map(|(&(i, j), _)| {
+                let (xa, xb) = bounds(i, rx, img.nx);
+                let (ya, yb) = bounds(j, ry, img.ny);
+                format!("x {xa}..{xb}, y {ya}..{yb}")
+            })
+            .collect();
+        let masked = img
+            .conv_bad
+            .iter()
+            .zip(img.target_bad)
+            .filter(|(a, b)| **a != 0 || **b != 0)
+            .count();
+        return Err(FitError::TooFewStamps {
+            found,
+            need: cfg.min_stamps,
+            empty_regions,
+            masked_fraction: masked as f64 / img.conv_bad.len().max(1) as f64,
+        });
+    }
+    Ok(kept)
+}
+
+/// Whether (x, y) holds the largest value of its sub-stamp (ties go to the first in row order).
+fn is_brightest(image: &[f32], nx: usize, x: usize, y: usize, half: usize, v: f32) -> bool {
+    for yy in y - half..=y + half {
+        let line = &image[yy * nx + x - half..][..2 * half + 1];
+        for (i, &w) in line.iter().enumerate() {
+            let xx = x - half + i;
+            if w > v || (w == v && (yy, xx) < (y, x)) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+fn any_bad(bad: &[u8], nx: usize, x: usize, y: usize, half: usize) -> bool {
+    (y - half..=y + half).any(|yy| {
+        bad[yy * nx + x - half..][..2 * half + 1]
+            .iter()
+            .any(|&b| b != 0)
+    })
+}
+
+/// One sub-stamp's share of the normal equations, over its basis images and background terms.
+#[derive(Debug, Clone)]
+struct StampSums {
+    /// (nbasis + 3)² Gram matrix, row-major.
+    gram: Vec<f64>,
+    /// S(u) = Σ_p w_p VR(p − u) for every tap u: the convolved image's noise term (see [`rescale`]).
+    lag: Vec<f64>,
+    rhs: Vec<f64>,
+    /// Σ w I².
+    target2: f64,
+    pixels: usize,
+}
+
+/// The fitted kernel and background with the fit's diagnostics.
+#[derive(Debug, Clone)]
+pub struct KernelFit {
+    pub kernel: VaryingKernel,
+    /// Background b0 + b1 x̂ + b2 ŷ, in the target image's units.
+    pub background: [f64; BACKGROUND_TERMS],
+    /// Every candidate, by region.
+    pub stamps: Vec<Stamp>,
+    /// Condition number of the normal matrix with its diagonal scaled to 1.
+    pub condition: f64,
+    pub iterations: usize,
+    /// Mean χ² per pixel over the fitted stamps.
+    pub mean_chi2_per_pixel: f64,
+    pub basis_size: usize,
+    /// The factor the kernel was scaled by for the convolved image's noise ([`rescale`]).
+    pub noise_rescale: f64,
+}
+
+/// Fits the kernel, background and stamps of `img` (module docs).
+pub fn fit(img: &FitImages, cfg: &FitConfig) -> Result<KernelFit, FitError> {
+    let basis = Basis::new(&cfg.gaussians);
+    let mut regions = select_stamps(img, cfg)?;
+    let nb = basis.len();
+    let cols = nb + BACKGROUND_TERMS;
+    let unknowns = nb * TERMS + BACKGROUND_TERMS;
+    let half = cfg.substamp_half;
+    // Basis images of a stamp, kept while it may be fitted (weights change, the images do not).
+    let mut images: std::collections::HashMap<(usize, usize), std::sync::Arc<Vec<f64>>> =
+        std::collections::HashMap::new();
+    let mut sum_k2 = 0.0; // Σ K² at the field's centre: 0 until a first kernel exists.
+    let mut iterations = 0;
+    loop {
+        iterations += 1;
+        let fitted: Vec<(usize, usize)> = regions
+            .iter()
+            .enumerate()
+            .flat_map(|(r, c)| {
+                c.iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.status == StampStatus::Fitted)
+                    .map(move |(k, _)| (r, k))
+            })
+            .collect();
+        if fitted.len() < cfg.min_stamps {
+            return Err(FitError::TooFewStamps {
+                found: fitted.len(),
+                need: cfg.min_stamps,
+                empty_regions: Vec::new(),
+                masked_fraction: 0.0,
+            });
+        }
+        let missing: Vec<(usize, usize)> = fitted
+            .iter()
+            .map(|&(r, k)| (regions[r][k].x, regions[r][k].y))
+            .filter(|p| !images.contains_key(p))
+            .collect();
+        let made: Vec<((usize, usize), Vec<f64>)> = missing
+            .par_iter()
+            .map(|&(x, y)| ((x, y), basis.convolve(img.conv, img.nx, x, y, half)))
+            .collect();
+        for (p, c) in made {
+            images.insert(p, std::sync::Arc::new(c));
+        }
+        let sums: Vec<StampSums> = fitted
+            .par_iter()
+            .map(|&(r, k)| {
+                let s = &regions[r][k];
+                stamp_sums(img, &images[&(s.x, s.y)], nb, s.x, s.y, half, sum_k2)
+            })
+            .collect();
+        // The global normal equations.
+        let mut a = DMatrix::<f64>::zeros(unknowns, unknowns);
+        let mut b = DVector::<f64>::zeros(unknowns);
+        let places: Vec<[f64; TERMS]> = fitted
+            .iter()
+            .map(|&(r, k)| {
+                let s = &regions[r][k];
+                spatial_terms(
+                    normalised(s.x as f64, img.nx),
+                    normalised(s.y as f64, img.ny),
+                )
+            })
+            .collect();
+        let index = |c: usize, m: usize| {
+            if c < nb {
+                c * TERMS + m
+            } else {
+                nb * TERMS + (c - nb)
+            }
+        };
+        for (sum, p) in sums.iter().zip(&places) {
+            for i in 0..cols {
+                let mi = if i < nb { TERMS } else { 1 };
+                for mu in 0..mi {
+                    let wi = if i < nb { p[mu] } else { 1.0 };
+                    b[index(i, mu)] += wi * sum.rhs[i];
+                    for j in 0..cols {
+                        let g = sum.gram[i * cols + j];
+                        if g == 0.0 {
+                            continue;
+                        }
+                        let mj = if j < nb { TERMS } else { 1 };
+                        for nu in 0..mj {
+                            let wj = if j < nb { p[nu] } else { 1.0 };
+                            a[(index(i, mu), index(j, nu))] += wi * wj * g;
+                        }
+                    }
+                }
+            }
+        }
+        if cfg.constant_scale {
+            // The kernel sum is a_0 alone: hold it constant by fixing a_0's spatial terms at 0.
+            for m in 1..TERMS {
+                for k in 0..unknowns {
+                    a[(m, k)] = 0.0;
+                    a[(k, m)] = 0.0;
+                }
+                a[(m, m)] = 1.0;
+                b[m] = 0.0;
+            }
+        }
+        let condition = scaled_condition(&a);
+        let solution = if condition.is_finite() && condition < 1e15 {
+            a.clone().cholesky().map(|c| c.solve(&b))
+        } else {
+            None
+        };
+        let Some(x) = solution else {
+            return Err(FitError::Singular {
+                condition,
+                stamps: fitted.len(),
+            });
+        };
+        // Each fitted stamp's χ² per pixel from its sums: t2 − 2 c·r + cᵀ G c with c its local coefficients.
+        let local = |p: &[f64; TERMS]| -> Vec<f64> {
+            let mut c = vec![0.0; cols];
+            for (n, cn) in c.iter_mut().enumerate().take(nb) {
+                *cn = (0..TERMS).map(|m| x[n * TERMS + m] * p[m]).sum();
+            }
+            for k in 0..BACKGROUND_TERMS {
+                c[nb + k] = x[nb * TERMS + k];
+            }
+            c
+        };
+        let chi2: Vec<f64> = sums
+            .iter()
+            .zip(&places)
+            .map(|(s, p)| {
+                let c = local(p);
+                let mut q = s.target2;
+                for i in 0..cols {
+                    q -= 2.0 * c[i] * s.rhs[i];
+                    for j in 0..cols {
+                        q += c[i] * s.gram[i * cols + j] * c[j];
+                    }
+                }
+                q.max(0.0) / s.pixels as f64
+            })
+            .collect();
+        for (&(r, k), &c) in fitted.iter().zip(&chi2) {
+            regions[r][k].chi2_per_pixel = Some(c);
+        }
+        let kernel = kernel_of(&basis, x.as_slice());
+        let background = [x[nb * TERMS], x[nb * TERMS + 1], x[nb * TERMS + 2]];
+        // The first solve weighted by the target's variance alone: weight again with the convolved image's.
+        let new_k2 = kernel_sum_squares(&kernel, 0.0, 0.0);
+        if sum_k2 == 0.0 {
+            sum_k2 = new_k2.max(f64::MIN_POSITIVE);
+            continue;
+        }
+        let mut sorted = chi2.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = sorted[sorted.len() / 2];
+        let mut deviations: Vec<f64> = sorted.iter().map(|c| (c - median).abs()).collect();
+        deviations.sort_by(f64::total_cmp);
+        let spread = 1.4826 * deviations[deviations.len() / 2];
+        let limit = median + cfg.clip_sigma * spread;
+        let mut clipped = 0;
+        if iterations < cfg.max_iterations {
+            for (&(r, k), &c) in fitted.iter().zip(&chi2) {
+                if c > limit {
+                    regions[r][k].status = StampStatus::Clipped;
+                    clipped += 1;
+                    promote_spare(&mut regions[r], half);
+                }
+            }
+        }
+        if clipped == 0 {
+            let (kernel, background, scale) = rescale(&kernel, x.as_slice(), &sums, &places, nb)
+                .unwrap_or((kernel, background, 1.0));
+            return Ok(KernelFit {
+                kernel,
+                background,
+                noise_rescale: scale,
+                stamps: regions.into_iter().flatten().collect(),
+                condition,
+                iterations,
+                mean_chi2_per_pixel: chi2.iter().sum::<f64>() / chi2.len() as f64,
+                basis_size: nb,
+            });
+        }
+    }
+}
+
+/// The convolved image is noisy, so the stamps' Σ w C_n C_m hold, besides the signal, the expectation of
+/// its noise, Σ_p w_p Σ_u K_n(u) K_m(u) VR(p − u), which pulls the fitted kernel towards 0 (regression
+/// dilution: the kernel sum came out 0.5-1.3 % low on the generated fields; HOTPANTS' was 1 % low on the
+/// anchor field). Taking it out of the whole system leaves it indefinite (the high-order basis images are
+/// mostly noise), so it is taken out of a smaller one: the fitted kernel's scale β and the background,
+/// fitted again with the kernel's shape held, T ≈ β (R ⊗ K_s) + B, where R ⊗ K_s is a strong signal.
+/// Returns the kernel times β, the new background and β; `None` when that system is not positive.
+fn rescale(
+    kernel: &VaryingKernel,
+    x: &[f64],
+    sums: &[StampSums],
+    places: &[[f64; TERMS]],
+    nb: usize,
+) -> Option<(VaryingKernel, [f64; BACKGROUND_TERMS], f64)> {
+    let cols = nb + BACKGROUND_TERMS;
+    let n = 1 + BACKGROUND_TERMS;
+    let h = HALF as i64;
+    let mut a = DMatrix::<f64>::zeros(n, n);
+    let mut b = DVector::<f64>::zeros(n);
+    for (s, p) in sums.iter().zip(places) {
+        // The stamp's kernel in the basis, c_n = Σ_m x[n, m] p_m: R ⊗ K_s = Σ_n c_n C_n.
+        let c: Vec<f64> = (0..nb)
+            .map(|k| (0..TERMS).map(|m| x[k * TERMS + m] * p[m]).sum())
+            .collect();
+        let (xh, yh) = (p[1], p[2]);
+        let mut noise = 0.0;
+        for v in -h..=h {
+            for u in -h..=h {
+                let t = ((v + h) * SIDE as i64 + u + h) as usize;
+                noise += kernel.at(u, v, xh, yh).powi(2) * s.lag[t];
+            }
+        }
+        let mut zz = 0.0;
+        for i in 0..nb {
+            for j in 0..nb {
+                zz += c[i] * s.gram[i * cols + j] * c[j];
+            }
+        }
+        a[(0, 0)] += zz - noise;
+        b[0] += (0..nb).map(|i| c[i] * s.rhs[i]).sum::<f64>();
+        for k in 0..BACKGROUND_TERMS {
+            let zb: f64 = (0..nb).map(|i| c[i] * s.gram[i * cols + nb + k]).sum();
+            a[(0, 1 + k)] += zb;
+            a[(1 + k, 0)] += zb;
+            b[1 + k] += s.rhs[nb + k];
+            for l in 0..BACKGROUND_TERMS {
+                a[(1 + k, 1 + l)] += s.gram[(nb + k) * cols + nb + l];
+            }
+        }
+    }
+    let solved = a.cholesky()?.solve(&b);
+    let scale = solved[0];
+    if !(scale > 0.5 && scale < 2.0) {
+        return None;
+    }
+    let mut scaled = VaryingKernel::from_kbar(kernel.kbar.iter().map(|k| k * scale).collect());
+    scaled.background = kernel.background;
+    Some((scaled, [solved[1], solved[2], solved[3]], scale))
+}
+
+/// After a stamp of a region is clipped, the next spare that overlaps no fitted stamp is fitted.
+fn promote_spare(region: &mut [Stamp], half: usize) {
+    let fitted: Vec<(usize, usize)> = region
+        .iter()
+        .filter(|s| s.status == StampStatus::Fitted)
+        .map(|s| (s.x, s.y))
+        .collect();
+    if let Some(s) = region.iter_mut().find(|s| {
+        s.status == StampStatus::Spare
+            && fitted
+                .iter()
+                .all(|&(x, y)| x.abs_diff(s.x) > 2 * half || y.abs_diff(s.y) > 2 * half)
+    }) {
+        s.status = StampStatus::Fitted;
+    }
+}
+
+/// A stamp's Gram matrix and right-hand side over its basis images and the background terms, each pixel
+/// weighted by 1 / (VI + Σ K² VR).
+fn stamp_sums(
+    img: &FitImages,
+    conv: &[f64],
+    nb: usize,
+    x: usize,
+    y: usize,
+    half: usize,
+    sum_k2: f64,
+) -> StampSums {
+    let w = 2 * half + 1;
+    let pixels = w * w;
+    let cols = nb + BACKGROUND_TERMS;
+    let mut gram = vec![0.0; cols * cols];
+    let mut rhs = vec![0.0; cols];
+    let mut target2 = 0.0;
+    let mut column = vec![0.0; cols];
+    for j in 0..w {
+        let yy = y - half + j;
+        for i in 0..w {
+            let xx = x - half + i;
+            let at = yy * img.nx + xx;
+            let var = img.target_var[at] as f64 + sum_k2 * img.conv_var[at] as f64;
+            let weight = 1.0 / var.max(1e-30);
+            let t = img.target[at] as f64;
+            let pix = j * w + i;
+            for (n, c) in column.iter_mut().enumerate().take(nb) {
+                *c = conv[n * pixels + pix];
+            }
+            column[nb] = 1.0;
+            column[nb + 1] = normalised(xx as f64, img.nx);
+            column[nb + 2] = normalised(yy as f64, img.ny);
+            target2 += weight * t * t;
+            for a in 0..cols {
+                let wa = weight * column[a];
+                rhs[a] += wa * t;
+                for bcol in a..cols {
+                    gram[a * cols + bcol] += wa * column[bcol];
+                }
+            }
+        }
+    }
+    for a in 0..cols {
+        for bcol in 0..a {
+            gram[a * cols + bcol] = gram[bcol * cols + a];
+        }
+    }
+    // S(u) = Σ_p w_p VR(p − u) over the stamp, for every tap u.
+    let h = HALF as i64;
+    let mut lag = vec![0.0; TAPS];
+    for j in 0..w {
+        let yy = y - half + j;
+        for i in 0..w {
+            let xx = x - half + i;
+            let at = yy * img.nx + xx;
+            let weight =
+                1.0 / (img.target_var[at] as f64 + sum_k2 * img.conv_var[at] as f64).max(1e-30);
+            for v in -h..=h {
+                let row = &img.conv_var[(yy as i64 - v) as usize * img.nx..];
+                for u in -h..=h {
+                    let t = ((v + h) * SIDE as i64 + u + h) as usize;
+                    lag[t] += weight * row[(xx as i64 - u) as usize] as f64;
+                }
+            }
+        }
+    }
+    StampSums {
+        gram,
+        lag,
+        rhs,
+        target2,
+        pixels,
+    }
+}
+
+/// The condition number of `a` with its diagonal scaled to 1 (∞ when a diagonal term is not positive).
+fn scaled_condition(a: &DMatrix<f64>) -> f64 {
+    let n = a.nrows();
+    let d: Vec<f64> = (0..n).map(|i| a[(i, i)]).collect();
+    if d.iter().any(|&v| v.is_nan() || v <= 0.0) {
+        return f64::INFINITY;
+    }
+    let scaled = DMatrix::from_fn(n, n, |i, j| a[(i, j)] / (d[i] * d[j]).sqrt());
+    let eigen = scaled.symmetric_eigenvalues();
+    let (lo, hi) = eigen.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &v| {
+        (lo.min(v), hi.max(v))
+    });
+    if lo > 0.0 {
+        hi / lo
+    } else {
+        f64::INFINITY
+    }
+}
+
+/// The fitted coefficients as the devices' kernel: Kbar_m(tap) = Σ_n x[n, m] K_n(tap).
+fn kernel_of(basis: &Basis, x: &[f64]) -> VaryingKernel {
+    let mut kbar = vec![0.0; TAPS * TERMS];
+    for (n, taps) in basis.taps.iter().enumerate() {
+        for m in 0..TERMS {
+            let coefficient = x[n * TERMS + m];
+            for (t, &k) in taps.iter().enumerate() {
+                kbar[t * TERMS + m] += coefficient * k;
+            }
+        }
+    }
+    VaryingKernel::from_kbar(kbar)
+}
+
+/// Σ K² of the kernel at normalised place (xh, yh).
+pub fn kernel_sum_squares(kernel: &VaryingKernel, xh: f64, yh: f64) -> f64 {
+    let h = HALF as i64;
+    let mut s = 0.0;
+    for v in -h..=h {
+        for u in -h..=h {
+            s += kernel.at(u, v, xh, yh).powi(2);
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_basis_has_49_kernels_and_only_the_first_carries_flux() {
+        let basis = Basis::new(&FitConfig::default().gaussians);
+        assert_eq!(basis.len(), 49);
+        let sum0: f64 = basis.taps[0].iter().sum();
+        assert!((sum0 - 1.0).abs() < 1e-12, "{sum0}");
+        for (n, taps) in basis.taps.iter().enumerate().skip(1) {
+            let s: f64 = taps.iter().sum();
+            let norm: f64 = taps.iter().map(|v| v * v).sum();
+            assert!(s.abs() < 1e-12, "kernel {n} sums to {s}");
+            assert!((norm - 1.0).abs() < 1e-12, "kernel {n} has norm² {norm}");
+        }
+    }
+
+    /// The separable basis images equal a direct 441-tap convolution with each final kernel.
+    #[test]
+    fn separable_basis_images_equal_direct_convolution() {
+        let basis = Basis::new(&FitConfig::default().gaussians);
+        let n = 80;
+        let image: Vec<f32> = (0..n * n)
+            .map(|i| ((i * 7919) % 1000) as f32 * 0.01 + (i % 13) as f32)
+            .collect();
+        let (x, y, half) = (40, 38, 6);
+        let images = basis.convolve(&image, n, x, y, half);
+        let w = 2 * half + 1;
+        let h = HALF as i64;
+        for (k, taps) in basis.taps.iter().enumerate() {
+            for (j, i) in [(0, 0), (3, 7), (w - 1, w - 1)] {
+                let (px, py) = ((x - half + i) as i64, (y - half + j) as i64);
+                let mut direct = 0.0;
+                for v in -h..=h {
+                    for u in -h..=h {
+                        let t = ((v + h) * SIDE as i64 + u + h) as usize;
+                        direct += taps[t] * image[((py - v) * n as i64 + px - u) as usize] as f64;
+                    }
+                }
+                let got = images[k * w * w + j * w + i];
+                assert!(
+                    (got - direct).abs() <= 1e-9 * direct.abs().max(1.0),
+                    "kernel {k} pixel ({i},{j}): {got} vs {direct}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! The registered pair a subtraction starts from: the reference and science images with their variance and
+//! masks, from FITS files (`astroport subtract`) or from a generated field. Inputs are checked here, so the
+//! pipeline sees only usable numbers: pixels that are not numbers (or whose variance is not) are set to 0 and
+//! masked, pixels at or above the header's SATURATE are masked, and a missing variance image is modelled
+//! from GAIN and RDNOISE.
+
+use super::field::{Field, MASK_BAD_COLUMN, MASK_SATURATED};
+use crate::fits_image::{read_image, Card, ImageIn};
+use std::path::{Path, PathBuf};
+
+/// Mask bit of a pixel that was not a number in the image or its variance.
+pub const MASK_NOT_A_NUMBER: u8 = 4;
+
+/// One image of the pair, in its own units (electrons for the generated field).
+#[derive(Debug, Clone)]
+pub struct Plane {
+    pub data: Vec<f32>,
+    pub variance: Vec<f32>,
+    /// Non-zero: unusable (bits: 1 saturated, 2 bad, 4 not a number).
+    pub mask: Vec<u8>,
+}
+
+/// A registered reference and science image of the same size.
+#[derive(Debug, Clone)]
+pub struct Pair {
+    pub nx: usize,
+    pub ny: usize,
+    pub reference: Plane,
+    pub science: Plane,
+    /// The science image's WCS cards, carried to every output.
+    pub wcs: Vec<Card>,
+    /// Where the images came from, for the outputs' HISTORY.
+    pub sources: Vec<String>,
+}
+
+/// The files of a pair; variance and masks are optional.
+#[derive(Debug, Clone, Default)]
+pub struct PairFiles {
+    pub reference: PathBuf,
+    pub science: PathBuf,
+    pub reference_variance: Option<PathBuf>,
+    pub science_variance: Option<PathBuf>,
+    pub reference_mask: Option<PathBuf>,
+    pub science_mask: Option<PathBuf>,
+}
+
+/// Header keys of a WCS (FITS paper II and the SIP convention), copied from the science image.
+fn is_wcs_key(key: &str) -> bool {
+    const PREFIXES: [&str; 14] = [
+        "CTYPE", "CRPIX", "CRVAL", "CDELT", "CUNIT", "CD1_", "CD2_", "PC1_", "PC2_", "A_", "B_",
+        "AP_", "BP_", "CROTA",
+    ];
+    const KEYS: [&str; 6] = [
+        "RADESYS", "EQUINOX", "LONPOLE", "LATPOLE", "WCSAXES", "MJD-OBS",
+    ];
+    PREFIXES.iter().any(|p| key.starts_with(p)) || KEYS.contains(&key)
+}
+
+fn wcs_cards(image: &ImageIn) -> Vec<Card> {
+    image
+        .cards
+        .iter()
+        .filter(|(k, _)| is_wcs_key(k))
+        .map(|(k, v)| match v.trim().parse::<f64>() {
+            Ok(x) => Card::real(k, x, ""),
+            Err(_) => Card::text(k, v, ""),
+        })
+        .collect()
+}
+
+/// A flag's file as an image of the expected size.
+fn read_sized(flag: &str, path: &Path, shape: Option<(usize, usize)>) -> Result<ImageIn, String> {
+    let image = read_image(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+    if let Some((nx, ny)) = shape {
+        if (image.nx, image.ny) != (nx, ny) {
+            return Err(format!(
+                "{flag} {}: the image is {}×{} pixels, but --ref is {nx}×{ny}: the pair must be \
+                 registered to the same pixel grid",
+                path.display(),
+                image.nx,
+                image.ny
+            ));
+        }
+    }
+    Ok(image)
+}
+
+impl Pair {
+    /// Reads and checks the files of a pair.
+    pub fn read(files: &PairFiles) -> Result<Pair, String> {
+        let reference = read_sized("--ref", &files.reference, None)?;
+        let shape = Some((reference.nx, reference.ny));
+        let science = read_sized("--sci", &files.science, shape)?;
+        let optional = |flag: &str, path: &Option<PathBuf>| {
+            path.as_ref()
+                .map(|p| read_sized(flag, p, shape))
+                .transpose()
+        };
+        let ref_var = optional("--ref-var", &files.reference_variance)?;
+        let sci_var = optional("--sci-var", &files.science_variance)?;
+        let ref_mask = optional("--ref-mask", &files.reference_mask)?;
+        let sci_mask = optional("--sci-mask", &files.science_mask)?;
+        let mut sources = vec![
+            format!("ref {}", files.reference.display()),
+            format!("sci {}", files.science.display()),
+        ];
+        for (tag, path) in [
+            ("ref-var", &files.reference_variance),
+            ("sci-var", &files.science_variance),
+            ("ref-mask", &files.reference_mask),
+            ("sci-mask", &files.science_mask),
+        ] {
+            if let Some(p) = path {
+                sources.push(format!("{tag} {}", p.display()));
+            }
+        }
+        let wcs = wcs_cards(&science);
+        let (nx, ny) = (reference.nx, reference.ny);
+        Ok(Pair {
+            nx,
+            ny,
+            reference: plane("--ref", &files.reference, reference, ref_var, ref_mask)?,
+            science: plane("--sci", &files.science, science, sci_var, sci_mask)?,
+            wcs,
+            sources,
+        })
+    }
+
+    /// The pair of a generated field (its variance and masks as written by `astroport field`).
+    pub fn from_field(field: Field) -> Pair {
+        let n = field.spec.size;
+        let clean = |r: super::field::Rendered| Plane {
+            data: r.data,
+            variance: r.variance,
+            mask: r.mask,
+        };
+        Pair {
+            nx: n,
+            ny: n,
+            reference: clean(field.reference),
+            science: clean(field.science),
+            wcs: Vec::new(),
+            sources: vec![format!("generated field {n}x{n}, seed {}", field.spec.seed)],
+        }
+    }
+}
+
+/// One image, its variance (read or modelled) and mask, checked.
+fn plane(
+    flag: &str,
+    path: &Path,
+    image: ImageIn,
+    variance: Option<ImageIn>,
+    mask: Option<ImageIn>,
+) -> Result<Plane, String> {
+    let n = image.data.len();
+    let gain = image.real("GAIN").unwrap_or(1.0);
+    let read_noise = image.real("RDNOISE").unwrap_or(0.0);
+    if !(gain > 0.0 && gain.is_finite()) {
+        return Err(format!(
+            "{flag} {}: header card GAIN = {gain} is not a positive number",
+            path.display()
+        ));
+    }
+    let saturate = image.real("SATURATE");
+    let mut mask: Vec<u8> = match &mask {
+        Some(m) => m
+            .data
+            .iter()
+            .map(|&v| {
+                if v == 0.0 {
+                    0
+                } else if (1.0..=255.0).contains(&v) && v.fract() == 0.0 {
+                    v as u8
+                } else {
+                    MASK_BAD_COLUMN
+                }
+            })
+            .collect(),
+        None => vec![0; n],
+    };
+    let modelled;
+    let var_data: &[f32] = match &variance {
+        Some(v) => &v.data,
+        None => {
+            // Poisson noise of the counts (in electrons: counts × GAIN) and the read noise, in counts².
+            let rn2 = (read_noise / gain).powi(2);
+            modelled = image
+                .data
+                .iter()
+                .map(|&d| ((d.max(0.0) as f64) / gain + rn2) as f32)
+                .collect::<Vec<f32>>();
+            &modelled
+        }
+    };
+    let mut data = image.data;
+    let mut var = var_data.to_vec();
+    for i in 0..n {
+        if !(data[i].is_finite() && var[i].is_finite() && var[i] >= 0.0) {
+            data[i] = 0.0;
+            var[i] = 0.0;
+            mask[i] |= MASK_NOT_A_NUMBER;
+        } else if saturate.is_some_and(|s| data[i] as f64 >= s) {
+            mask[i] |= MASK_SATURATED;
+        }
+    }
+    Ok(Plane {
+        data,
+        variance: var,
+        mask,
+    })
+}

@@ -1,0 +1,541 @@
+//! The whole subtraction of a registered pair (`astroport subtract`): direction, kernel fit, difference and
+//! variance, mask, detection and PSF photometry. The convolution and the matched filter run on the chosen
+//! backend (the difference kernel of cl/common/imgsub.h, tiled into bands when the device is small); the fit
+//! and the PSF model in float64 on the host.
+//!
+//! 1. **Direction:** the sharper image is convolved (HOTPANTS' `-c b`; deconvolving makes false positives).
+//!    Each image's FWHM is the median, over the stamp stars, of 2√(A/π) with A the area above half the
+//!    star's peak.
+//! 2. **Fit** (`fit`): K and the background.
+//! 3. **Difference:** D = I − R ⊗ K − B and VD = VI + VR ⊗ K² (or, convolving the science image,
+//!    D = I ⊗ K + B − R, so D is always science minus reference).
+//! 4. **Mask:** the unconvolved image's mask, the convolved image's grown by the kernel's half width, and
+//!    the border where more than 0.1 % of the kernel's weight runs off the image (bits: 1 saturated, 2 bad,
+//!    4 not a number, 8 edge).
+//! 5. **Detection** (`detect`) with the PSF of D measured on the stamp stars (`psf`).
+
+use super::detect::{self, Detection};
+use super::difference::{DifferenceProblem, VaryingKernel, HALF};
+use super::fit::{fit, select_stamps, FitConfig, FitImages, KernelFit, StampStatus};
+use super::pair::{Pair, Plane};
+use super::psf::{Planes, PsfModel, PsfSummary};
+use crate::backend::{Precision, Target};
+use crate::exec::RunOptions;
+use crate::workload::Workload;
+use rayon::prelude::*;
+use serde::Serialize;
+use std::time::Instant;
+
+/// Output mask bit: within the kernel's half width of the border.
+pub const MASK_EDGE: u8 = 8;
+
+/// Which image is convolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// The reference is convolved to the science image's PSF (the usual case: a sharp, deep template).
+    Reference,
+    /// The science image is convolved to the reference's PSF.
+    Science,
+}
+
+/// How to subtract.
+#[derive(Debug, Clone)]
+pub struct SubtractOptions {
+    pub fit: FitConfig,
+    /// 0: exact per-pixel kernel; T: constant over T × T tiles.
+    pub tile: usize,
+    /// Detection threshold, matched-filter σ.
+    pub threshold: f64,
+    pub precision: Precision,
+    /// `None`: convolve the sharper image.
+    pub direction: Option<Direction>,
+    pub run: RunOptions,
+    pub device_mem_cap: Option<u64>,
+}
+
+impl Default for SubtractOptions {
+    fn default() -> Self {
+        SubtractOptions {
+            fit: FitConfig::default(),
+            tile: 0,
+            threshold: 5.0,
+            precision: Precision::F32,
+            direction: None,
+            run: RunOptions::once(),
+            device_mem_cap: None,
+        }
+    }
+}
+
+/// Seconds spent in each step.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Timings {
+    /// Stamps, FWHMs and the kernel fit (host, float64).
+    pub fit_s: f64,
+    /// The difference and its variance: device events (median of the repeats), or the host clock on `cpu`.
+    pub difference_s: f64,
+    /// The matched filter, timed the same way.
+    pub filter_s: f64,
+    /// PSF model, mask, peaks and photometry (host).
+    pub host_s: f64,
+    /// Wall clock of the whole subtraction, transfers and program builds included (files excluded).
+    pub total_s: f64,
+}
+
+/// A finished subtraction.
+pub struct Subtraction {
+    pub nx: usize,
+    pub ny: usize,
+    pub diff: Vec<f32>,
+    pub variance: Vec<f32>,
+    pub mask: Vec<u8>,
+    /// The two input masks together, before growing (the scores' saturated zones).
+    pub input_mask: Vec<u8>,
+    pub snr: Vec<f32>,
+    pub fit: KernelFit,
+    pub direction: Direction,
+    /// Median FWHM of the reference and science images over the stamp stars.
+    pub fwhm: (f64, f64),
+    pub psf: PsfModel,
+    /// The factor on the convolved image's share of VD in the matched filter's variance.
+    pub correlation: f64,
+    pub detections: Vec<Detection>,
+    pub timings: Timings,
+    pub backend: String,
+    pub precision: Precision,
+    pub tile: usize,
+}
+
+/// The FWHM of a star at (x, y): 2√(A/π), A the pixels of its 15 × 15 box above half its peak over the
+/// box border's median.
+fn star_fwhm(image: &[f32], nx: usize, x: usize, y: usize) -> Option<f64> {
+    let h = 7;
+    if x < h || y < h {
+        return None;
+    }
+    let mut border = Vec::new();
+    let mut inner = Vec::new();
+    for j in y - h..=y + h {
+        for i in x - h..=x + h {
+            let v = *image.get(j * nx + i)? as f64;
+            if j == y - h || j == y + h || i == x - h || i == x + h {
+                border.push(v);
+            } else {
+                inner.push(v);
+            }
+        }
+    }
+    border.sort_by(f64::total_cmp);
+    let sky = border[border.len() / 2];
+    let peak = inner.iter().cloned().fold(f64::MIN, f64::max) - sky;
+    if peak.is_nan() || peak <= 0.0 {
+        return None;
+    }
+    let area = inner.iter().filter(|&&v| v - sky >= 0.5 * peak).count() as f64;
+    Some(2.0 * (area / std::f64::consts::PI).sqrt())
+}
+
+fn median_fwhm(image: &[f32], nx: usize, places: &[(usize, usize)]) -> f64 {
+    let mut v: Vec<f64> = places
+        .iter()
+        .filter_map(|&(x, y)| star_fwhm(image, nx, x, y))
+        .collect();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn fit_images<'a>(conv: &'a Plane, target: &'a Plane, nx: usize, ny: usize) -> FitImages<'a> {
+    FitImages {
+        nx,
+        ny,
+        conv: &conv.data,
+        conv_var: &conv.variance,
+        target: &target.data,
+        target_var: &target.variance,
+        conv_bad: &conv.mask,
+        target_bad: &target.mask,
+    }
+}
+
+/// Grows a mask by `half` pixels in x and y (a square of side 2 half + 1), as a separable maximum.
+fn grow(mask: &[u8], nx: usize, ny: usize, half: usize) -> Vec<u8> {
+    let mut rows = vec![0u8; nx * ny];
+    rows.par_chunks_mut(nx).enumerate().for_each(|(y, out)| {
+        let line = &mask[y * nx..][..nx];
+        for (x, o) in out.iter_mut().enumerate() {
+            let (a, b) = (x.saturating_sub(half), (x + half).min(nx - 1));
+            *o = line[a..=b].iter().fold(0, |m, &v| m | v);
+        }
+    });
+    let mut out = vec![0u8; nx * ny];
+    out.par_chunks_mut(nx).enumerate().for_each(|(y, line)| {
+        let (a, b) = (y.saturating_sub(half), (y + half).min(ny - 1));
+        for yy in a..=b {
+            for (o, &v) in line.iter_mut().zip(&rows[yy * nx..][..nx]) {
+                *o |= v;
+            }
+        }
+    });
+    out
+}
+
+/// A border pixel is masked when the part of the kernel that falls off the image (the convolution takes
+/// the image as 0 there) times the convolved image's sky exceeds this share of the difference's noise: it
+/// would miss that much of the sky behind it.
+const EDGE_LOSS: f64 = 0.1;
+
+/// Pixels within this distance of the border (0: none) lose more than EDGE_LOSS σ of sky (`sky`, with
+/// `noise` the difference's typical σ), at the worst of 9 places over the field and the four directions.
+/// The sum is signed: the fitted wings' noise cancels on a smooth sky.
+fn edge_width(kernel: &VaryingKernel, sky: f64, noise: f64) -> usize {
+    let h = HALF as i64;
+    let mut width = 0;
+    for (xh, yh) in [-1.0, 0.0, 1.0]
+        .iter()
+        .flat_map(|&x| [-1.0, 0.0, 1.0].map(|y| (x, y)))
+    {
+        let k = |u: i64, v: i64| kernel.at(u, v, xh, yh);
+        // A pixel e from the border misses the taps that reach beyond it: |u| > e (or |v| > e) on one side.
+        for e in 0..=h {
+            let lost = [
+                (-h..=h)
+                    .flat_map(|v| (e + 1..=h).map(move |u| (u, v)))
+                    .map(|(u, v)| k(u, v))
+                    .sum::<f64>(),
+                (-h..=h)
+                    .flat_map(|v| (e + 1..=h).map(move |u| (-u, v)))
+                    .map(|(u, v)| k(u, v))
+                    .sum::<f64>(),
+                (-h..=h)
+                    .flat_map(|u| (e + 1..=h).map(move |v| (u, v)))
+                    .map(|(u, v)| k(u, v))
+                    .sum::<f64>(),
+                (-h..=h)
+                    .flat_map(|u| (e + 1..=h).map(move |v| (u, -v)))
+                    .map(|(u, v)| k(u, v))
+                    .sum::<f64>(),
+            ]
+            .into_iter()
+            .fold(0.0f64, |m, l: f64| m.max(l.abs()));
+            if lost * sky.abs() <= EDGE_LOSS * noise {
+                width = width.max(e as usize);
+                break;
+            }
+        }
+    }
+    width
+}
+
+/// Σ(P ⋆ K)² / (Σ P² Σ K²) for the filter taps P and the kernel K at the field's centre: how much more
+/// noise the convolved image puts into the matched filter than its share of VD says.
+fn correlated_noise_factor(filter: &[f64], kernel: &VaryingKernel) -> f64 {
+    let h = HALF as i64;
+    let side = 2 * HALF + 1;
+    let k = |u: i64, v: i64| kernel.at(u, v, 0.0, 0.0);
+    let p = |u: i64, v: i64| filter[((v + h) as usize) * side + (u + h) as usize];
+    let (mut pc2, mut p2, mut k2) = (0.0, 0.0, 0.0);
+    for v in -h..=h {
+        for u in -h..=h {
+            p2 += p(u, v).powi(2);
+            k2 += k(u, v).powi(2);
+        }
+    }
+    for w in -2 * h..=2 * h {
+        for z in -2 * h..=2 * h {
+            let mut c = 0.0;
+            for v in (-h).max(z - h)..=h.min(z + h) {
+                for u in (-h).max(w - h)..=h.min(w + h) {
+                    c += p(u, v) * k(u - w, v - z);
+                }
+            }
+            pc2 += c * c;
+        }
+    }
+    if p2 > 0.0 && k2 > 0.0 {
+        pc2 / (p2 * k2)
+    } else {
+        1.0
+    }
+}
+
+/// Runs the subtraction (module docs) on `target`.
+pub fn subtract(
+    pair: Pair,
+    opts: &SubtractOptions,
+    target: &Target,
+) -> Result<Subtraction, String> {
+    let start = Instant::now();
+    let (nx, ny) = (pair.nx, pair.ny);
+    // 1. Direction, from the stars the fit would use with the reference convolved.
+    let probe = select_stamps(
+        &fit_images(&pair.reference, &pair.science, nx, ny),
+        &opts.fit,
+    )
+    .map_err(|e| e.to_string())?;
+    let places: Vec<(usize, usize)> = probe
+        .iter()
+        .flatten()
+        .filter(|s| s.status == StampStatus::Fitted)
+        .map(|s| (s.x, s.y))
+        .collect();
+    let fwhm = (
+        median_fwhm(&pair.reference.data, nx, &places),
+        median_fwhm(&pair.science.data, nx, &places),
+    );
+    let direction = opts.direction.unwrap_or(if fwhm.1 < fwhm.0 {
+        Direction::Science
+    } else {
+        Direction::Reference
+    });
+    let (conv, unconv) = match direction {
+        Direction::Reference => (pair.reference, pair.science),
+        Direction::Science => (pair.science, pair.reference),
+    };
+    // 2. The fit.
+    let fitted = fit(&fit_images(&conv, &unconv, nx, ny), &opts.fit).map_err(|e| e.to_string())?;
+    let fit_s = start.elapsed().as_secs_f64();
+    let host = Instant::now();
+    // PSF stars: bright local maxima over the whole unconvolved image (measure() keeps the isolated ones).
+    let stars = super::psf::candidates(&unconv.data, &unconv.mask, nx, ny);
+    let psf = PsfModel::measure(&unconv.data, &unconv.variance, &unconv.mask, nx, ny, &stars)
+        .ok_or_else(|| {
+            format!(
+                "PSF model: fewer than 3 of the {} candidate stars could be measured in the {} image",
+                stars.len(),
+                match direction {
+                    Direction::Reference => "science",
+                    Direction::Science => "reference",
+                }
+            )
+        })?;
+    // 4. The mask (before the images move to the device problem).
+    let input_mask: Vec<u8> = conv
+        .mask
+        .par_iter()
+        .zip(&unconv.mask)
+        .map(|(&a, &b)| a | b)
+        .collect();
+    let grown = grow(&conv.mask, nx, ny, HALF);
+    let mut mask: Vec<u8> = unconv
+        .mask
+        .par_iter()
+        .zip(&grown)
+        .map(|(&a, &b)| a | b)
+        .collect();
+    let typical = |v: &[f32]| {
+        let mut sample: Vec<f32> = v.iter().step_by(97).copied().collect();
+        let mid = sample.len() / 2;
+        *sample.select_nth_unstable_by(mid, f32::total_cmp).1 as f64
+    };
+    let edge = edge_width(
+        &fitted.kernel,
+        typical(&conv.data),
+        typical(&unconv.variance).sqrt(),
+    );
+    for y in 0..ny {
+        for x in 0..nx {
+            if x < edge || y < edge || x + edge >= nx || y + edge >= ny {
+                mask[y * nx + x] |= MASK_EDGE;
+            }
+        }
+    }
+    // The convolved image's noise in D is correlated over the kernel: the matched filter's variance from
+    // it is VR Σ(P ⋆ K)², not the VR Σ K² Σ P² that filtering VD would give.
+    let correlation = correlated_noise_factor(&psf.matched_filter(), &fitted.kernel);
+    let unconv_variance = unconv.variance.clone();
+    let mut host_s = host.elapsed().as_secs_f64();
+    // 3. The difference on the device.
+    let mut kernel = fitted.kernel.clone();
+    kernel.background = fitted.background;
+    let mut problem = DifferenceProblem::from_images(
+        "subtract",
+        nx,
+        ny,
+        [conv.data, conv.variance, unconv.data, unconv.variance],
+        kernel,
+        opts.tile,
+    );
+    problem.device_mem_cap = opts.device_mem_cap;
+    let measured = problem
+        .execute(target, opts.precision, &opts.run)
+        .map_err(|e| format!("difference on {}: {e}", target.id()))?;
+    let difference_s = measured.times.median;
+    let sign = match direction {
+        Direction::Reference => 1.0,
+        Direction::Science => -1.0,
+    };
+    let [d64, v64]: [Vec<f64>; 2] = measured
+        .output
+        .components
+        .try_into()
+        .map_err(|_| "the difference run returned no image".to_string())?;
+    let host = Instant::now();
+    let diff: Vec<f32> = d64.par_iter().map(|&d| (sign * d) as f32).collect();
+    let variance: Vec<f32> = v64.par_iter().map(|&v| v as f32).collect();
+    drop((d64, v64));
+    drop(problem);
+    // 5. The matched filter: D and VD with masked pixels at 0, convolved with the PSF and its square.
+    let masked = |v: &[f32]| -> Vec<f32> {
+        v.par_iter()
+            .zip(&mask)
+            .map(|(&x, &m)| if m == 0 { x } else { 0.0 })
+            .collect()
+    };
+    let filter_variance: Vec<f32> = variance
+        .par_iter()
+        .zip(&unconv_variance)
+        .map(|(&vd, &vi)| vd + (correlation as f32 - 1.0) * (vd - vi).max(0.0))
+        .collect();
+    drop(unconv_variance);
+    let filter_inputs = [
+        masked(&diff),
+        masked(&filter_variance),
+        vec![0.0f32; nx * ny],
+        vec![0.0f32; nx * ny],
+    ];
+    host_s += host.elapsed().as_secs_f64();
+    let mut filter = DifferenceProblem::from_images(
+        "matched filter",
+        nx,
+        ny,
+        filter_inputs,
+        VaryingKernel::constant(&psf.matched_filter()),
+        0,
+    );
+    filter.device_mem_cap = opts.device_mem_cap;
+    let filtered = filter
+        .execute(target, opts.precision, &opts.run)
+        .map_err(|e| format!("matched filter on {}: {e}", target.id()))?;
+    let filter_s = filtered.times.median;
+    drop(filter);
+    let host = Instant::now();
+    let snr = detect::significance(
+        &filtered.output.components[0],
+        &filtered.output.components[1],
+    );
+    drop(filtered);
+    let planes = Planes {
+        nx,
+        ny,
+        diff: &diff,
+        variance: &variance,
+        mask: &mask,
+    };
+    let detections = detect::find(&snr, &planes, opts.threshold, &psf);
+    host_s += host.elapsed().as_secs_f64();
+    Ok(Subtraction {
+        nx,
+        ny,
+        diff,
+        variance,
+        mask,
+        input_mask,
+        snr,
+        fit: fitted,
+        direction,
+        fwhm,
+        psf,
+        correlation,
+        detections,
+        timings: Timings {
+            fit_s,
+            difference_s,
+            filter_s,
+            host_s,
+            total_s: start.elapsed().as_secs_f64(),
+        },
+        backend: target.id(),
+        precision: opts.precision,
+        tile: opts.tile,
+    })
+}
+
+/// The fit's diagnostics as written to `kernel.json`.
+#[derive(Debug, Serialize)]
+pub struct Diagnostics<'a> {
+    pub schema: &'static str,
+    pub backend: &'a str,
+    pub precision: &'static str,
+    pub direction: Direction,
+    pub fwhm_reference: f64,
+    pub fwhm_science: f64,
+    pub tile: usize,
+    pub basis_size: usize,
+    pub condition_number: f64,
+    pub iterations: usize,
+    pub mean_chi2_per_pixel: f64,
+    /// The factor the kernel was scaled by for the convolved image's noise (fit.rs, `rescale`).
+    pub noise_rescale: f64,
+    pub stamps_fitted: usize,
+    pub stamps_clipped: usize,
+    /// Kernel sum (photometric scale) on a 5 × 5 grid over the field, row by row from (0, 0).
+    pub kernel_sum_grid: Vec<f64>,
+    pub background: [f64; 3],
+    pub psf: PsfSummary,
+    /// Factor on the convolved image's share of VD in the matched filter's variance (correlated noise).
+    pub filter_noise_correlation: f64,
+    pub detections: usize,
+    pub timings: &'a Timings,
+    /// Kbar, tap-major: kbar[tap * 6 + m], tap = (v + 10) * 21 + (u + 10), over 1, x̂, ŷ, x̂², x̂ŷ, ŷ².
+    pub kbar: &'a [f64],
+    pub stamps: &'a [super::fit::Stamp],
+}
+
+impl Subtraction {
+    /// The difference, its variance and mask, for photometry.
+    pub fn planes(&self) -> Planes<'_> {
+        Planes {
+            nx: self.nx,
+            ny: self.ny,
+            diff: &self.diff,
+            variance: &self.variance,
+            mask: &self.mask,
+        }
+    }
+
+    pub fn diagnostics(&self) -> Diagnostics<'_> {
+        let count = |s: StampStatus| self.fit.stamps.iter().filter(|t| t.status == s).count();
+        let mut grid = Vec::new();
+        for j in 0..5 {
+            for i in 0..5 {
+                let (xh, yh) = (-1.0 + 0.5 * i as f64, -1.0 + 0.5 * j as f64);
+                let h = HALF as i64;
+                let mut s = 0.0;
+                for v in -h..=h {
+                    for u in -h..=h {
+                        s += self.fit.kernel.at(u, v, xh, yh);
+                    }
+                }
+                grid.push(s);
+            }
+        }
+        Diagnostics {
+            schema: "astroport.imgsub-kernel/1",
+            backend: &self.backend,
+            precision: self.precision.name(),
+            direction: self.direction,
+            fwhm_reference: self.fwhm.0,
+            fwhm_science: self.fwhm.1,
+            tile: self.tile,
+            basis_size: self.fit.basis_size,
+            condition_number: self.fit.condition,
+            iterations: self.fit.iterations,
+            mean_chi2_per_pixel: self.fit.mean_chi2_per_pixel,
+            noise_rescale: self.fit.noise_rescale,
+            stamps_fitted: count(StampStatus::Fitted),
+            stamps_clipped: count(StampStatus::Clipped),
+            kernel_sum_grid: grid,
+            background: self.fit.background,
+            psf: self.psf.summary(),
+            filter_noise_correlation: self.correlation,
+            detections: self.detections.len(),
+            timings: &self.timings,
+            kbar: &self.fit.kernel.kbar,
+            stamps: &self.fit.stamps,
+        }
+    }
+}

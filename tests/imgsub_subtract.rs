@@ -1,0 +1,569 @@
+//! The whole subtraction: the kernel fit against a known kernel, the PSF model against the generator's
+//! PSF, the scores against the truth on two fields (the one tuned on and another seed and size), every
+//! backend found against the `cpu` model, and bad input (exit 2, nothing written).
+
+mod common;
+
+use astroport::backend::{discover, open, Target};
+use astroport::fits_image::{read_image, write_image, ImageOut, Pixels};
+use astroport::workload::imgsub::difference::{DifferenceProblem, VaryingKernel, HALF};
+use astroport::workload::imgsub::field::{generate, FieldSpec, Image};
+use astroport::workload::imgsub::fit::{fit, FitConfig, FitError, FitImages};
+use astroport::workload::imgsub::pair::Pair;
+use astroport::workload::imgsub::score::{score, TruthRow};
+use astroport::workload::imgsub::subtract::{subtract, SubtractOptions, Subtraction};
+use astroport::workload::Workload;
+use std::process::Command;
+
+fn cpu() -> Target {
+    open("cpu").unwrap()
+}
+
+/// The truth of a generated field as `truth.csv` would give it.
+fn truth_of(spec: &FieldSpec) -> (Pair, Vec<TruthRow>, Vec<u8>) {
+    let field = generate(spec);
+    let truth = field
+        .sources
+        .iter()
+        .map(|s| TruthRow {
+            kind: s.kind.name().to_string(),
+            x: s.x,
+            y: s.y,
+            reference_flux: s.reference_flux,
+            change: s.science_flux - spec.flux_ratio * s.reference_flux,
+            change_snr: field.change_snr(s),
+            saturated: field.saturates(s),
+            half_light_radius: s.disk.map(|d| d.half_light_radius),
+        })
+        .collect();
+    let mask: Vec<u8> = field
+        .reference
+        .mask
+        .iter()
+        .zip(&field.science.mask)
+        .map(|(a, b)| a | b)
+        .collect();
+    (Pair::from_field(field), truth, mask)
+}
+
+/// A science image made by convolving the field's reference with a known varying kernel (the Gaussian PSF
+/// match) and adding a background plane: the fit gives back that kernel and background. No noise is added,
+/// so what is left is the basis' own error (a Gaussian of σ 1.2-1.4 px is not in the span of the
+/// 0.7/1.5/3.0 px Gaussians times polynomials).
+#[test]
+fn the_fit_recovers_a_known_kernel_and_background() {
+    let spec = FieldSpec::new(512, 11).unwrap();
+    let field = generate(&spec);
+    let n = spec.size;
+    let mut known = VaryingKernel::gaussian_match(&spec);
+    known.background = [120.0, 15.0, -8.0];
+    let zeros = vec![0.0f32; n * n];
+    let problem = DifferenceProblem::from_images(
+        "known",
+        n,
+        n,
+        [
+            field.reference.data.clone(),
+            field.reference.variance.clone(),
+            zeros.clone(),
+            zeros,
+        ],
+        known.clone(),
+        0,
+    );
+    // D = 0 − R ⊗ K − B, so the science image is −D.
+    let science: Vec<f32> = problem.reference().components[0]
+        .iter()
+        .map(|&d| -d as f32)
+        .collect();
+    let science_var: Vec<f32> = field
+        .reference
+        .variance
+        .iter()
+        .map(|v| 0.25 * v + 25.0)
+        .collect();
+    let images = FitImages {
+        nx: n,
+        ny: n,
+        conv: &field.reference.data,
+        conv_var: &field.reference.variance,
+        target: &science,
+        target_var: &science_var,
+        conv_bad: &field.reference.mask,
+        target_bad: &field.reference.mask,
+    };
+    let fitted = fit(&images, &FitConfig::default()).unwrap();
+    let h = HALF as i64;
+    for (xh, yh) in [(0.0, 0.0), (-0.8, 0.7), (0.9, -0.9), (1.0, 1.0)] {
+        let (mut sum_fit, mut sum_known, mut peak, mut worst) = (0.0, 0.0, 0.0f64, 0.0f64);
+        for v in -h..=h {
+            for u in -h..=h {
+                let (a, b) = (fitted.kernel.at(u, v, xh, yh), known.at(u, v, xh, yh));
+                sum_fit += a;
+                sum_known += b;
+                peak = peak.max(b.abs());
+                worst = worst.max((a - b).abs());
+            }
+        }
+        assert!(
+            (sum_fit / sum_known - 1.0).abs() < 2e-3,
+            "kernel sum at ({xh}, {yh}): {sum_fit} against {sum_known}"
+        );
+        assert!(
+            worst < 0.02 * peak,
+            "kernel at ({xh}, {yh}): worst tap error {worst:.3e} against a peak of {peak:.3e}"
+        );
+    }
+    for (k, (got, want)) in fitted.background.iter().zip(known.background).enumerate() {
+        assert!(
+            (got - want).abs() < 1.0,
+            "background term {k}: {got} against {want}"
+        );
+    }
+    assert!(fitted.condition.is_finite() && fitted.condition > 1.0);
+}
+
+/// Stamps all on one row cannot fix how the kernel changes with y: the fit says it is singular.
+#[test]
+fn stamps_on_one_row_make_a_singular_fit() {
+    let (nx, ny) = (560usize, 128usize);
+    let star = |sigma: f64| -> Vec<f32> {
+        let mut image = vec![100.0f32; nx * ny];
+        for k in 0..16 {
+            let (x0, y0) = (40.0 + 32.0 * k as f64, 64.0);
+            for y in 0..ny {
+                for x in 0..nx {
+                    let r2 = (x as f64 - x0).powi(2) + (y as f64 - y0).powi(2);
+                    image[y * nx + x] += (5e4 * (-r2 / (2.0 * sigma * sigma)).exp()) as f32;
+                }
+            }
+        }
+        image
+    };
+    let (reference, science) = (star(1.0), star(1.6));
+    let var = vec![100.0f32; nx * ny];
+    let bad = vec![0u8; nx * ny];
+    let images = FitImages {
+        nx,
+        ny,
+        conv: &reference,
+        conv_var: &var,
+        target: &science,
+        target_var: &var,
+        conv_bad: &bad,
+        target_bad: &bad,
+    };
+    let config = FitConfig {
+        regions: Some((16, 1)),
+        ..FitConfig::default()
+    };
+    match fit(&images, &config) {
+        Err(e @ FitError::Singular { .. }) => {
+            assert!(e.to_string().contains("singular"), "{e}")
+        }
+        other => panic!(
+            "expected a singular fit, got {:?}",
+            other.map(|f| f.condition)
+        ),
+    }
+}
+
+/// The PSF model of the difference image matches the science PSF the field was drawn with, both normalised
+/// over the model's 25 × 25 pixels (the light beyond, 0.6 % for this Moffat, is not in the model): PSF
+/// photometry of the true profile with the model is within 2 % at the centre and the edges' middles, 5 % at
+/// the corners (where the model extrapolates from the nearest stars).
+#[test]
+fn the_psf_model_matches_the_science_psf_across_the_field() {
+    let spec = FieldSpec::new(1024, 20_110_101).unwrap();
+    let (pair, _, _) = truth_of(&spec);
+    let sub = subtract(pair, &SubtractOptions::default(), &cpu()).unwrap();
+    let places = [
+        (511.5, 511.5, 0.02),
+        (511.0, 30.0, 0.02),
+        (30.0, 511.0, 0.02),
+        (990.0, 511.0, 0.02),
+        (511.0, 990.0, 0.02),
+        (30.0, 30.0, 0.05),
+        (990.0, 40.0, 0.05),
+        (40.0, 990.0, 0.05),
+        (990.0, 990.0, 0.05),
+    ];
+    for (x, y, tolerance) in places {
+        let psf = spec.psf_at(Image::Science, x, y);
+        let model = sub.psf.at(x, y);
+        let truth: Vec<f64> = (0..625)
+            .map(|p| psf.density((p % 25) as f64 - 12.0, (p / 25) as f64 - 12.0))
+            .collect();
+        let total: f64 = truth.iter().sum();
+        let (mut pt, mut pp) = (0.0, 0.0);
+        for (m, t) in model.iter().zip(&truth) {
+            pt += m * t / total;
+            pp += m * m;
+        }
+        let ratio = pt / pp;
+        assert!(
+            (ratio - 1.0).abs() < tolerance,
+            "at ({x}, {y}) photometry of the true PSF with the model gives {ratio:.4}"
+        );
+    }
+}
+
+/// The targets on the anchor field (1k, seed 20110101; research/imgsub.md §4, where HOTPANTS reached
+/// NRMS 1.024 with 6 false positives (+19 near saturation) and SFFT 0.997 with 2 (+2)): noise-limited
+/// residuals, every S/N ≥ 7 changer found that lies beyond the edge band, fewer false positives than both,
+/// photometry within 2 %.
+#[test]
+fn the_subtraction_meets_the_quality_targets_on_the_anchor_field() {
+    let spec = FieldSpec::new(1024, 20_110_101).unwrap();
+    let q = scored(&spec);
+    let what = format!("{q:?}");
+    assert!((q.sky_noise_ratio - 1.0).abs() < 0.02, "{what}");
+    assert!(q.static_nrms <= 1.02 && q.static_stars >= 50, "{what}");
+    assert!(
+        missed_inside(&q, 1024).is_empty() && q.changers_snr7 >= 30,
+        "{what}"
+    );
+    assert!(
+        q.false_positives <= 1 && q.false_positives_saturated <= 1,
+        "{what}"
+    );
+    assert!(
+        q.photometry_bias.abs() <= 0.02 && q.photometry_mad <= 0.03,
+        "{what}"
+    );
+}
+
+/// Another field (768 px, seed 5), not tuned on. Static NRMS is not asserted here: it is 1.059, all of it
+/// from one static star of 5.4·10⁵ e- (peak 51,000 e-, 43 px from the edge) whose core keeps a ±5σ pattern:
+/// the fit clips it as a stamp (χ²/px 4.2) and the kernel's degree-2 shape does not follow the science PSF's
+/// 60° turn that close to the edge (docs/imgsub.md, "What is weaker"). Without it the NRMS is 0.997.
+#[test]
+fn the_subtraction_finds_and_measures_the_changers_of_another_field() {
+    let spec = FieldSpec::new(768, 5).unwrap();
+    let q = scored(&spec);
+    let what = format!("{q:?}");
+    assert!((q.sky_noise_ratio - 1.0).abs() < 0.02, "{what}");
+    assert!(
+        missed_inside(&q, 768).is_empty() && q.changers_snr7 >= 25,
+        "{what}"
+    );
+    assert!(q.false_positives <= 6, "{what}");
+    assert!(
+        q.photometry_bias.abs() <= 0.02 && q.photometry_mad <= 0.04,
+        "{what}"
+    );
+}
+
+fn scored(spec: &FieldSpec) -> astroport::workload::imgsub::score::Quality {
+    let (pair, truth, input_mask) = truth_of(spec);
+    let sub = subtract(pair, &SubtractOptions::default(), &cpu()).unwrap();
+    assert_kernel_sum_near(&sub, spec.flux_ratio);
+    score(&sub, &truth, &input_mask)
+}
+
+/// The S/N ≥ 7 changers missed further than 12 px from the border (nearer, the kernel runs off the image
+/// and the pixels are masked).
+fn missed_inside(
+    q: &astroport::workload::imgsub::score::Quality,
+    size: usize,
+) -> Vec<(f64, f64, f64, f64)> {
+    let edge = 12.0;
+    let far = size as f64 - 1.0 - edge;
+    q.missed_snr7
+        .iter()
+        .filter(|m| m.0 >= edge && m.1 >= edge && m.0 <= far && m.1 <= far)
+        .copied()
+        .collect()
+}
+
+fn assert_kernel_sum_near(sub: &Subtraction, ratio: f64) {
+    let d = sub.diagnostics();
+    for s in &d.kernel_sum_grid {
+        assert!(
+            (s / ratio - 1.0).abs() < 0.02,
+            "kernel sum {s} against {ratio}"
+        );
+    }
+}
+
+/// Every backend found computes the same subtraction as the `cpu` model: the same difference within the
+/// float32 tolerance (1e-6 of R ⊗ K + B, as `run imgsub`), the same detections.
+#[test]
+fn every_backend_subtracts_as_the_cpu_model_does() {
+    let spec = FieldSpec::new(512, 9).unwrap();
+    let reference = {
+        let (pair, _, _) = truth_of(&spec);
+        subtract(pair, &SubtractOptions::default(), &cpu()).unwrap()
+    };
+    let d = discover();
+    for target in common::devices(&d) {
+        let (pair, _, _) = truth_of(&spec);
+        let convolved: Vec<f64> = pair.science.data.iter().map(|&v| v as f64).collect();
+        let sub = subtract(pair, &SubtractOptions::default(), target).unwrap();
+        let mut worst = 0.0f64;
+        for ((&d, &r), &s) in sub.diff.iter().zip(&reference.diff).zip(&convolved) {
+            // Relative to R ⊗ K + B, as `run imgsub` judges.
+            let scale = (s - r as f64).abs().max(1.0);
+            worst = worst.max((d - r).abs() as f64 / scale);
+        }
+        assert!(
+            worst <= 1e-6,
+            "{}: difference off by {worst:.2e}",
+            target.id()
+        );
+        let places = |s: &Subtraction| -> Vec<(i64, i64)> {
+            s.detections
+                .iter()
+                .map(|d| (d.x.round() as i64, d.y.round() as i64))
+                .collect()
+        };
+        assert_eq!(
+            places(&sub),
+            places(&reference),
+            "{}: detections",
+            target.id()
+        );
+    }
+}
+
+fn astroport(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_astroport"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
+}
+
+#[test]
+fn subtract_writes_its_files_with_the_wcs_and_scores() {
+    let dir = tempfile::tempdir().unwrap();
+    let (field, out) = (dir.path().join("field"), dir.path().join("out"));
+    std::fs::create_dir(&field).unwrap();
+    std::fs::create_dir(&out).unwrap();
+    let (code, _, err) = astroport(&[
+        "field",
+        "--size",
+        "384",
+        "--seed",
+        "2",
+        "--out",
+        field.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, stdout, err) = astroport(&[
+        "subtract",
+        "--field",
+        field.to_str().unwrap(),
+        "--forced",
+        field.join("truth.csv").to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("quality: sky noise ratio"), "{stdout}");
+    assert!(stdout.contains("convolved the reference image"), "{stdout}");
+    let diff = read_image(&out.join("diff.fits")).unwrap();
+    assert_eq!((diff.nx, diff.ny), (384, 384));
+    assert_eq!(diff.card("CTYPE1"), Some("RA---TAN"));
+    assert!(
+        diff.real("KSUM").is_some_and(|k| (k - 0.5).abs() < 0.01),
+        "{:?}",
+        diff.card("KSUM")
+    );
+    assert!(
+        diff.history.iter().any(|h| h.contains("subtract")),
+        "{:?}",
+        diff.history
+    );
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "catalogue.csv",
+            "diff.fits",
+            "diff.mask.fits",
+            "diff.snr.fits",
+            "diff.var.fits",
+            "forced.csv",
+            "kernel.json",
+            "quality.json"
+        ]
+    );
+    let forced = std::fs::read_to_string(out.join("forced.csv")).unwrap();
+    let truth = std::fs::read_to_string(field.join("truth.csv")).unwrap();
+    assert_eq!(forced.lines().count(), truth.lines().count());
+    let kernel: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("kernel.json")).unwrap()).unwrap();
+    assert_eq!(kernel["basis_size"], 49);
+    assert_eq!(kernel["kbar"].as_array().unwrap().len(), 21 * 21 * 6);
+}
+
+/// Bad input: exit 2, a message naming the file and what is wrong, and no output.
+#[test]
+fn bad_pairs_are_refused_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let image = |name: &str, n: usize, value: f32| {
+        let path = dir.path().join(name);
+        let pixels = vec![value; n * n];
+        write_image(
+            &path,
+            &ImageOut {
+                nx: n,
+                ny: n,
+                pixels: Pixels::F32(&pixels),
+                name: "IMG",
+                cards: &[],
+                history: &[],
+            },
+        )
+        .unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let (a, b) = (image("a.fits", 128, 100.0), image("b.fits", 96, 100.0));
+    let o = out.to_str().unwrap();
+    let (code, _, err) = astroport(&[
+        "subtract",
+        "--ref",
+        &a,
+        "--sci",
+        &b,
+        "--out",
+        o,
+        "--backend",
+        "cpu",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("b.fits") && err.contains("96×96") && err.contains("128×128"),
+        "{err}"
+    );
+    // A flat sky has no stars: no stamps, named with the regions that have none.
+    let c = image("c.fits", 128, 100.0);
+    let (code, _, err) = astroport(&[
+        "subtract",
+        "--ref",
+        &a,
+        "--sci",
+        &c,
+        "--out",
+        o,
+        "--backend",
+        "cpu",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("found 0 usable stamps, need at least 12") && err.contains("x 0..64, y 0..64"),
+        "{err}"
+    );
+    // Every pixel saturated (SATURATE below the sky): the message says so.
+    let saturated = dir.path().join("s.fits");
+    let pixels = vec![100.0f32; 128 * 128];
+    write_image(
+        &saturated,
+        &ImageOut {
+            nx: 128,
+            ny: 128,
+            pixels: Pixels::F32(&pixels),
+            name: "IMG",
+            cards: &[astroport::fits_image::Card::real("SATURATE", 50.0, "")],
+            history: &[],
+        },
+    )
+    .unwrap();
+    let s = saturated.to_str().unwrap();
+    let (code, _, err) = astroport(&[
+        "subtract",
+        "--ref",
+        s,
+        "--sci",
+        s,
+        "--out",
+        o,
+        "--backend",
+        "cpu",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("100 % of the pixels are masked"), "{err}");
+    // Not FITS at all.
+    let text = dir.path().join("t.fits");
+    std::fs::write(&text, "not a FITS file").unwrap();
+    let (code, _, err) = astroport(&[
+        "subtract",
+        "--ref",
+        text.to_str().unwrap(),
+        "--sci",
+        &a,
+        "--out",
+        o,
+        "--backend",
+        "cpu",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--ref") && err.contains("t.fits"), "{err}");
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
+}
+
+/// Pixels that are not numbers are masked, set to 0 for the convolution, and never reach the outputs.
+#[test]
+fn not_a_number_pixels_are_masked() {
+    let spec = FieldSpec::new(384, 4).unwrap();
+    let (mut pair, _, _) = truth_of(&spec);
+    let dir = tempfile::tempdir().unwrap();
+    for y in 100..110 {
+        for x in 200..230 {
+            pair.science.data[y * 384 + x] = f32::NAN;
+        }
+    }
+    let path = |n: &str| dir.path().join(n);
+    for (name, data) in [
+        ("r.fits", &pair.reference.data),
+        ("s.fits", &pair.science.data),
+    ] {
+        write_image(
+            &path(name),
+            &ImageOut {
+                nx: 384,
+                ny: 384,
+                pixels: Pixels::F32(data),
+                name: "IMG",
+                cards: &[],
+                history: &[],
+            },
+        )
+        .unwrap();
+    }
+    let files = astroport::workload::imgsub::pair::PairFiles {
+        reference: path("r.fits"),
+        science: path("s.fits"),
+        ..Default::default()
+    };
+    let pair = Pair::read(&files).unwrap();
+    assert!(
+        pair.science.mask[105 * 384 + 210] & astroport::workload::imgsub::pair::MASK_NOT_A_NUMBER
+            != 0
+    );
+    let sub = subtract(pair, &SubtractOptions::default(), &cpu()).unwrap();
+    assert!(sub
+        .diff
+        .iter()
+        .chain(&sub.variance)
+        .chain(&sub.snr)
+        .all(|v| v.is_finite()));
+    assert!(sub.mask[105 * 384 + 210] != 0);
+    assert!(sub
+        .detections
+        .iter()
+        .all(|d| !(d.x > 198.0 && d.x < 232.0 && d.y > 98.0 && d.y < 112.0)));
+}
