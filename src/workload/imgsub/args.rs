@@ -27,6 +27,9 @@ pub struct DifferenceArgs {
     /// Cap on device memory in MiB, below what the device reports (forces tiling into bands of rows).
     #[arg(long)]
     pub device_mem_mib: Option<u64>,
+    /// Hold the kernel constant over TILE × TILE pixels (GAISP, HOTPANTS: 21); 0 = exact per pixel.
+    #[arg(long, default_value_t = 0)]
+    pub tile: usize,
 }
 
 impl WorkloadArgs for DifferenceArgs {
@@ -41,6 +44,7 @@ impl WorkloadArgs for DifferenceArgs {
         let cap = crate::workload::mib_flag("--device-mem-mib", self.device_mem_mib)?;
         let mut problem = DifferenceProblem::preset(&self.preset, self.seed)?;
         problem.device_mem_cap = cap;
+        problem.tile = self.tile;
         Ok(vec![problem])
     }
     fn modes(&self) -> Vec<Precision> {

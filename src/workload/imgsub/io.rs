@@ -351,11 +351,11 @@ pub fn write_subtraction(
         ),
         Card::real(
             "BKG0",
-            sub.fit.background[0],
+            sub.background[0],
             "background b0 + b1 x + b2 y, x and y in [-1, 1]",
         ),
-        Card::real("BKG1", sub.fit.background[1], ""),
-        Card::real("BKG2", sub.fit.background[2], ""),
+        Card::real("BKG1", sub.background[1], ""),
+        Card::real("BKG2", sub.background[2], ""),
         Card::int(
             "NSTAMPS",
             diagnostics.stamps_fitted as i64,
