@@ -13,18 +13,22 @@ export OUT=$(mktemp -d)
 source "$(dirname "$0")/gpu_common.sh"
 status=0
 work=$(mktemp -d)
+timed() {  # GNU time's report (wall clock, peak memory) on stderr, or the wall clock alone without it
+  if [ -x /usr/bin/time ]; then /usr/bin/time -v "$@"; return; fi
+  local t0 rc; t0=$(date +%s.%N); "$@"; rc=$?
+  echo "Elapsed (wall clock) time: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s" >&2; return $rc
+}
 for size in 2048 10240; do
   mkdir -p "$work/f$size"
-  t0=$(date +%s.%N)
-  "$bin" field --size "$size" --out "$work/f$size" > "$out/field-$size.log" 2>&1 || status=1
-  echo "field $size: $(echo "$(date +%s.%N) - $t0" | bc) s"
+  timed "$bin" field --size "$size" --out "$work/f$size" > "$out/field-$size.log" 2>&1 || status=1
+  echo "field $size: $(grep -E 'Elapsed' "$out/field-$size.log")"
 done
 subtract() {  # name, size, then astroport subtract arguments
   local name=$1 size=$2; shift 2
   mkdir -p "$out/$name"
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 50 > "$out/$name/gpu-memory.txt" 2>&1 &
   local sampler=$!
-  /usr/bin/time -v "$bin" subtract --field "$work/f$size" --out "$out/$name" "$@" \
+  timed "$bin" subtract --field "$work/f$size" --out "$out/$name" "$@" \
     > "$out/$name/stdout.txt" 2> "$out/$name/stderr.txt" || status=1
   kill "$sampler" 2>/dev/null
   rm -f "$out/$name"/*.fits

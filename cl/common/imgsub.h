@@ -47,7 +47,63 @@ ASTRO_FN int imgsub_place(int x, int tile, int n)
     return centre < n ? centre : n - 1;
 }
 
-#define IMGSUB_DIFFERENCE(T, S, P)                                                                                 \
+/* The sums of one work-item: c[p] = sum K R and w[p] = sum K^2 VR for its P pixels from x0 in row y. VARYING 1:
+ * K by Horner in x^ from the row terms; VARYING 0: a constant kernel, K = Kbar_0 (the matched filter). */
+#define IMGSUB_SUMS(T, P, VARYING)                                                                               \
+    T xh[P], c[P], w[P];                                                                                         \
+    for (int p = 0; p < P; ++p) {                                                                                \
+        xh[p] = (T)2 * (T)imgsub_place(x0 + p, tile, nx) / (T)(nx > 1 ? nx - 1 : 1) - (T)1;                      \
+        c[p] = 0;                                                                                                \
+        w[p] = 0;                                                                                                \
+    }                                                                                                            \
+    for (int v = -IMG_HALF; v <= IMG_HALF; ++v) {                                                                \
+        const int yy = y - v;                                                                                    \
+        if (yy < 0 || yy >= ny) continue;                                                                        \
+        ASTRO_GLOBAL const T *r_row = ref + (size_t)(yy - ref_row0) * (size_t)nx;                                \
+        ASTRO_GLOBAL const T *vr_row = ref_var + (size_t)(yy - ref_row0) * (size_t)nx;                           \
+        ASTRO_GLOBAL const T *k_row = kbar + (size_t)((v + IMG_HALF) * IMG_SIDE) * IMG_TERMS;                     \
+        /* The reference values of x0 + p - u for p in [0, P), u in [-H, H]: index p - u + H. */                \
+        T r_win[P + 2 * IMG_HALF], vr_win[P + 2 * IMG_HALF];                                                     \
+        ASTRO_UNROLL                                                                                             \
+        for (int q = 0; q < P + 2 * IMG_HALF; ++q) {                                                             \
+            const int xx = x0 - IMG_HALF + q;                                                                    \
+            const int inside = xx >= 0 && xx < nx;                                                               \
+            r_win[q] = inside ? r_row[xx] : (T)0;                                                                \
+            vr_win[q] = inside ? vr_row[xx] : (T)0;                                                              \
+        }                                                                                                        \
+        T c_row[P], w_row[P];                                                                                    \
+        for (int p = 0; p < P; ++p) {                                                                            \
+            c_row[p] = 0;                                                                                        \
+            w_row[p] = 0;                                                                                        \
+        }                                                                                                        \
+        ASTRO_UNROLL                                                                                             \
+        for (int u = -IMG_HALF; u <= IMG_HALF; ++u) {                                                            \
+            ASTRO_GLOBAL const T *k = k_row + (size_t)(u + IMG_HALF) * IMG_TERMS;                                \
+            const T a = VARYING ? k[0] + yh * (k[2] + yh * k[5]) : k[0];                                         \
+            const T b = VARYING ? k[1] + yh * k[4] : (T)0;                                                       \
+            const T k3 = VARYING ? k[3] : (T)0;                                                                  \
+            ASTRO_UNROLL                                                                                         \
+            for (int p = 0; p < P; ++p) {                                                                        \
+                const T kv = VARYING ? a + xh[p] * (b + xh[p] * k3) : a;                                         \
+                c_row[p] += kv * r_win[p - u + IMG_HALF];                                                        \
+                w_row[p] += kv * kv * vr_win[p - u + IMG_HALF];                                                  \
+            }                                                                                                    \
+        }                                                                                                        \
+        for (int p = 0; p < P; ++p) {                                                                            \
+            c[p] += c_row[p];                                                                                    \
+            w[p] += w_row[p];                                                                                    \
+        }                                                                                                        \
+    }
+
+/* The work-item's place: P pixels of row y from x0; returns from the item when it lies beyond the band. */
+#define IMGSUB_PLACE(T, P)                                                                                       \
+    const size_t per_row = (size_t)((nx + P - 1) / P);                                                           \
+    if (gid >= (size_t)rows * per_row) return;                                                                   \
+    const int x0 = (int)(gid % per_row) * P;                                                                     \
+    const int y = row0 + (int)(gid / per_row);                                                                   \
+    const T yh = (T)2 * (T)imgsub_place(y, tile, ny) / (T)(ny > 1 ? ny - 1 : 1) - (T)1;
+
+#define IMGSUB_DIFFERENCE(T, S, P)                                                                               \
     ASTRO_FN void imgsub_difference_item_##S(size_t gid, ASTRO_GLOBAL const T *ASTRO_RESTRICT kbar,              \
                                              ASTRO_GLOBAL const T *ASTRO_RESTRICT ref,                           \
                                              ASTRO_GLOBAL const T *ASTRO_RESTRICT ref_var, int ref_row0,         \
@@ -56,55 +112,8 @@ ASTRO_FN int imgsub_place(int x, int tile, int n)
                                              int row0, int rows, int tile, ASTRO_GLOBAL T *ASTRO_RESTRICT diff,  \
                                              ASTRO_GLOBAL T *ASTRO_RESTRICT diff_var)                            \
     {                                                                                                            \
-        const size_t per_row = (size_t)((nx + P - 1) / P);                                                       \
-        if (gid >= (size_t)rows * per_row) return;                                                               \
-        const int x0 = (int)(gid % per_row) * P;                                                                 \
-        const int y = row0 + (int)(gid / per_row);                                                               \
-        const T yh = (T)2 * (T)imgsub_place(y, tile, ny) / (T)(ny > 1 ? ny - 1 : 1) - (T)1;                     \
-        T xh[P], c[P], w[P];                                                                                     \
-        for (int p = 0; p < P; ++p) {                                                                            \
-            xh[p] = (T)2 * (T)imgsub_place(x0 + p, tile, nx) / (T)(nx > 1 ? nx - 1 : 1) - (T)1;                  \
-            c[p] = 0;                                                                                            \
-            w[p] = 0;                                                                                            \
-        }                                                                                                        \
-        for (int v = -IMG_HALF; v <= IMG_HALF; ++v) {                                                            \
-            const int yy = y - v;                                                                                \
-            if (yy < 0 || yy >= ny) continue;                                                                    \
-            ASTRO_GLOBAL const T *r_row = ref + (size_t)(yy - ref_row0) * (size_t)nx;                            \
-            ASTRO_GLOBAL const T *vr_row = ref_var + (size_t)(yy - ref_row0) * (size_t)nx;                       \
-            ASTRO_GLOBAL const T *k_row = kbar + (size_t)((v + IMG_HALF) * IMG_SIDE) * IMG_TERMS;                 \
-            /* The reference values of x0 + p - u for p in [0, P), u in [-H, H]: index p - u + H. */            \
-            T r_win[P + 2 * IMG_HALF], vr_win[P + 2 * IMG_HALF];                                                 \
-            ASTRO_UNROLL                                                                                         \
-            for (int q = 0; q < P + 2 * IMG_HALF; ++q) {                                                         \
-                const int xx = x0 - IMG_HALF + q;                                                                \
-                const int inside = xx >= 0 && xx < nx;                                                           \
-                r_win[q] = inside ? r_row[xx] : (T)0;                                                            \
-                vr_win[q] = inside ? vr_row[xx] : (T)0;                                                          \
-            }                                                                                                    \
-            T c_row[P], w_row[P];                                                                                \
-            for (int p = 0; p < P; ++p) {                                                                        \
-                c_row[p] = 0;                                                                                    \
-                w_row[p] = 0;                                                                                    \
-            }                                                                                                    \
-            ASTRO_UNROLL                                                                                         \
-            for (int u = -IMG_HALF; u <= IMG_HALF; ++u) {                                                        \
-                ASTRO_GLOBAL const T *k = k_row + (size_t)(u + IMG_HALF) * IMG_TERMS;                            \
-                const T a = k[0] + yh * (k[2] + yh * k[5]);                                                      \
-                const T b = k[1] + yh * k[4];                                                                    \
-                const T k3 = k[3];                                                                               \
-                ASTRO_UNROLL                                                                                     \
-                for (int p = 0; p < P; ++p) {                                                                    \
-                    const T kv = a + xh[p] * (b + xh[p] * k3);                                                   \
-                    c_row[p] += kv * r_win[p - u + IMG_HALF];                                                    \
-                    w_row[p] += kv * kv * vr_win[p - u + IMG_HALF];                                              \
-                }                                                                                                \
-            }                                                                                                    \
-            for (int p = 0; p < P; ++p) {                                                                        \
-                c[p] += c_row[p];                                                                                \
-                w[p] += w_row[p];                                                                                \
-            }                                                                                                    \
-        }                                                                                                        \
+        IMGSUB_PLACE(T, P)                                                                                       \
+        IMGSUB_SUMS(T, P, 1)                                                                                     \
         ASTRO_GLOBAL const T *bg = kbar + IMG_SIDE * IMG_SIDE * IMG_TERMS;                                       \
         for (int p = 0; p < P; ++p) {                                                                            \
             if (x0 + p >= nx) break;                                                                             \
@@ -115,9 +124,32 @@ ASTRO_FN int imgsub_place(int x, int tile, int n)
         }                                                                                                        \
     }
 
+/* The matched filter of detection: sum P D and sum P^2 VD with a constant kernel P (Kbar_0) over the
+ * difference D and its variance VD (passed as ref and ref_var), no image subtracted. */
+#define IMGSUB_FILTER(T, S, P)                                                                                   \
+    ASTRO_FN void imgsub_filter_item_##S(size_t gid, ASTRO_GLOBAL const T *ASTRO_RESTRICT kbar,                  \
+                                         ASTRO_GLOBAL const T *ASTRO_RESTRICT ref,                               \
+                                         ASTRO_GLOBAL const T *ASTRO_RESTRICT ref_var, int ref_row0, int nx,     \
+                                         int ny, int row0, int rows, ASTRO_GLOBAL T *ASTRO_RESTRICT sum_pd,      \
+                                         ASTRO_GLOBAL T *ASTRO_RESTRICT sum_p2v)                                 \
+    {                                                                                                            \
+        const int tile = 0;                                                                                      \
+        IMGSUB_PLACE(T, P)                                                                                       \
+        IMGSUB_SUMS(T, P, 0)                                                                                     \
+        (void)yh;                                                                                                \
+        for (int p = 0; p < P; ++p) {                                                                            \
+            if (x0 + p >= nx) break;                                                                             \
+            const size_t at = (size_t)(y - row0) * (size_t)nx + (size_t)(x0 + p);                                \
+            sum_pd[at] = c[p];                                                                                   \
+            sum_p2v[at] = w[p];                                                                                  \
+        }                                                                                                        \
+    }
+
 IMGSUB_DIFFERENCE(float, f32, IMG_PIXELS_F32)
+IMGSUB_FILTER(float, f32, IMG_PIXELS_F32)
 #if ASTRO_HAS_FP64
 IMGSUB_DIFFERENCE(double, f64, IMG_PIXELS_F64)
+IMGSUB_FILTER(double, f64, IMG_PIXELS_F64)
 #endif
 
 #endif

@@ -16,12 +16,22 @@ static __device__ __forceinline__ size_t global_id() { return (size_t)blockIdx.x
         imgsub_difference_item_##S(global_id(), kbar, ref, ref_var, ref_row0, sci, sci_var, nx, ny,   \
                                    row0, rows, tile, diff, diff_var);                                                  \
     }
+#define IMGSUB_FILTER_KERNEL(T, S)                                                                               \
+    __global__ void imgsub_filter_##S(const T *__restrict__ kbar, const T *__restrict__ ref,                     \
+                                      const T *__restrict__ ref_var, int ref_row0, int nx, int ny, int row0,     \
+                                      int rows, T *__restrict__ sum_pd, T *__restrict__ sum_p2v)                 \
+    {                                                                                                            \
+        imgsub_filter_item_##S(global_id(), kbar, ref, ref_var, ref_row0, nx, ny, row0, rows, sum_pd, sum_p2v); \
+    }
 IMGSUB_KERNEL(float, f32)
 IMGSUB_KERNEL(double, f64)
+IMGSUB_FILTER_KERNEL(float, f32)
+IMGSUB_FILTER_KERNEL(double, f64)
 
 namespace astroport_cuda {
 #define IMGSUB_ENTRY(k) {#k, reinterpret_cast<const void *>(&k)}
-extern const KernelEntry imgsub_kernels[] = {IMGSUB_ENTRY(imgsub_difference_f32), IMGSUB_ENTRY(imgsub_difference_f64)};
+extern const KernelEntry imgsub_kernels[] = {IMGSUB_ENTRY(imgsub_difference_f32), IMGSUB_ENTRY(imgsub_difference_f64),
+                                             IMGSUB_ENTRY(imgsub_filter_f32), IMGSUB_ENTRY(imgsub_filter_f64)};
 #undef IMGSUB_ENTRY
 extern const int imgsub_kernel_count = sizeof(imgsub_kernels) / sizeof(imgsub_kernels[0]);
 }  // namespace astroport_cuda

@@ -271,13 +271,15 @@ impl ToolArgs for SubtractArgs {
             d.kernel_sum_grid.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
         );
         println!(
-            "  {} detections at {}σ; time: read {read_s:.3} s, fit {:.3} s, difference {:.2} ms, filter {:.2} ms, \
-             host {:.3} s, subtraction {:.3} s, write {write_s:.3} s",
+            "  {} detections at {}σ; time: read {read_s:.3} s, fit {:.3} s, difference {:.2} ms ({:.3} s wall), \
+             filter {:.2} ms ({:.3} s wall), host {:.3} s, subtraction {:.3} s, write {write_s:.3} s",
             sub.detections.len(),
             self.threshold,
             t.fit_s,
             t.difference_s * 1e3,
+            t.difference_wall_s,
             t.filter_s * 1e3,
+            t.filter_wall_s,
             t.host_s,
             t.total_s
         );

@@ -26,13 +26,12 @@ pub struct Detection {
     pub near_mask: bool,
 }
 
-/// The significance image from the matched filter's two sums (as the difference kernel returns them:
-/// −Σ P D and Σ P² VD).
-pub fn significance(minus_numerator: &[f64], variance: &[f64]) -> Vec<f32> {
-    minus_numerator
+/// The significance image from the matched filter's two sums, Σ P D and Σ P² VD.
+pub fn significance(sum_pd: &[f32], sum_p2v: &[f32]) -> Vec<f32> {
+    sum_pd
         .par_iter()
-        .zip(variance)
-        .map(|(&c, &w)| if w > 0.0 { (-c / w.sqrt()) as f32 } else { 0.0 })
+        .zip(sum_p2v)
+        .map(|(&c, &w)| if w > 0.0 { c / w.sqrt() } else { 0.0 })
         .collect()
 }
 

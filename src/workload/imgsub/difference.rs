@@ -191,6 +191,7 @@ pub struct DifferenceProblem {
     pub kernel: VaryingKernel,
     /// 0: the kernel varies per pixel; T: it is constant over T × T tiles (cl/common/imgsub.h).
     pub tile: usize,
+    pub pass: Pass,
     /// Kbar and the background as float32, in the device's layout.
     terms32: Vec<f32>,
     terms64: Vec<f64>,
@@ -200,6 +201,15 @@ pub struct DifferenceProblem {
     images64: std::sync::OnceLock<[Vec<f64>; 4]>,
     /// Caps the device memory a band may use (bytes), below what the device reports: forces tiling.
     pub device_mem_cap: Option<u64>,
+}
+
+/// What a problem computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    /// D = I − R ⊗ K − B and VD = VI + VR ⊗ K².
+    Difference,
+    /// Σ P D and Σ P² VD with a constant kernel P over a difference and its variance (detection).
+    MatchedFilter,
 }
 
 /// The presets: `tiny` 256², `ci` 1024², `ast3` 10240² (the seed's camera, AST3).
@@ -244,8 +254,9 @@ impl DifferenceProblem {
         kernel: VaryingKernel,
         tile: usize,
     ) -> Self {
+        // A matched filter has no image to subtract from: its last two are empty.
         assert!(
-            images.iter().all(|i| i.len() == nx * ny),
+            images.iter().all(|i| i.len() == nx * ny || i.is_empty()),
             "{nx} x {ny} images"
         );
         let terms64 = kernel.device_terms();
@@ -257,10 +268,32 @@ impl DifferenceProblem {
             terms64,
             kernel,
             tile,
+            pass: Pass::Difference,
             images32: images,
             images64: std::sync::OnceLock::new(),
             device_mem_cap: None,
         }
+    }
+
+    /// The matched filter of a difference `diff` and its variance with the constant kernel `taps` (21 × 21):
+    /// outputs Σ P D and Σ P² VD.
+    pub fn matched_filter(
+        nx: usize,
+        ny: usize,
+        diff: Vec<f32>,
+        variance: Vec<f32>,
+        taps: &[f64],
+    ) -> Self {
+        let mut problem = Self::from_images(
+            "matched filter",
+            nx,
+            ny,
+            [diff, variance, Vec::new(), Vec::new()],
+            VaryingKernel::constant(taps),
+            0,
+        );
+        problem.pass = Pass::MatchedFilter;
+        problem
     }
 
     /// The outputs' pixels, and the images given back (`subtract` writes them without a copy).
@@ -323,6 +356,18 @@ impl DifferenceProblem {
                         let hi = (nx as i64 + u.min(0)).max(lo as i64) as usize;
                         let (from, to) = ((lo as i64 - u) as usize, (hi as i64 - u) as usize);
                         // Equal-length slices, zipped: no index checks, so the loop vectorises.
+                        if self.pass == Pass::MatchedFilter {
+                            // A constant kernel: K = Kbar_0 (a), as the device's filter takes it.
+                            let lanes = c_row[lo..hi]
+                                .iter_mut()
+                                .zip(&mut w_row[lo..hi])
+                                .zip(r_line[from..to].iter().zip(&vr_line[from..to]));
+                            for ((c, w), (&rv, &vv)) in lanes {
+                                *c = *c + a * rv;
+                                *w = *w + a * a * vv;
+                            }
+                            continue;
+                        }
                         let k3 = k[3];
                         let lanes = xh[lo..hi]
                             .iter()
@@ -339,6 +384,13 @@ impl DifferenceProblem {
                         c[x] = c[x] + c_row[x];
                         w[x] = w[x] + w_row[x];
                     }
+                }
+                if self.pass == Pass::MatchedFilter {
+                    for x in 0..nx {
+                        d_row[x] = c[x].get();
+                        v_row[x] = w[x].get();
+                    }
+                    return;
                 }
                 for x in 0..nx {
                     let at = y * nx + x;
@@ -365,7 +417,11 @@ impl DifferenceProblem {
         };
         let pixels = pixels_per_item(mode, budget.gpu);
         // Per output row: a reference and its variance row (plus the halo), the science rows, two outputs.
-        let row_bytes = (6 * nx * dtype.bytes()) as u64;
+        let planes = match self.pass {
+            Pass::Difference => 6,
+            Pass::MatchedFilter => 4,
+        };
+        let row_bytes = (planes * nx * dtype.bytes()) as u64;
         let by_mem = ((budget.mem as f64 * 0.7) as u64 / row_bytes).max(1);
         let by_alloc = (budget.max_alloc / (nx * dtype.bytes()) as u64).max(1);
         let band = (by_mem.min(by_alloc) as usize)
@@ -385,38 +441,57 @@ impl DifferenceProblem {
                 Precision::F32 => HostSlice::F32(&self.terms32),
                 Precision::F64 => HostSlice::F64(&self.terms64),
             };
-            let buffers = vec![
+            let output = BufferSpec::Output {
+                dtype,
+                len: rows * nx,
+            };
+            let mut buffers = vec![
                 BufferSpec::Input(terms),
                 BufferSpec::Input(slice(0, ref_row0, ref_end)),
                 BufferSpec::Input(slice(1, ref_row0, ref_end)),
-                BufferSpec::Input(slice(2, row0, row0 + rows)),
-                BufferSpec::Input(slice(3, row0, row0 + rows)),
-                BufferSpec::Output {
-                    dtype,
-                    len: rows * nx,
-                },
-                BufferSpec::Output {
-                    dtype,
-                    len: rows * nx,
-                },
             ];
+            let band = [
+                StepArg::I32(nx as i32),
+                StepArg::I32(ny as i32),
+                StepArg::I32(row0 as i32),
+                StepArg::I32(rows as i32),
+            ];
+            let (name, args) = match self.pass {
+                Pass::Difference => {
+                    buffers.push(BufferSpec::Input(slice(2, row0, row0 + rows)));
+                    buffers.push(BufferSpec::Input(slice(3, row0, row0 + rows)));
+                    let mut args = vec![
+                        StepArg::Buffer(0),
+                        StepArg::Buffer(1),
+                        StepArg::Buffer(2),
+                        StepArg::I32(ref_row0 as i32),
+                        StepArg::Buffer(3),
+                        StepArg::Buffer(4),
+                    ];
+                    args.extend(band);
+                    args.extend([
+                        StepArg::I32(self.tile as i32),
+                        StepArg::Buffer(5),
+                        StepArg::Buffer(6),
+                    ]);
+                    ("difference", args)
+                }
+                Pass::MatchedFilter => {
+                    let mut args = vec![
+                        StepArg::Buffer(0),
+                        StepArg::Buffer(1),
+                        StepArg::Buffer(2),
+                        StepArg::I32(ref_row0 as i32),
+                    ];
+                    args.extend(band);
+                    args.extend([StepArg::Buffer(3), StepArg::Buffer(4)]);
+                    ("filter", args)
+                }
+            };
+            buffers.extend([output, output]);
             let launch = Launch {
-                kernel: format!("imgsub_difference_{}", mode.name()),
-                args: vec![
-                    StepArg::Buffer(0),
-                    StepArg::Buffer(1),
-                    StepArg::Buffer(2),
-                    StepArg::I32(ref_row0 as i32),
-                    StepArg::Buffer(3),
-                    StepArg::Buffer(4),
-                    StepArg::I32(nx as i32),
-                    StepArg::I32(ny as i32),
-                    StepArg::I32(row0 as i32),
-                    StepArg::I32(rows as i32),
-                    StepArg::I32(self.tile as i32),
-                    StepArg::Buffer(5),
-                    StepArg::Buffer(6),
-                ],
+                kernel: format!("imgsub_{name}_{}", mode.name()),
+                args,
                 global: rows * nx.div_ceil(pixels),
                 local: Local::Prefer(256),
             };
@@ -428,6 +503,42 @@ impl DifferenceProblem {
             row0 += rows;
         }
         jobs
+    }
+}
+
+impl DifferenceProblem {
+    /// Runs in float32 on `target` and returns the two output planes as float32 (no widening: at 10k each
+    /// plane is 400 MB), with the times (device events on accelerators, the host clock on `cpu`).
+    pub fn run_f32(
+        &self,
+        target: &Target,
+        opts: &RunOptions,
+    ) -> Result<([Vec<f32>; 2], exec::TimeStats), RunError> {
+        match target {
+            Target::Cpu(_) => {
+                let measured = exec::single_pass(self, target, Precision::F32, opts)?;
+                let narrow = |v: &[f64]| v.par_iter().map(|&x| x as f32).collect::<Vec<f32>>();
+                let c = &measured.output.components;
+                Ok(([narrow(&c[0]), narrow(&c[1])], measured.times))
+            }
+            Target::Device(dev) => {
+                let jobs = self.plan(Precision::F32, DeviceBudget::of(dev.info()), opts);
+                let run = exec::run_plan(dev.as_ref(), &jobs, opts.warmup)?;
+                let mut planes = [
+                    Vec::with_capacity(self.nx * self.ny),
+                    Vec::with_capacity(self.nx * self.ny),
+                ];
+                for band in run.outputs {
+                    for (plane, out) in planes.iter_mut().zip(band) {
+                        match out {
+                            HostVec::F32(v) => plane.extend_from_slice(&v),
+                            other => plane.extend(other.to_f64().iter().map(|&x| x as f32)),
+                        }
+                    }
+                }
+                Ok((planes, run.times))
+            }
+        }
     }
 }
 

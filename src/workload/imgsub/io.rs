@@ -408,19 +408,31 @@ pub fn write_subtraction(
             ("diff.mask.fits", "DIFF_MASK", Pixels::U8(&sub.mask)),
             ("diff.snr.fits", "DIFF_SNR", Pixels::F32(&sub.snr)),
         ];
-        for (file, name, pixels) in planes {
-            write_image(
-                &staging.join(file),
-                &ImageOut {
-                    nx: sub.nx,
-                    ny: sub.ny,
-                    pixels,
-                    name,
-                    cards: &cards,
-                    history,
-                },
-            )?;
-        }
+        // Written at once (cfitsio is built reentrant): at 10k these are 1.3 GB.
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = planes
+                .into_iter()
+                .map(|(file, name, pixels)| {
+                    let cards = &cards;
+                    scope.spawn(move || {
+                        write_image(
+                            &staging.join(file),
+                            &ImageOut {
+                                nx: sub.nx,
+                                ny: sub.ny,
+                                pixels,
+                                name,
+                                cards,
+                                history,
+                            },
+                        )
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .try_for_each(|h| h.join().expect("a writer thread panicked"))
+        })?;
         let path = staging.join("catalogue.csv");
         let mut w = csv_writer();
         let result = (|| {

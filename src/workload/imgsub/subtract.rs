@@ -77,6 +77,9 @@ pub struct Timings {
     pub difference_s: f64,
     /// The matched filter, timed the same way.
     pub filter_s: f64,
+    /// Wall clock of each pass: uploads, runs (warm-ups and repeats included), downloads.
+    pub difference_wall_s: f64,
+    pub filter_wall_s: f64,
     /// PSF model, mask, peaks and photometry (host).
     pub host_s: f64,
     /// Wall clock of the whole subtraction, transfers and program builds included (files excluded).
@@ -347,6 +350,27 @@ fn residual_background(
     }
 }
 
+/// One pass (difference or matched filter) on `target` in the options' precision: its two planes as float32
+/// and the median time of its timed runs.
+fn run_planes(
+    problem: &DifferenceProblem,
+    target: &Target,
+    opts: &SubtractOptions,
+    what: &str,
+) -> Result<([Vec<f32>; 2], f64), String> {
+    let failed = |e: crate::exec::RunError| format!("{what} on {}: {e}", target.id());
+    if opts.precision == Precision::F32 {
+        let (planes, times) = problem.run_f32(target, &opts.run).map_err(failed)?;
+        return Ok((planes, times.median));
+    }
+    let measured = problem
+        .execute(target, opts.precision, &opts.run)
+        .map_err(failed)?;
+    let narrow = |v: &[f64]| v.par_iter().map(|&x| x as f32).collect::<Vec<f32>>();
+    let c = &measured.output.components;
+    Ok(([narrow(&c[0]), narrow(&c[1])], measured.times.median))
+}
+
 /// Runs the subtraction (module docs) on `target`.
 pub fn subtract(
     pair: Pair,
@@ -450,24 +474,20 @@ pub fn subtract(
         opts.tile,
     );
     problem.device_mem_cap = opts.device_mem_cap;
-    let measured = problem
-        .execute(target, opts.precision, &opts.run)
-        .map_err(|e| format!("difference on {}: {e}", target.id()))?;
-    let difference_s = measured.times.median;
     let sign = match direction {
         Direction::Reference => 1.0,
         Direction::Science => -1.0,
     };
-    let [d64, v64]: [Vec<f64>; 2] = measured
-        .output
-        .components
-        .try_into()
-        .map_err(|_| "the difference run returned no image".to_string())?;
-    let host = Instant::now();
-    let diff: Vec<f32> = d64.par_iter().map(|&d| (sign * d) as f32).collect();
-    let variance: Vec<f32> = v64.par_iter().map(|&v| v as f32).collect();
-    drop((d64, v64));
+    let difference_start = Instant::now();
+    let ([diff, variance], difference_s) = run_planes(&problem, target, opts, "difference")?;
     drop(problem);
+    let difference_wall_s = difference_start.elapsed().as_secs_f64();
+    let host = Instant::now();
+    let diff: Vec<f32> = if sign < 0.0 {
+        diff.par_iter().map(|&d| -d).collect()
+    } else {
+        diff
+    };
     // 5. The matched filter: D and VD with masked pixels at 0, convolved with the PSF and its square.
     let masked = |v: &[f32]| -> Vec<f32> {
         v.par_iter()
@@ -475,39 +495,36 @@ pub fn subtract(
             .map(|(&x, &m)| if m == 0 { x } else { 0.0 })
             .collect()
     };
+    // The filter's variance: VD with the convolved image's share scaled for its correlated noise.
     let filter_variance: Vec<f32> = variance
         .par_iter()
         .zip(&unconv_variance)
-        .map(|(&vd, &vi)| vd + (correlation as f32 - 1.0) * (vd - vi).max(0.0))
+        .zip(&mask)
+        .map(|((&vd, &vi), &m)| {
+            if m == 0 {
+                vd + (correlation as f32 - 1.0) * (vd - vi).max(0.0)
+            } else {
+                0.0
+            }
+        })
         .collect();
     drop(unconv_variance);
-    let filter_inputs = [
-        masked(&diff),
-        masked(&filter_variance),
-        vec![0.0f32; nx * ny],
-        vec![0.0f32; nx * ny],
-    ];
-    host_s += host.elapsed().as_secs_f64();
-    let mut filter = DifferenceProblem::from_images(
-        "matched filter",
+    let mut filter = DifferenceProblem::matched_filter(
         nx,
         ny,
-        filter_inputs,
-        VaryingKernel::constant(&psf.matched_filter()),
-        0,
+        masked(&diff),
+        filter_variance,
+        &psf.matched_filter(),
     );
     filter.device_mem_cap = opts.device_mem_cap;
-    let filtered = filter
-        .execute(target, opts.precision, &opts.run)
-        .map_err(|e| format!("matched filter on {}: {e}", target.id()))?;
-    let filter_s = filtered.times.median;
+    host_s += host.elapsed().as_secs_f64();
+    let filter_start = Instant::now();
+    let ([sum_pd, sum_p2v], filter_s) = run_planes(&filter, target, opts, "matched filter")?;
     drop(filter);
+    let filter_wall_s = filter_start.elapsed().as_secs_f64();
     let host = Instant::now();
-    let snr = detect::significance(
-        &filtered.output.components[0],
-        &filtered.output.components[1],
-    );
-    drop(filtered);
+    let snr = detect::significance(&sum_pd, &sum_p2v);
+    drop((sum_pd, sum_p2v));
     let planes = Planes {
         nx,
         ny,
@@ -537,6 +554,8 @@ pub fn subtract(
             fit_s,
             difference_s,
             filter_s,
+            difference_wall_s,
+            filter_wall_s,
             host_s,
             total_s: start.elapsed().as_secs_f64(),
         },
