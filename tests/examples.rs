@@ -93,7 +93,11 @@ fn imgsub_example_measures_its_transients() {
     let mut ratios = Vec::new();
     for line in &lines {
         assert!(line.ends_with("detected true"), "{line}");
-        ratios.push(line.split("(ratio ").nth(1).unwrap()[..5].parse::<f64>().unwrap());
+        ratios.push(
+            line.split("(ratio ").nth(1).unwrap()[..5]
+                .parse::<f64>()
+                .unwrap(),
+        );
     }
     // The median flux is right to 3 %; single ones are off by up to 16 % (a transient 14 px from the edge,
     // where the PSF model extrapolates, or on a galaxy whose residual adds to it).

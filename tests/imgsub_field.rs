@@ -3,11 +3,12 @@
 //! cosmic rays and bad column are where the truth table says; `astroport field` writes the seven files with
 //! their WCS and refuses bad flags without writing anything.
 
+mod common;
+
 use astroport::fits_image::read_image;
 use astroport::workload::imgsub::field::{
     generate, FieldSpec, Image, Kind, MASK_BAD_COLUMN, MASK_SATURATED,
 };
-use std::process::Command;
 
 #[test]
 fn the_same_seed_gives_the_same_field_on_any_thread_count() {
@@ -172,18 +173,6 @@ fn light_and_noise_match_the_truth_and_the_variance() {
     }
 }
 
-fn astroport(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_astroport"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into(),
-        String::from_utf8_lossy(&o.stderr).into(),
-    )
-}
-
 #[test]
 fn field_writes_seven_files_with_their_wcs_and_the_same_bytes_twice() {
     let dir = tempfile::tempdir().unwrap();
@@ -191,7 +180,7 @@ fn field_writes_seven_files_with_their_wcs_and_the_same_bytes_twice() {
     std::fs::create_dir(&a).unwrap();
     std::fs::create_dir(&b).unwrap();
     for out in [&a, &b] {
-        let (code, stdout, err) = astroport(&[
+        let (code, stdout, err) = common::astroport(&[
             "field",
             "--size",
             "128",
@@ -243,14 +232,15 @@ fn field_writes_seven_files_with_their_wcs_and_the_same_bytes_twice() {
 fn bad_flags_are_refused_and_nothing_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().to_str().unwrap();
-    let (code, _, err) = astroport(&["field", "--size", "10", "--out", out]);
+    let (code, _, err) = common::astroport(&["field", "--size", "10", "--out", out]);
     assert_eq!(code, 2);
     assert!(err.contains("--size 10"), "{err}");
-    let (code, _, err) = astroport(&["field", "--size", "64", "--cosmic-rays=-1", "--out", out]);
+    let (code, _, err) =
+        common::astroport(&["field", "--size", "64", "--cosmic-rays=-1", "--out", out]);
     assert_eq!(code, 2);
     assert!(err.contains("--cosmic-rays"), "{err}");
     let missing = dir.path().join("nowhere");
-    let (code, _, err) = astroport(&["field", "--out", missing.to_str().unwrap()]);
+    let (code, _, err) = common::astroport(&["field", "--out", missing.to_str().unwrap()]);
     assert_eq!(code, 2);
     assert!(err.contains("--out") && err.contains("nowhere"), "{err}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);

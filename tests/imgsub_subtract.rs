@@ -13,7 +13,6 @@ use astroport::workload::imgsub::pair::Pair;
 use astroport::workload::imgsub::score::{score, TruthRow};
 use astroport::workload::imgsub::subtract::{subtract, SubtractOptions, Subtraction};
 use astroport::workload::Workload;
-use std::process::Command;
 
 fn cpu() -> Target {
     open("cpu").unwrap()
@@ -328,25 +327,13 @@ fn every_backend_subtracts_as_the_cpu_model_does() {
     }
 }
 
-fn astroport(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_astroport"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into(),
-        String::from_utf8_lossy(&o.stderr).into(),
-    )
-}
-
 #[test]
 fn subtract_writes_its_files_with_the_wcs_and_scores() {
     let dir = tempfile::tempdir().unwrap();
     let (field, out) = (dir.path().join("field"), dir.path().join("out"));
     std::fs::create_dir(&field).unwrap();
     std::fs::create_dir(&out).unwrap();
-    let (code, _, err) = astroport(&[
+    let (code, _, err) = common::astroport(&[
         "field",
         "--size",
         "384",
@@ -356,7 +343,7 @@ fn subtract_writes_its_files_with_the_wcs_and_scores() {
         field.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{err}");
-    let (code, stdout, err) = astroport(&[
+    let (code, stdout, err) = common::astroport(&[
         "subtract",
         "--field",
         field.to_str().unwrap(),
@@ -435,7 +422,7 @@ fn bad_pairs_are_refused_and_nothing_is_written() {
     };
     let (a, b) = (image("a.fits", 128, 100.0), image("b.fits", 96, 100.0));
     let o = out.to_str().unwrap();
-    let (code, _, err) = astroport(&[
+    let (code, _, err) = common::astroport(&[
         "subtract",
         "--ref",
         &a,
@@ -453,7 +440,7 @@ fn bad_pairs_are_refused_and_nothing_is_written() {
     );
     // A flat sky has no stars: no stamps, named with the regions that have none.
     let c = image("c.fits", 128, 100.0);
-    let (code, _, err) = astroport(&[
+    let (code, _, err) = common::astroport(&[
         "subtract",
         "--ref",
         &a,
@@ -485,7 +472,7 @@ fn bad_pairs_are_refused_and_nothing_is_written() {
     )
     .unwrap();
     let s = saturated.to_str().unwrap();
-    let (code, _, err) = astroport(&[
+    let (code, _, err) = common::astroport(&[
         "subtract",
         "--ref",
         s,
@@ -501,7 +488,7 @@ fn bad_pairs_are_refused_and_nothing_is_written() {
     // Not FITS at all.
     let text = dir.path().join("t.fits");
     std::fs::write(&text, "not a FITS file").unwrap();
-    let (code, _, err) = astroport(&[
+    let (code, _, err) = common::astroport(&[
         "subtract",
         "--ref",
         text.to_str().unwrap(),

@@ -139,3 +139,16 @@ pub fn ls_oracle() -> (
     assert_eq!(grid.len() as u64, g["nf"].as_u64().unwrap());
     (o, curve, grid)
 }
+
+/// Runs the `astroport` binary: (exit code, stdout, stderr).
+pub fn astroport(args: &[&str]) -> (i32, String, String) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_astroport"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
+}

@@ -820,6 +820,9 @@ fn stamp_sums(
     let mut rhs = vec![0.0; cols];
     let mut target2 = 0.0;
     let mut column = vec![0.0; cols];
+    // S(u) = Σ_p w_p VR(p − u) over the stamp, for every tap u.
+    let h = HALF as i64;
+    let mut lag = vec![0.0; TAPS];
     for j in 0..w {
         let yy = y - half + j;
         for i in 0..w {
@@ -827,6 +830,13 @@ fn stamp_sums(
             let at = yy * img.nx + xx;
             let var = img.target_var[at] as f64 + sum_k2 * img.conv_var[at] as f64;
             let weight = 1.0 / var.max(1e-30);
+            for v in -h..=h {
+                let row = &img.conv_var[(yy as i64 - v) as usize * img.nx..];
+                for u in -h..=h {
+                    let t = ((v + h) * SIDE as i64 + u + h) as usize;
+                    lag[t] += weight * row[(xx as i64 - u) as usize] as f64;
+                }
+            }
             let t = img.target[at] as f64;
             let pix = j * w + i;
             for (n, c) in column.iter_mut().enumerate().take(nb) {
@@ -848,25 +858,6 @@ fn stamp_sums(
     for a in 0..cols {
         for bcol in 0..a {
             gram[a * cols + bcol] = gram[bcol * cols + a];
-        }
-    }
-    // S(u) = Σ_p w_p VR(p − u) over the stamp, for every tap u.
-    let h = HALF as i64;
-    let mut lag = vec![0.0; TAPS];
-    for j in 0..w {
-        let yy = y - half + j;
-        for i in 0..w {
-            let xx = x - half + i;
-            let at = yy * img.nx + xx;
-            let weight =
-                1.0 / (img.target_var[at] as f64 + sum_k2 * img.conv_var[at] as f64).max(1e-30);
-            for v in -h..=h {
-                let row = &img.conv_var[(yy as i64 - v) as usize * img.nx..];
-                for u in -h..=h {
-                    let t = ((v + h) * SIDE as i64 + u + h) as usize;
-                    lag[t] += weight * row[(xx as i64 - u) as usize] as f64;
-                }
-            }
         }
     }
     StampSums {
