@@ -39,6 +39,9 @@ render $h200/lombscargle-nufft "H200: Lomb-Scargle by NUFFT (2026-12-02)" $h200/
 render_all $h200/imgsub/report "H200: image subtraction, the difference image, four kernels (2026-12-02)" \
   $h200/imgsub/run-7881aa6/rows $h200/imgsub/run-2f3c0d5/rows $h200/imgsub/run-36ac207/rows \
   $h200/imgsub/run-28f2559/rows
+render_all $h200/imgsub/subtract-9433d6d/report \
+  "H200: image subtraction, the difference kernel exact and with 21x21 tiles (2026-12-02)" \
+  $h200/imgsub/subtract-9433d6d/run-imgsub/results.jsonl
 render $cpu/cubature-report "2-core VM: PAGANI and m-Cubes on the cpu model and PoCL" \
   $cpu/cubature.jsonl $cpu/cubature-8d-vs-cuhre.jsonl
 render $cpu/lens-report "2-core VM: lens ci" $cpu/lens.jsonl
