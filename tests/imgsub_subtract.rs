@@ -556,3 +556,39 @@ fn not_a_number_pixels_are_masked() {
         .iter()
         .all(|d| !(d.x > 198.0 && d.x < 232.0 && d.y > 98.0 && d.y < 112.0)));
 }
+
+/// When the science image is the sharper one it is the one convolved, and D is still science − reference:
+/// the generated pair passed the other way round (its deep, sharp reference as "science") gives the same
+/// kernel sum, and its transients, present only in the "reference", come out negative.
+#[test]
+fn the_sharper_science_image_is_convolved_and_the_sign_kept() {
+    let spec = FieldSpec::new(768, 20_110_101).unwrap();
+    let field = generate(&spec);
+    let transients: Vec<(f64, f64)> = field
+        .sources
+        .iter()
+        .filter(|s| {
+            s.kind == astroport::workload::imgsub::field::Kind::Transient
+                && field.change_snr(s) >= 15.0
+                && !field.saturates(s)
+        })
+        .map(|s| (s.x, s.y))
+        .collect();
+    let mut pair = Pair::from_field(field);
+    std::mem::swap(&mut pair.reference, &mut pair.science);
+    let sub = subtract(pair, &SubtractOptions::default(), &cpu()).unwrap();
+    assert_eq!(
+        sub.direction,
+        astroport::workload::imgsub::subtract::Direction::Science
+    );
+    assert_kernel_sum_near(&sub, spec.flux_ratio);
+    assert!(transients.len() >= 5);
+    for (x, y) in transients {
+        let d = sub
+            .detections
+            .iter()
+            .find(|d| (d.x - x).hypot(d.y - y) <= 2.5)
+            .unwrap_or_else(|| panic!("transient at ({x:.1}, {y:.1}) not found"));
+        assert!(d.snr < 0.0, "transient at ({x:.1}, {y:.1}): S/N {}", d.snr);
+    }
+}
