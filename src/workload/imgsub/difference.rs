@@ -110,7 +110,7 @@ impl VaryingKernel {
             .collect();
         let design = nalgebra::DMatrix::from_fn(places.len(), TERMS, |s, m| {
             let (x, y) = places[s];
-            terms(2.0 * x / n - 1.0, 2.0 * y / n - 1.0)[m]
+            spatial_terms(2.0 * x / n - 1.0, 2.0 * y / n - 1.0)[m]
         });
         // Least squares for every tap at once: the design is the same, only the right-hand side differs.
         let pinv = design
@@ -152,7 +152,7 @@ impl VaryingKernel {
 }
 
 /// The six monomials of degree ≤ 2 in the order of cl/common/imgsub.h.
-fn terms(xh: f64, yh: f64) -> [f64; TERMS] {
+pub fn spatial_terms(xh: f64, yh: f64) -> [f64; TERMS] {
     [1.0, xh, yh, xh * xh, xh * yh, yh * yh]
 }
 

@@ -24,7 +24,8 @@
 //!   `clip_sigma` (2) robust deviations are dropped and replaced by the next candidate of their region, until
 //!   none is dropped.
 
-use super::difference::{VaryingKernel, HALF, SIDE, TERMS};
+use super::difference::{spatial_terms, VaryingKernel, HALF, SIDE, TERMS};
+use super::median;
 use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -83,11 +84,6 @@ impl Default for FitConfig {
             constant_scale: true,
         }
     }
-}
-
-/// The six spatial monomials of degree ≤ 2 (the order of cl/common/imgsub.h).
-pub fn spatial_terms(xh: f64, yh: f64) -> [f64; TERMS] {
-    [1.0, xh, yh, xh * xh, xh * yh, yh * yh]
 }
 
 /// A pixel coordinate mapped to [−1, 1] over an axis of `n` pixels, as the devices do.
@@ -291,10 +287,6 @@ pub(crate) fn sky_stats(
     if v.is_empty() {
         return (0.0, f64::INFINITY);
     }
-    let median = |v: &mut Vec<f32>| {
-        let mid = v.len() / 2;
-        *v.select_nth_unstable_by(mid, |a, b| a.total_cmp(b)).1 as f64
-    };
     let m = median(&mut v);
     let mut dev: Vec<f32> = v.iter().map(|&x| (x as f64 - m).abs() as f32).collect();
     (m, 1.4826 * median(&mut dev).max(1e-12))
@@ -541,8 +533,16 @@ pub struct KernelFit {
 
 /// Fits the kernel, background and stamps of `img` (module docs).
 pub fn fit(img: &FitImages, cfg: &FitConfig) -> Result<KernelFit, FitError> {
+    fit_stamps(img, cfg, select_stamps(img, cfg)?)
+}
+
+/// [`fit`] on stamps already selected (by [`select_stamps`] on the same images and settings).
+pub fn fit_stamps(
+    img: &FitImages,
+    cfg: &FitConfig,
+    mut regions: Vec<Vec<Stamp>>,
+) -> Result<KernelFit, FitError> {
     let basis = Basis::new(&cfg.gaussians);
-    let mut regions = select_stamps(img, cfg)?;
     let nb = basis.len();
     let cols = nb + BACKGROUND_TERMS;
     let unknowns = nb * TERMS + BACKGROUND_TERMS;

@@ -22,8 +22,10 @@
 //! PSF photometry at (x, y): F = Σ P D / V / Σ P² / V with P the local PSF shifted to (x, y), its error
 //! 1 / √(Σ P² / V), over unmasked pixels within 10 px.
 
+use super::difference::spatial_terms;
 use super::difference::{HALF, SIDE, TERMS};
-use super::fit::{normalised, spatial_terms};
+use super::fit::normalised;
+use super::{half_maximum_fwhm, median};
 use nalgebra::DMatrix;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -93,12 +95,6 @@ fn interpolate(x: f64, y: f64, value: impl Fn(i64, i64) -> f64) -> f64 {
         s += wyj * row;
     }
     s
-}
-
-/// Median of a slice (reordered).
-fn median(v: &mut [f64]) -> f64 {
-    let mid = v.len() / 2;
-    *v.select_nth_unstable_by(mid, f64::total_cmp).1
 }
 
 /// A star resampled around its centre: its place, and per model pixel the value and variance, in units of
@@ -406,30 +402,23 @@ impl PsfModel {
                 .collect();
             let mut sorted = residual.clone();
             let limit = 3.0 * median(&mut sorted).max(1.0);
-            let before = measured.len();
+            // The stars this model was fitted on, before any is dropped.
+            let fitted_on: Vec<(f64, f64)> = measured.iter().map(|s| (s.x, s.y)).collect();
             let mut keep = residual.iter().map(|&r| r <= limit);
             measured.retain(|_| keep.next().unwrap_or(false));
-            if measured.len() == before || measured.len() < 3 {
-                return Some(
-                    PsfModel {
-                        nx,
-                        ny,
-                        terms: model,
-                        stars_used: before,
-                        stars_dropped: stars.len() - before,
-                        degree,
-                        clipped_fraction,
-                        stars: Vec::new(),
-                    }
-                    .with_stars(&measured),
-                );
+            if measured.len() == fitted_on.len() || measured.len() < 3 {
+                return Some(PsfModel {
+                    nx,
+                    ny,
+                    terms: model,
+                    stars_used: fitted_on.len(),
+                    stars_dropped: stars.len() - fitted_on.len(),
+                    degree,
+                    clipped_fraction,
+                    stars: fitted_on,
+                });
             }
         }
-    }
-
-    fn with_stars(mut self, measured: &[MeasuredStar]) -> PsfModel {
-        self.stars = measured.iter().map(|s| (s.x, s.y)).collect();
-        self
     }
 
     /// The PSF image (PSF_SIDE², centred) at pixel (x, y), normalised to unit sum.
@@ -458,12 +447,7 @@ impl PsfModel {
     }
 
     pub fn summary(&self) -> PsfSummary {
-        let fwhm = |x: f64, y: f64| {
-            let p = self.at(x, y);
-            let peak = p.iter().cloned().fold(0.0, f64::max);
-            let area = p.iter().filter(|&&v| v >= 0.5 * peak).count() as f64;
-            2.0 * (area / std::f64::consts::PI).sqrt()
-        };
+        let fwhm = |x: f64, y: f64| half_maximum_fwhm(&self.at(x, y));
         let (cx, cy) = ((self.nx as f64 - 1.0) / 2.0, (self.ny as f64 - 1.0) / 2.0);
         PsfSummary {
             stars_used: self.stars_used,

@@ -15,6 +15,7 @@
 //!   saturated: its median (bias) and median absolute deviation.
 
 use super::field::MASK_SATURATED;
+use super::median;
 use super::psf::psf_flux;
 use super::subtract::Subtraction;
 use crate::inputs::{csv_rows, io_error, InputError};
@@ -110,14 +111,6 @@ pub struct Quality {
     pub photometry_stars: usize,
     pub photometry_bias: f64,
     pub photometry_mad: f64,
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// Scores `sub` against `truth`; `input_mask` is the union of the two input masks (before growing).

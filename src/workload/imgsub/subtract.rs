@@ -16,9 +16,12 @@
 
 use super::detect::{self, Detection};
 use super::difference::{DifferenceProblem, VaryingKernel, HALF};
-use super::fit::{fit, normalised, select_stamps, FitConfig, FitImages, KernelFit, StampStatus};
+use super::fit::{
+    fit_stamps, normalised, select_stamps, FitConfig, FitImages, KernelFit, StampStatus,
+};
 use super::pair::{Pair, Plane};
 use super::psf::{Planes, PsfModel, PsfSummary};
+use super::{half_maximum_fwhm, median};
 use crate::backend::{Precision, Target};
 use crate::exec::RunOptions;
 use crate::workload::Workload;
@@ -132,14 +135,13 @@ fn star_fwhm(image: &[f32], nx: usize, x: usize, y: usize) -> Option<f64> {
             }
         }
     }
-    border.sort_by(f64::total_cmp);
-    let sky = border[border.len() / 2];
-    let peak = inner.iter().cloned().fold(f64::MIN, f64::max) - sky;
+    let sky = median(&mut border);
+    inner.iter_mut().for_each(|v| *v -= sky);
+    let peak = inner.iter().cloned().fold(f64::MIN, f64::max);
     if peak.is_nan() || peak <= 0.0 {
         return None;
     }
-    let area = inner.iter().filter(|&&v| v - sky >= 0.5 * peak).count() as f64;
-    Some(2.0 * (area / std::f64::consts::PI).sqrt())
+    Some(half_maximum_fwhm(&inner))
 }
 
 fn median_fwhm(image: &[f32], nx: usize, places: &[(usize, usize)]) -> f64 {
@@ -147,11 +149,7 @@ fn median_fwhm(image: &[f32], nx: usize, places: &[(usize, usize)]) -> f64 {
         .iter()
         .filter_map(|&(x, y)| star_fwhm(image, nx, x, y))
         .collect();
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    median(&mut v)
 }
 
 fn fit_images<'a>(conv: &'a Plane, target: &'a Plane, nx: usize, ny: usize) -> FitImages<'a> {
@@ -318,8 +316,7 @@ fn residual_background(
             if samples.len() < 16 {
                 return None;
             }
-            let mid = samples.len() / 2;
-            let sky = *samples.select_nth_unstable_by(mid, f64::total_cmp).1;
+            let sky = median(&mut samples);
             let centre = |k: usize, n: usize| {
                 normalised(
                     ((k * block + ((k + 1) * block).min(n)) as f64 - 1.0) / 2.0,
@@ -404,8 +401,13 @@ pub fn subtract(
         Direction::Reference => (pair.reference, pair.science),
         Direction::Science => (pair.science, pair.reference),
     };
-    // 2. The fit.
-    let fitted = fit(&fit_images(&conv, &unconv, nx, ny), &opts.fit).map_err(|e| e.to_string())?;
+    // 2. The fit, on the probe's stamps when the reference is convolved (they were chosen on it).
+    let images = fit_images(&conv, &unconv, nx, ny);
+    let stamps = match direction {
+        Direction::Reference => probe,
+        Direction::Science => select_stamps(&images, &opts.fit).map_err(|e| e.to_string())?,
+    };
+    let fitted = fit_stamps(&images, &opts.fit, stamps).map_err(|e| e.to_string())?;
     let fit_s = start.elapsed().as_secs_f64();
     let host = Instant::now();
     // PSF stars: bright local maxima over the whole unconvolved image (measure() keeps the isolated ones).
@@ -437,8 +439,7 @@ pub fn subtract(
         .collect();
     let typical = |v: &[f32]| {
         let mut sample: Vec<f32> = v.iter().step_by(97).copied().collect();
-        let mid = sample.len() / 2;
-        *sample.select_nth_unstable_by(mid, f32::total_cmp).1 as f64
+        median(&mut sample)
     };
     let edge = edge_width(
         &fitted.kernel,
@@ -454,7 +455,8 @@ pub fn subtract(
     }
     // The convolved image's noise in D is correlated over the kernel: the matched filter's variance from
     // it is VR Σ(P ⋆ K)², not the VR Σ K² Σ P² that filtering VD would give.
-    let correlation = correlated_noise_factor(&psf.matched_filter(), &fitted.kernel);
+    let filter_taps = psf.matched_filter();
+    let correlation = correlated_noise_factor(&filter_taps, &fitted.kernel);
     let unconv_variance = unconv.variance.clone();
     let mut host_s = host.elapsed().as_secs_f64();
     // 3. The difference on the device, with the background the stamps left corrected on sky samples.
@@ -509,13 +511,8 @@ pub fn subtract(
         })
         .collect();
     drop(unconv_variance);
-    let mut filter = DifferenceProblem::matched_filter(
-        nx,
-        ny,
-        masked(&diff),
-        filter_variance,
-        &psf.matched_filter(),
-    );
+    let mut filter =
+        DifferenceProblem::matched_filter(nx, ny, masked(&diff), filter_variance, &filter_taps);
     filter.device_mem_cap = opts.device_mem_cap;
     host_s += host.elapsed().as_secs_f64();
     let filter_start = Instant::now();
