@@ -2,12 +2,13 @@
 //! 21 × 21 kernel varying as a degree-2 polynomial over the field (cl/common/imgsub.h has the arithmetic and
 //! the layout). This is the step GAISP moved to the GPU, one work-item per output pixel.
 //!
-//! Until the Alard-Lupton fit exists, the kernel is the one that matches the field's PSFs if they were
-//! Gaussian: at 5 × 5 places, flux_ratio × a normalised Gaussian of σ² = σ_sci² − σ_ref² (σ = FWHM/2.3548 of
-//! each image's PSF there), fitted per tap by least squares to the six spatial terms. The difference is then
-//! not noise-limited (the PSFs are Moffat and the science one elliptical), but every backend computes the same
-//! convolution the pipeline will.
+//! `subtract` gives it the fitted kernel (fit.rs). `run imgsub` and `bench` use the kernel that matches the
+//! field's PSFs if they were Gaussian: at 5 × 5 places, flux_ratio × a normalised Gaussian of σ² = σ_sci² −
+//! σ_ref² (σ = FWHM/2.3548 of each image's PSF there), fitted per tap by least squares to the six spatial
+//! terms. That difference is not noise-limited (the PSFs are Moffat and the science one elliptical), but every
+//! backend computes the same convolution as in the pipeline. The `cpu` model's arithmetic is in convolve.rs.
 
+use super::convolve::{convolve, Kernel, Real};
 use super::field::{generate, FieldSpec, Image};
 use crate::backend::{
     BufferSpec, DType, HostSlice, HostVec, KernelJob, Launch, Local, Precision, Program, Step,
@@ -156,31 +157,6 @@ pub fn spatial_terms(xh: f64, yh: f64) -> [f64; TERMS] {
     [1.0, xh, yh, xh * xh, xh * yh, yh * yh]
 }
 
-/// The precision the arithmetic of a run uses, as a float type.
-trait Real: Copy + Send + Sync + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> {
-    const ZERO: Self;
-    fn of(v: f64) -> Self;
-    fn get(self) -> f64;
-}
-impl Real for f32 {
-    const ZERO: Self = 0.0;
-    fn of(v: f64) -> Self {
-        v as f32
-    }
-    fn get(self) -> f64 {
-        self as f64
-    }
-}
-impl Real for f64 {
-    const ZERO: Self = 0.0;
-    fn of(v: f64) -> Self {
-        v
-    }
-    fn get(self) -> f64 {
-        self
-    }
-}
-
 /// One difference image to compute: a registered pair (the image convolved and the one it is subtracted
 /// from, with their variances) and the kernel, in both precisions.
 #[derive(Debug)]
@@ -315,8 +291,7 @@ impl DifferenceProblem {
             .map_or(x, |t| (t * self.tile + self.tile / 2).min(n - 1))
     }
 
-    /// The difference and its variance on the CPU in precision T: per output row, the kernel by Horner in
-    /// x̂ for the whole row at once (so the loops over x vectorise), summed kernel row by kernel row.
+    /// The difference and its variance on the CPU in precision T (convolve.rs has the arithmetic).
     fn cpu_difference<T: Real>(&self, terms: &[T], images: [&[T]; 4]) -> Field {
         let (nx, ny) = (self.nx, self.ny);
         let [r, vr, sci, vsci] = images;
@@ -325,80 +300,39 @@ impl DifferenceProblem {
         let xh: Vec<T> = (0..nx)
             .map(|x| T::of(self.place(x, nx) as f64 * sx - 1.0))
             .collect();
+        let yh: Vec<T> = (0..ny)
+            .map(|y| T::of(self.place(y, ny) as f64 * sy - 1.0))
+            .collect();
+        let kbar = &terms[..TAPS * TERMS];
         let bg = &terms[TAPS * TERMS..];
         let mut diff = vec![0.0f64; nx * ny];
         let mut var = vec![0.0f64; nx * ny];
-        diff.par_chunks_mut(nx)
-            .zip(var.par_chunks_mut(nx))
-            .enumerate()
-            .for_each(|(y, (d_row, v_row))| {
-                let yh = T::of(self.place(y, ny) as f64 * sy - 1.0);
-                let mut c = vec![T::ZERO; nx];
-                let mut w = vec![T::ZERO; nx];
-                let mut c_row = vec![T::ZERO; nx];
-                let mut w_row = vec![T::ZERO; nx];
-                for v in -(HALF as i64)..=HALF as i64 {
-                    let yy = y as i64 - v;
-                    if yy < 0 || yy >= ny as i64 {
-                        continue;
-                    }
-                    let (r_line, vr_line) =
-                        (&r[yy as usize * nx..][..nx], &vr[yy as usize * nx..][..nx]);
-                    c_row.iter_mut().for_each(|a| *a = T::ZERO);
-                    w_row.iter_mut().for_each(|a| *a = T::ZERO);
-                    for u in -(HALF as i64)..=HALF as i64 {
-                        let t = (v + HALF as i64) as usize * SIDE + (u + HALF as i64) as usize;
-                        let k = &terms[t * TERMS..][..TERMS];
-                        let a = k[0] + yh * (k[2] + yh * k[5]);
-                        let b = k[1] + yh * k[4];
-                        // Output x reads x − u: the valid x are those with 0 ≤ x − u < nx.
-                        let lo = u.max(0).min(nx as i64) as usize;
-                        let hi = (nx as i64 + u.min(0)).max(lo as i64) as usize;
-                        let (from, to) = ((lo as i64 - u) as usize, (hi as i64 - u) as usize);
-                        // Equal-length slices, zipped: no index checks, so the loop vectorises.
-                        if self.pass == Pass::MatchedFilter {
-                            // A constant kernel: K = Kbar_0 (a), as the device's filter takes it.
-                            let lanes = c_row[lo..hi]
-                                .iter_mut()
-                                .zip(&mut w_row[lo..hi])
-                                .zip(r_line[from..to].iter().zip(&vr_line[from..to]));
-                            for ((c, w), (&rv, &vv)) in lanes {
-                                *c = *c + a * rv;
-                                *w = *w + a * a * vv;
-                            }
-                            continue;
-                        }
-                        let k3 = k[3];
-                        let lanes = xh[lo..hi]
-                            .iter()
-                            .zip(&mut c_row[lo..hi])
-                            .zip(&mut w_row[lo..hi])
-                            .zip(r_line[from..to].iter().zip(&vr_line[from..to]));
-                        for (((&xv, c), w), (&rv, &vv)) in lanes {
-                            let kv = a + xv * (b + xv * k3);
-                            *c = *c + kv * rv;
-                            *w = *w + kv * kv * vv;
-                        }
-                    }
-                    for x in 0..nx {
-                        c[x] = c[x] + c_row[x];
-                        w[x] = w[x] + w_row[x];
-                    }
+        let outputs = [&mut diff[..], &mut var[..]];
+        if self.pass == Pass::MatchedFilter {
+            // A constant kernel: K = Kbar_0, as the device's filter takes it.
+            let taps: Vec<T> = kbar.iter().step_by(TERMS).copied().collect();
+            let kernel = Kernel::Constant { taps: &taps };
+            convolve(nx, ny, r, vr, kernel, outputs, |_, c, w, d_row, v_row| {
+                for x in 0..nx {
+                    d_row[x] = c[x].get();
+                    v_row[x] = w[x].get();
                 }
-                if self.pass == Pass::MatchedFilter {
-                    for x in 0..nx {
-                        d_row[x] = c[x].get();
-                        v_row[x] = w[x].get();
-                    }
-                    return;
-                }
+            });
+        } else {
+            let kernel = Kernel::Varying {
+                kbar,
+                xh: &xh,
+                yh: &yh,
+            };
+            convolve(nx, ny, r, vr, kernel, outputs, |y, c, w, d_row, v_row| {
                 for x in 0..nx {
                     let at = y * nx + x;
-                    let background = bg[0] + (bg[1] * xh[x] + bg[2] * yh);
+                    let background = bg[0] + (bg[1] * xh[x] + bg[2] * yh[y]);
                     d_row[x] = sci[at].get() - c[x].get() - background.get();
                     v_row[x] = vsci[at].get() + w[x].get();
                 }
             });
+        }
         Field::new(vec![diff, var])
     }
 

@@ -6,6 +6,7 @@
 //! field's truth (`score`). docs/imgsub.md says what each step does and what it measured.
 
 pub mod args;
+pub mod convolve;
 pub mod detect;
 pub mod difference;
 pub mod field;
