@@ -28,4 +28,15 @@ IMGSUB_FILTER_KERNEL(float, f32)
 #if ASTRO_HAS_FP64
 IMGSUB_KERNEL(double, f64)
 IMGSUB_FILTER_KERNEL(double, f64)
+__kernel void imgsub_gram_f64(__global const double *restrict columns, __global const double *restrict weight,
+                              __global const int *restrict pairs, const int stamps, const int m,
+                              const int entries, const int pixels, __global double *restrict gram)
+{
+    imgsub_gram_item(get_global_id(0), columns, weight, pairs, stamps, m, entries, pixels, gram);
+}
+__kernel void imgsub_lag_f64(__global const double *restrict window, __global const double *restrict weight,
+                             const int stamps, const int side, __global double *restrict lag)
+{
+    imgsub_lag_item(get_global_id(0), window, weight, stamps, side, lag);
+}
 #endif

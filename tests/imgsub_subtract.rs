@@ -11,6 +11,7 @@ use astroport::workload::imgsub::field::{generate, FieldSpec, Image};
 use astroport::workload::imgsub::fit::{fit, FitConfig, FitError, FitImages};
 use astroport::workload::imgsub::pair::Pair;
 use astroport::workload::imgsub::score::{score, TruthRow};
+use astroport::workload::imgsub::stamp_sums::StampBatch;
 use astroport::workload::imgsub::subtract::{subtract, SubtractOptions, Subtraction};
 use astroport::workload::Workload;
 
@@ -331,6 +332,122 @@ fn every_backend_subtracts_as_the_cpu_model_does() {
             places(&sub),
             places(&reference),
             "{} (cap {cap:?}): detections",
+            target.id()
+        );
+    }
+}
+
+/// A batch of `stamps` random sub-stamps of the fit's shape (49 basis images + 3 background terms + the
+/// target, 31 × 31 pixels), from a fixed seed.
+fn random_batch(stamps: usize, seed: u64) -> StampBatch {
+    let mut state = seed;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let (columns, side) = (53, 31);
+    let span = side + 2 * HALF;
+    StampBatch {
+        stamps,
+        columns,
+        side,
+        data: (0..stamps * columns * side * side)
+            .map(|_| 200.0 * next() - 100.0)
+            .collect(),
+        weight: (0..stamps * side * side).map(|_| 0.01 + next()).collect(),
+        window: (0..stamps * span * span)
+            .map(|_| 50.0 + 100.0 * next())
+            .collect(),
+    }
+}
+
+/// The fit's stamp sums: the `cpu` model against the plain sums, and every device (whole, and cut into groups
+/// of stamps under a 4 MiB cap) against the `cpu` model, every entry within 1e-12 of Σ|terms|.
+#[test]
+fn the_stamp_sums_agree_on_every_backend() {
+    let batch = random_batch(23, 5);
+    let (m, side) = (batch.columns, batch.side);
+    let (p, span) = (side * side, side + 2 * HALF);
+    let reference = batch.sums_cpu();
+    // Σ|w a b| per Gram entry and Σ|w VR| per lag, by plain loops: the scale of each sum's rounding, and the
+    // plain sums themselves as the oracle of the `cpu` model.
+    let mut scale_gram = vec![0.0; reference.gram.len()];
+    let mut scale_lag = vec![0.0; reference.lag.len()];
+    for s in 0..batch.stamps {
+        let col = |a: usize| &batch.data[(s * m + a) * p..][..p];
+        let w = &batch.weight[s * p..][..p];
+        for a in 0..m {
+            for b in 0..m {
+                let (mut sum, mut abs) = (0.0, 0.0);
+                for ((&wi, &x), &y) in w.iter().zip(col(a)).zip(col(b)) {
+                    let t = wi * x * y;
+                    sum += t;
+                    abs += t.abs();
+                }
+                let at = s * m * m + a * m + b;
+                scale_gram[at] = abs;
+                let g = reference.gram[at];
+                assert!(
+                    (g - sum).abs() <= 1e-12 * abs,
+                    "cpu Gram ({s}, {a}, {b}): {g} vs {sum}"
+                );
+            }
+        }
+        let var = &batch.window[s * span * span..][..span * span];
+        for t in 0..(2 * HALF + 1) * (2 * HALF + 1) {
+            let (u, v) = (
+                (t % (2 * HALF + 1)) as i64 - HALF as i64,
+                (t / (2 * HALF + 1)) as i64 - HALF as i64,
+            );
+            let (mut sum, mut abs) = (0.0, 0.0);
+            for j in 0..side {
+                for i in 0..side {
+                    // Pixel (i, j) of the stamp is window pixel (i + HALF, j + HALF); it reads p − (u, v).
+                    let at = (j as i64 + HALF as i64 - v) as usize * span
+                        + (i as i64 + HALF as i64 - u) as usize;
+                    let term = w[j * side + i] * var[at];
+                    sum += term;
+                    abs += term.abs();
+                }
+            }
+            let at = s * (2 * HALF + 1) * (2 * HALF + 1) + t;
+            scale_lag[at] = abs;
+            let l = reference.lag[at];
+            assert!(
+                (l - sum).abs() <= 1e-12 * abs,
+                "cpu lag ({s}, {t}): {l} vs {sum}"
+            );
+        }
+    }
+    let d = discover();
+    let devices = common::devices(&d);
+    for (target, cap) in devices
+        .iter()
+        .flat_map(|t| [(t, None), (t, Some(4u64 << 20))])
+    {
+        let (sums, seconds) = batch.sums_on(target, cap).unwrap();
+        assert!(seconds > 0.0, "{}: no time", target.id());
+        let worst = |got: &[f64], want: &[f64], scale: &[f64]| {
+            assert_eq!(got.len(), want.len());
+            got.iter()
+                .zip(want)
+                .zip(scale)
+                .map(|((g, w), s)| {
+                    if g.is_nan() {
+                        f64::INFINITY
+                    } else {
+                        (g - w).abs() / s
+                    }
+                })
+                .fold(0.0, f64::max)
+        };
+        let g = worst(&sums.gram, &reference.gram, &scale_gram);
+        let l = worst(&sums.lag, &reference.lag, &scale_lag);
+        assert!(
+            g <= 1e-12 && l <= 1e-12,
+            "{} (cap {cap:?}): Gram off by {g:.2e}, lags by {l:.2e}",
             target.id()
         );
     }

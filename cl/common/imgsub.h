@@ -145,6 +145,53 @@ ASTRO_FN int imgsub_place(int x, int tile, int n)
         }                                                                                                        \
     }
 
+#if ASTRO_HAS_FP64
+/* The kernel fit's stamp sums (src/workload/imgsub/fit.rs and stamp_sums.rs), float64 only. A stamp holds M
+ * columns of `pixels` values (its basis images R (x) K_n, the three background terms 1, x^, y^, and the target
+ * image last) and a weight per pixel, w = 1 / (VI + sum K^2 VR). Entry e of the upper triangle, (a, b) =
+ * (pairs[2e], pairs[2e + 1]) with a <= b, is G_ab = sum_p w_p col_a(p) col_b(p): the Gram matrix, the
+ * right-hand side (b = M - 1) and sum w I^2 (a = b = M - 1) at once. One work-item per (stamp, entry), the
+ * pixels summed in order. */
+ASTRO_FN void imgsub_gram_item(size_t gid, ASTRO_GLOBAL const double *ASTRO_RESTRICT columns,
+                               ASTRO_GLOBAL const double *ASTRO_RESTRICT weight,
+                               ASTRO_GLOBAL const int *ASTRO_RESTRICT pairs, int stamps, int m, int entries,
+                               int pixels, ASTRO_GLOBAL double *ASTRO_RESTRICT gram)
+{
+    if (gid >= (size_t)stamps * (size_t)entries) return;
+    const size_t s = gid / (size_t)entries;
+    const int e = (int)(gid % (size_t)entries);
+    ASTRO_GLOBAL const double *ca = columns + (s * (size_t)m + (size_t)pairs[2 * e]) * (size_t)pixels;
+    ASTRO_GLOBAL const double *cb = columns + (s * (size_t)m + (size_t)pairs[2 * e + 1]) * (size_t)pixels;
+    ASTRO_GLOBAL const double *w = weight + s * (size_t)pixels;
+    double sum = 0.0;
+    for (int p = 0; p < pixels; ++p) sum += (w[p] * ca[p]) * cb[p];
+    gram[gid] = sum;
+}
+
+/* The same stamps' noise lags S(u, v) = sum_p w_p VR(p - (u, v)) for the IMG_SIDE^2 taps: VR is the stamp's
+ * window of the convolved image's variance, (side + 2H)^2 values from (x - half - H, y - half - H), and the
+ * stamp is side x side pixels. One work-item per (stamp, tap). */
+ASTRO_FN void imgsub_lag_item(size_t gid, ASTRO_GLOBAL const double *ASTRO_RESTRICT window,
+                              ASTRO_GLOBAL const double *ASTRO_RESTRICT weight, int stamps, int side,
+                              ASTRO_GLOBAL double *ASTRO_RESTRICT lag)
+{
+    const int taps = IMG_SIDE * IMG_SIDE;
+    if (gid >= (size_t)stamps * (size_t)taps) return;
+    const size_t s = gid / (size_t)taps;
+    const int t = (int)(gid % (size_t)taps);
+    const int u = t % IMG_SIDE - IMG_HALF, v = t / IMG_SIDE - IMG_HALF;
+    const int span = side + 2 * IMG_HALF;
+    ASTRO_GLOBAL const double *var = window + s * (size_t)span * (size_t)span;
+    ASTRO_GLOBAL const double *w = weight + s * (size_t)side * (size_t)side;
+    double sum = 0.0;
+    for (int j = 0; j < side; ++j) {
+        ASTRO_GLOBAL const double *row = var + (size_t)(j + IMG_HALF - v) * (size_t)span + (IMG_HALF - u);
+        for (int i = 0; i < side; ++i) sum += w[j * side + i] * row[i];
+    }
+    lag[gid] = sum;
+}
+#endif
+
 IMGSUB_DIFFERENCE(float, f32, IMG_PIXELS_F32)
 IMGSUB_FILTER(float, f32, IMG_PIXELS_F32)
 #if ASTRO_HAS_FP64

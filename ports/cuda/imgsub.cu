@@ -27,11 +27,23 @@ IMGSUB_KERNEL(float, f32)
 IMGSUB_KERNEL(double, f64)
 IMGSUB_FILTER_KERNEL(float, f32)
 IMGSUB_FILTER_KERNEL(double, f64)
+__global__ void imgsub_gram_f64(const double *__restrict__ columns, const double *__restrict__ weight,
+                                const int *__restrict__ pairs, int stamps, int m, int entries, int pixels,
+                                double *__restrict__ gram)
+{
+    imgsub_gram_item(global_id(), columns, weight, pairs, stamps, m, entries, pixels, gram);
+}
+__global__ void imgsub_lag_f64(const double *__restrict__ window, const double *__restrict__ weight, int stamps,
+                               int side, double *__restrict__ lag)
+{
+    imgsub_lag_item(global_id(), window, weight, stamps, side, lag);
+}
 
 namespace astroport_cuda {
 #define IMGSUB_ENTRY(k) {#k, reinterpret_cast<const void *>(&k)}
 extern const KernelEntry imgsub_kernels[] = {IMGSUB_ENTRY(imgsub_difference_f32), IMGSUB_ENTRY(imgsub_difference_f64),
-                                             IMGSUB_ENTRY(imgsub_filter_f32), IMGSUB_ENTRY(imgsub_filter_f64)};
+                                             IMGSUB_ENTRY(imgsub_filter_f32), IMGSUB_ENTRY(imgsub_filter_f64),
+                                             IMGSUB_ENTRY(imgsub_gram_f64), IMGSUB_ENTRY(imgsub_lag_f64)};
 #undef IMGSUB_ENTRY
 extern const int imgsub_kernel_count = sizeof(imgsub_kernels) / sizeof(imgsub_kernels[0]);
 }  // namespace astroport_cuda

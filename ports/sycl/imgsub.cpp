@@ -26,3 +26,12 @@ IMGSUB_KERNEL(float, f32)
 IMGSUB_KERNEL(double, f64)
 IMGSUB_FILTER_KERNEL(float, f32)
 IMGSUB_FILTER_KERNEL(double, f64)
+IMGSUB_ENTRY imgsub_gram_f64(const double *columns, const double *weight, const int *pairs, int stamps, int m,
+                             int entries, int pixels, double *gram)
+{
+    imgsub_gram_item(global_id(), columns, weight, pairs, stamps, m, entries, pixels, gram);
+}
+IMGSUB_ENTRY imgsub_lag_f64(const double *window, const double *weight, int stamps, int side, double *lag)
+{
+    imgsub_lag_item(global_id(), window, weight, stamps, side, lag);
+}

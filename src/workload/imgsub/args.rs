@@ -271,11 +271,13 @@ impl ToolArgs for SubtractArgs {
             d.kernel_sum_grid.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
         );
         println!(
-            "  {} detections at {}σ; time: read {read_s:.3} s, fit {:.3} s, difference {:.2} ms ({:.3} s wall), \
-             filter {:.2} ms ({:.3} s wall), host {:.3} s, subtraction {:.3} s, write {write_s:.3} s",
+            "  {} detections at {}σ; time: read {read_s:.3} s, fit {:.3} s (stamp sums {:.2} ms), difference \
+             {:.2} ms ({:.3} s wall), filter {:.2} ms ({:.3} s wall), host {:.3} s, subtraction {:.3} s, write \
+             {write_s:.3} s",
             sub.detections.len(),
             self.threshold,
             t.fit_s,
+            t.stamp_sums_s * 1e3,
             t.difference_s * 1e3,
             t.difference_wall_s,
             t.filter_s * 1e3,

@@ -26,6 +26,9 @@
 
 use super::difference::{spatial_terms, VaryingKernel, HALF, SIDE, TERMS};
 use super::median;
+use super::stamp_sums::{BatchSums, StampBatch};
+use crate::backend::cpu::CpuTarget;
+use crate::backend::Target;
 use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -310,6 +313,8 @@ pub enum FitError {
         condition: f64,
         stamps: usize,
     },
+    /// The backend that sums the stamps failed.
+    Backend(String),
 }
 
 impl std::fmt::Display for FitError {
@@ -349,6 +354,7 @@ impl std::fmt::Display for FitError {
                 "kernel fit: the least-squares system of {stamps} stamps is singular (condition number \
                  {condition:.2e}): the stamps do not constrain the kernel's spatial variation"
             ),
+            FitError::Backend(e) => write!(f, "kernel fit: stamp sums: {e}"),
         }
     }
 }
@@ -529,18 +535,27 @@ pub struct KernelFit {
     pub basis_size: usize,
     /// The factor the kernel was scaled by for the convolved image's noise ([`rescale`]).
     pub noise_rescale: f64,
+    /// Where the stamp sums ran, how many stamp sums were made, and their time (device events, or the host
+    /// clock on `cpu`), summed over the iterations.
+    pub sums_backend: String,
+    pub stamp_sums: usize,
+    pub sums_seconds: f64,
 }
 
 /// Fits the kernel, background and stamps of `img` (module docs).
 pub fn fit(img: &FitImages, cfg: &FitConfig) -> Result<KernelFit, FitError> {
-    fit_stamps(img, cfg, select_stamps(img, cfg)?)
+    let host = Target::Cpu(CpuTarget::new());
+    fit_stamps(img, cfg, select_stamps(img, cfg)?, &host, None)
 }
 
-/// [`fit`] on stamps already selected (by [`select_stamps`] on the same images and settings).
+/// [`fit`] on stamps already selected (by [`select_stamps`] on the same images and settings), with the
+/// stamp sums on `target` (in groups that fit `mem_cap` bytes, when given).
 pub fn fit_stamps(
     img: &FitImages,
     cfg: &FitConfig,
     mut regions: Vec<Vec<Stamp>>,
+    target: &Target,
+    mem_cap: Option<u64>,
 ) -> Result<KernelFit, FitError> {
     let basis = Basis::new(&cfg.gaussians);
     let nb = basis.len();
@@ -551,6 +566,10 @@ pub fn fit_stamps(
     let mut images: std::collections::HashMap<(usize, usize), std::sync::Arc<Vec<f64>>> =
         std::collections::HashMap::new();
     let mut sum_k2 = 0.0; // Σ K² at the field's centre: 0 until a first kernel exists.
+                          // A stamp's sums depend on its pixels and sum_k2 alone, which is set once: kept until it changes.
+    let mut summed: std::collections::HashMap<(usize, usize), std::sync::Arc<StampSums>> =
+        std::collections::HashMap::new();
+    let (mut stamp_sums_made, mut sums_seconds) = (0, 0.0);
     let mut iterations = 0;
     loop {
         iterations += 1;
@@ -584,13 +603,27 @@ pub fn fit_stamps(
         for (p, c) in made {
             images.insert(p, std::sync::Arc::new(c));
         }
-        let sums: Vec<StampSums> = fitted
-            .par_iter()
-            .map(|&(r, k)| {
-                let s = &regions[r][k];
-                stamp_sums(img, &images[&(s.x, s.y)], nb, s.x, s.y, half, sum_k2)
-            })
+        let places_xy: Vec<(usize, usize)> = fitted
+            .iter()
+            .map(|&(r, k)| (regions[r][k].x, regions[r][k].y))
             .collect();
+        let unsummed: Vec<(usize, usize)> = places_xy
+            .iter()
+            .copied()
+            .filter(|p| !summed.contains_key(p))
+            .collect();
+        if !unsummed.is_empty() {
+            let batch = stamp_batch(img, &images, &unsummed, nb, half, sum_k2);
+            let (batch_sums, seconds) =
+                batch.sums_on(target, mem_cap).map_err(FitError::Backend)?;
+            sums_seconds += seconds;
+            stamp_sums_made += unsummed.len();
+            for (i, p) in unsummed.iter().enumerate() {
+                summed.insert(*p, std::sync::Arc::new(unpack(&batch, &batch_sums, i, nb)));
+            }
+        }
+        let sums: Vec<std::sync::Arc<StampSums>> =
+            places_xy.iter().map(|p| summed[p].clone()).collect();
         // The global normal equations.
         let mut a = DMatrix::<f64>::zeros(unknowns, unknowns);
         let mut b = DVector::<f64>::zeros(unknowns);
@@ -689,6 +722,7 @@ pub fn fit_stamps(
         let new_k2 = kernel_sum_squares(&kernel, 0.0, 0.0);
         if sum_k2 == 0.0 {
             sum_k2 = new_k2.max(f64::MIN_POSITIVE);
+            summed.clear();
             continue;
         }
         let mut sorted = chi2.clone();
@@ -720,6 +754,9 @@ pub fn fit_stamps(
                 iterations,
                 mean_chi2_per_pixel: chi2.iter().sum::<f64>() / chi2.len() as f64,
                 basis_size: nb,
+                sums_backend: target.id(),
+                stamp_sums: stamp_sums_made,
+                sums_seconds,
             });
         }
     }
@@ -735,7 +772,7 @@ pub fn fit_stamps(
 fn rescale(
     kernel: &VaryingKernel,
     x: &[f64],
-    sums: &[StampSums],
+    sums: &[std::sync::Arc<StampSums>],
     places: &[[f64; TERMS]],
     nb: usize,
 ) -> Option<(VaryingKernel, [f64; BACKGROUND_TERMS], f64)> {
@@ -802,70 +839,78 @@ fn promote_spare(region: &mut [Stamp], half: usize) {
     }
 }
 
-/// A stamp's Gram matrix and right-hand side over its basis images and the background terms, each pixel
-/// weighted by 1 / (VI + Σ K² VR).
-fn stamp_sums(
+/// The stamps at `places` as a batch for the backends: per stamp, its basis images, the background terms
+/// 1, x̂, ŷ and the target as columns, each pixel weighted by 1 / (VI + Σ K² VR), and the convolved image's
+/// variance around it.
+fn stamp_batch(
     img: &FitImages,
-    conv: &[f64],
+    images: &std::collections::HashMap<(usize, usize), std::sync::Arc<Vec<f64>>>,
+    places: &[(usize, usize)],
     nb: usize,
-    x: usize,
-    y: usize,
     half: usize,
     sum_k2: f64,
-) -> StampSums {
-    let w = 2 * half + 1;
-    let pixels = w * w;
+) -> StampBatch {
+    let side = 2 * half + 1;
+    let pixels = side * side;
+    let span = side + 2 * HALF;
+    let columns = nb + BACKGROUND_TERMS + 1;
+    let per_stamp: Vec<(Vec<f64>, Vec<f64>, Vec<f64>)> = places
+        .par_iter()
+        .map(|&(x, y)| {
+            let mut data = Vec::with_capacity(columns * pixels);
+            data.extend_from_slice(&images[&(x, y)][..nb * pixels]);
+            let (x0, y0) = (x - half, y - half);
+            let at = |i: usize, j: usize| (y0 + j) * img.nx + x0 + i;
+            let all = |f: &dyn Fn(usize, usize) -> f64| {
+                (0..pixels)
+                    .map(move |p| f(p % side, p / side))
+                    .collect::<Vec<f64>>()
+            };
+            data.extend(all(&|_, _| 1.0));
+            data.extend(all(&|i, _| normalised((x0 + i) as f64, img.nx)));
+            data.extend(all(&|_, j| normalised((y0 + j) as f64, img.ny)));
+            data.extend(all(&|i, j| img.target[at(i, j)] as f64));
+            let weight = all(&|i, j| {
+                let var = img.target_var[at(i, j)] as f64 + sum_k2 * img.conv_var[at(i, j)] as f64;
+                1.0 / var.max(1e-30)
+            });
+            let (wx, wy) = (x0 - HALF, y0 - HALF);
+            let window: Vec<f64> = (0..span * span)
+                .map(|q| img.conv_var[(wy + q / span) * img.nx + wx + q % span] as f64)
+                .collect();
+            (data, weight, window)
+        })
+        .collect();
+    let mut batch = StampBatch {
+        stamps: places.len(),
+        columns,
+        side,
+        data: Vec::with_capacity(places.len() * columns * pixels),
+        weight: Vec::with_capacity(places.len() * pixels),
+        window: Vec::with_capacity(places.len() * span * span),
+    };
+    for (data, weight, window) in per_stamp {
+        batch.data.extend(data);
+        batch.weight.extend(weight);
+        batch.window.extend(window);
+    }
+    batch
+}
+
+/// Stamp `i`'s share of the normal equations from its batch sums: the Gram matrix of the basis and
+/// background columns, the right-hand side (their products with the target, the last column) and Σ w I².
+fn unpack(batch: &StampBatch, sums: &BatchSums, i: usize, nb: usize) -> StampSums {
+    let m = batch.columns;
     let cols = nb + BACKGROUND_TERMS;
-    let mut gram = vec![0.0; cols * cols];
-    let mut rhs = vec![0.0; cols];
-    let mut target2 = 0.0;
-    let mut column = vec![0.0; cols];
-    // S(u) = Σ_p w_p VR(p − u) over the stamp, for every tap u.
-    let h = HALF as i64;
-    let mut lag = vec![0.0; TAPS];
-    for j in 0..w {
-        let yy = y - half + j;
-        for i in 0..w {
-            let xx = x - half + i;
-            let at = yy * img.nx + xx;
-            let var = img.target_var[at] as f64 + sum_k2 * img.conv_var[at] as f64;
-            let weight = 1.0 / var.max(1e-30);
-            for v in -h..=h {
-                let row = &img.conv_var[(yy as i64 - v) as usize * img.nx..];
-                for u in -h..=h {
-                    let t = ((v + h) * SIDE as i64 + u + h) as usize;
-                    lag[t] += weight * row[(xx as i64 - u) as usize] as f64;
-                }
-            }
-            let t = img.target[at] as f64;
-            let pix = j * w + i;
-            for (n, c) in column.iter_mut().enumerate().take(nb) {
-                *c = conv[n * pixels + pix];
-            }
-            column[nb] = 1.0;
-            column[nb + 1] = normalised(xx as f64, img.nx);
-            column[nb + 2] = normalised(yy as f64, img.ny);
-            target2 += weight * t * t;
-            for a in 0..cols {
-                let wa = weight * column[a];
-                rhs[a] += wa * t;
-                for bcol in a..cols {
-                    gram[a * cols + bcol] += wa * column[bcol];
-                }
-            }
-        }
-    }
-    for a in 0..cols {
-        for bcol in 0..a {
-            gram[a * cols + bcol] = gram[bcol * cols + a];
-        }
-    }
+    let g = &sums.gram[i * m * m..][..m * m];
     StampSums {
-        gram,
-        lag,
-        rhs,
-        target2,
-        pixels,
+        gram: (0..cols * cols)
+            .map(|e| g[(e / cols) * m + e % cols])
+            .collect(),
+        lag: sums.lag[i * TAPS..][..TAPS].to_vec(),
+        rhs: (0..cols).map(|a| g[a * m + cols]).collect(),
+        target2: g[cols * m + cols],
+        pixels: batch.pixels(),
     }
 }
 

@@ -15,6 +15,7 @@ pub mod io;
 pub mod pair;
 pub mod psf;
 pub mod score;
+pub mod stamp_sums;
 pub mod subtract;
 
 pub use difference::{DifferenceProblem, VaryingKernel};

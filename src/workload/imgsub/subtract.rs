@@ -74,8 +74,11 @@ impl Default for SubtractOptions {
 /// Seconds spent in each step.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Timings {
-    /// Stamps, FWHMs and the kernel fit (host, float64).
+    /// Stamps, FWHMs and the kernel fit (float64), wall clock.
     pub fit_s: f64,
+    /// Of which the stamp sums on the backend (device events, or the host clock on `cpu`), summed over
+    /// the fit's iterations.
+    pub stamp_sums_s: f64,
     /// The difference and its variance: device events (median of the repeats), or the host clock on `cpu`.
     pub difference_s: f64,
     /// The matched filter, timed the same way.
@@ -407,8 +410,10 @@ pub fn subtract(
         Direction::Reference => probe,
         Direction::Science => select_stamps(&images, &opts.fit).map_err(|e| e.to_string())?,
     };
-    let fitted = fit_stamps(&images, &opts.fit, stamps).map_err(|e| e.to_string())?;
+    let fitted = fit_stamps(&images, &opts.fit, stamps, target, opts.device_mem_cap)
+        .map_err(|e| e.to_string())?;
     let fit_s = start.elapsed().as_secs_f64();
+    let sums_s = fitted.sums_seconds;
     let host = Instant::now();
     // PSF stars: bright local maxima over the whole unconvolved image (measure() keeps the isolated ones).
     let stars = super::psf::candidates(&unconv.data, &unconv.mask, nx, ny);
@@ -549,6 +554,7 @@ pub fn subtract(
         detections,
         timings: Timings {
             fit_s,
+            stamp_sums_s: sums_s,
             difference_s,
             filter_s,
             difference_wall_s,
