@@ -100,8 +100,9 @@ impl ProblemArgs {
 pub struct LensArgs {
     #[command(flatten)]
     pub problem: ProblemArgs,
-    /// Modes, comma-separated or repeated: f32, f64, or a mixed-precision scheme (mixed, mixed-patches,
-    /// mixed-paper, mixed-budget; docs/lens.md).
+    /// Modes, comma-separated or repeated: f32, f64, a mixed-precision scheme (mixed, mixed-patches,
+    /// mixed-paper, mixed-budget), or split (the near/far split within the same budget; `cpu` model only
+    /// so far); docs/lens.md.
     #[arg(long = "precision", value_delimiter = ',', default_value = "f32")]
     pub modes: Vec<LensMode>,
 }

@@ -16,6 +16,7 @@ impl LensProblem {
             LensMode::F32 => self.cpu_grid(&self.tables32),
             LensMode::F64 => self.cpu_grid(&self.tables64),
             LensMode::Mixed(scheme) => self.cpu_mixed(scheme),
+            LensMode::Split => self.cpu_split(),
         }
     }
 
@@ -73,7 +74,7 @@ impl LensProblem {
     }
 
     /// Float64 deflection at pixel (i, j) from the float64 tables (the recompute of a flagged pixel).
-    fn point64(&self, i: usize, j: usize) -> (f64, f64) {
+    pub(super) fn point64(&self, i: usize, j: usize) -> (f64, f64) {
         let t = &self.tables64;
         let (fi, fj, h) = (i as f64, j as f64, self.pixel);
         let (mut ax, mut ay) = (0.0, 0.0);

@@ -19,6 +19,9 @@ pub enum LensMode {
     F64,
     /// A float32 grid with float64 recomputed where the scheme flags a pixel.
     Mixed(MixedScheme),
+    /// The near/far split (split.rs): galaxies through an interpolated coarse field with exact near
+    /// terms, within the same error budget as `mixed-budget`; float64 arithmetic on the `cpu` model.
+    Split,
 }
 
 /// The mixed-precision schemes.
@@ -39,13 +42,14 @@ pub enum MixedScheme {
 }
 
 impl LensMode {
-    pub const ALL: [LensMode; 6] = [
+    pub const ALL: [LensMode; 7] = [
         LensMode::F32,
         LensMode::F64,
         LensMode::Mixed(MixedScheme::Delta),
         LensMode::Mixed(MixedScheme::DeltaPatches),
         LensMode::Mixed(MixedScheme::Paper),
         LensMode::Mixed(MixedScheme::Budget),
+        LensMode::Split,
     ];
     pub const MIXED: [LensMode; 4] = [
         LensMode::Mixed(MixedScheme::Delta),
@@ -74,12 +78,13 @@ impl Mode for LensMode {
             LensMode::Mixed(MixedScheme::DeltaPatches) => "mixed-patches",
             LensMode::Mixed(MixedScheme::Paper) => "mixed-paper",
             LensMode::Mixed(MixedScheme::Budget) => "mixed-budget",
+            LensMode::Split => "split",
         }
     }
     /// Mixed schemes do nearly all their work in the float32 grid.
     fn precision(self) -> Precision {
         match self {
-            LensMode::F64 => Precision::F64,
+            LensMode::F64 | LensMode::Split => Precision::F64,
             _ => Precision::F32,
         }
     }
@@ -103,7 +108,7 @@ impl std::str::FromStr for LensMode {
             .find(|m| m.name() == s)
             .ok_or_else(|| {
                 format!(
-                    "unknown lens mode '{s}' (expected f32, f64, mixed, mixed-patches, mixed-paper or mixed-budget)"
+                    "unknown lens mode '{s}' (expected f32, f64, mixed, mixed-patches, mixed-paper, mixed-budget or split)"
                 )
             })
     }

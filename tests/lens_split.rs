@@ -1,0 +1,103 @@
+//! The near/far split of the lens grid (issue 17) on the `cpu` model: every pixel against the float64 direct
+//! reference with the paper's per-pixel budget, for the paper's galaxies, realistic ones, a dPIE catalogue
+//! and a size and seed it was not tuned on; device backends say that the split has no kernels yet.
+
+mod common;
+
+use astroport::backend::{discover, open, Choice};
+use astroport::bench;
+use astroport::exec::RunOptions;
+use astroport::results::{Row, Status};
+use astroport::workload::lens::{HaloProfile, LensMode, LensOptions, LensProblem, Preset};
+
+fn detail(r: &Row, key: &str) -> Option<f64> {
+    r.details.as_ref()?.get(key)?.as_f64()
+}
+
+/// The split and mixed-budget rows on the `cpu` model; the split row must pass (the paper's budget at every
+/// pixel), recompute at most a few times what mixed-budget does (its bound is up to 2.5 times the float32
+/// estimate, and the area above a magnification falls as its inverse square), and use a real split.
+fn check_split(p: &LensProblem, what: &str) -> Row {
+    let cpu = open("cpu").unwrap();
+    let rows = bench::run(
+        p,
+        &[LensMode::BUDGET, LensMode::Split],
+        &[Choice::Run(&cpu)],
+        &RunOptions::once(),
+        &mut |_| {},
+    );
+    let [budget, r]: [Row; 2] = rows.try_into().expect("two rows");
+    assert_eq!(r.status, Status::Ok, "{what}: {}", r.reason);
+    let accuracy = r.accuracy.as_ref().expect("verified");
+    assert!(accuracy.pass, "{what}: {accuracy:?}");
+    assert_eq!(detail(&r, "pixels_over_budget"), Some(0.0), "{what}");
+    let fraction = detail(&r, "recomputed_fraction").expect("reported");
+    let direct = detail(&budget, "recomputed_fraction").expect("reported");
+    assert!(
+        fraction <= 8.0 * direct + 1e-3,
+        "{what}: the split recomputes {fraction}, mixed-budget {direct}"
+    );
+    let plan = &r.details.as_ref().unwrap()["split"];
+    assert!(plan["galaxies"].as_f64().unwrap() > 0.0, "{what}: {plan}");
+    assert!(plan["step"].as_f64().unwrap() >= 2.0, "{what}: {plan}");
+    r
+}
+
+#[test]
+fn the_split_meets_the_budget_with_the_papers_galaxies() {
+    let p = LensProblem::preset(Preset::Ci, &LensOptions::default()).unwrap();
+    check_split(&p, "ci, 10-15 km/s");
+}
+
+#[test]
+fn the_split_meets_the_budget_with_realistic_galaxies() {
+    let opts = LensOptions {
+        galaxy_sigma: (110.0, 130.0),
+        ..LensOptions::default()
+    };
+    let p = LensProblem::preset(Preset::Ci, &opts).unwrap();
+    check_split(&p, "ci, 110-130 km/s");
+}
+
+#[test]
+fn the_split_meets_the_budget_with_dpie_halos() {
+    let opts = LensOptions {
+        profile: HaloProfile::Dpie,
+        ..LensOptions::default()
+    };
+    let p = LensProblem::preset(Preset::Ci, &opts).unwrap();
+    check_split(&p, "ci, dPIE");
+}
+
+#[test]
+fn the_split_meets_the_budget_on_an_untuned_grid() {
+    let opts = LensOptions {
+        n: Some(777),
+        seed: 9,
+        galaxy_sigma: (40.0, 90.0),
+        ..LensOptions::default()
+    };
+    let p = LensProblem::preset(Preset::Ci, &opts).unwrap();
+    check_split(&p, "777², seed 9, 40-90 km/s");
+}
+
+/// A device is not skipped silently: its split row says why it did not run.
+#[test]
+fn devices_say_the_split_has_no_kernels() {
+    let d = discover();
+    let devices = common::devices(&d);
+    let p = LensProblem::preset(Preset::Tiny, &LensOptions::default()).unwrap();
+    let choices: Vec<Choice> = devices.iter().map(|t| Choice::Run(t)).collect();
+    let rows = bench::run(
+        &p,
+        &[LensMode::Split],
+        &choices,
+        &RunOptions::once(),
+        &mut |_| {},
+    );
+    assert_eq!(rows.len(), devices.len());
+    for r in rows {
+        assert_eq!(r.status, Status::NotBuilt, "{}", r.backend);
+        assert!(r.reason.contains("split"), "{}: {}", r.backend, r.reason);
+    }
+}
