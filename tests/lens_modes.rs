@@ -221,7 +221,7 @@ fn chi2_same_images_on_every_backend() {
     let d = discover();
     let mut ran = Vec::new();
     for t in &d.targets {
-        let r = chi2::evaluate(&p, &systems, t, &RunOptions::once())
+        let r = chi2::evaluate(&p, &systems, t, LensMode::BUDGET, &RunOptions::once())
             .unwrap_or_else(|e| panic!("{}: {e}", t.id()))
             .output;
         let shift = chi2::worst_shift(&pred_ref, &r.predicted);

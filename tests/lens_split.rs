@@ -101,3 +101,26 @@ fn devices_say_the_split_has_no_kernels() {
         assert!(r.reason.contains("split"), "{}: {}", r.backend, r.reason);
     }
 }
+
+/// The χ² with the split grid finds the reference's images (each within the 1.5-pixel merge radius).
+#[test]
+fn the_chi2_with_the_split_finds_the_references_images() {
+    use astroport::workload::lens::chi2::Chi2Problem;
+    use astroport::workload::lens::mock::{mock_systems, MockOptions};
+    let p = LensProblem::preset(Preset::Ci, &LensOptions::default()).unwrap();
+    let systems = mock_systems(&p, &MockOptions::default()).unwrap();
+    let problem = Chi2Problem::new(p, systems).unwrap();
+    let cpu = open("cpu").unwrap();
+    let rows = bench::run(
+        &problem,
+        &[LensMode::Split],
+        &[Choice::Run(&cpu)],
+        &RunOptions::once(),
+        &mut |_| {},
+    );
+    let r = &rows[0];
+    assert_eq!(r.status, Status::Ok, "{}", r.reason);
+    assert!(detail(r, "images").unwrap() > 50.0);
+    assert_eq!(detail(r, "missing"), detail(r, "reference_missing"));
+    assert!(detail(r, "worst_shift_arcsec").unwrap() <= 1.5 * problem.problem.pixel);
+}

@@ -133,6 +133,17 @@ pub struct Chi2Args {
     /// Write the systems used to this CSV file.
     #[arg(long)]
     pub write_images: Option<PathBuf>,
+    /// Grid methods, comma-separated or repeated: direct (the mixed-budget grid) or split (the near/far
+    /// split within the same budget; `cpu` model only so far).
+    #[arg(long = "method", value_delimiter = ',', default_value = "direct")]
+    pub methods: Vec<Method>,
+}
+
+/// How the χ²'s deflection grid is formed.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Direct,
+    Split,
 }
 
 impl Chi2Args {
@@ -161,7 +172,13 @@ impl WorkloadArgs for Chi2Args {
         Ok(vec![Chi2Problem::new(problem, systems)?])
     }
     fn modes(&self) -> Vec<LensMode> {
-        vec![LensMode::BUDGET]
+        self.methods
+            .iter()
+            .map(|m| match m {
+                Method::Direct => LensMode::BUDGET,
+                Method::Split => LensMode::Split,
+            })
+            .collect()
     }
 }
 

@@ -549,9 +549,15 @@ impl LensModel {
     ) -> Result<chi2::Chi2Fit, String> {
         let problem = self.on_grid(grid).map_err(|e| e.to_string())?;
         let fit = chi2::Chi2Problem::new(problem, systems.to_vec())?;
-        chi2::evaluate(&fit.problem, &fit.systems, backend, &RunOptions::once())
-            .map(|m| m.output)
-            .map_err(|e| e.to_string())
+        chi2::evaluate(
+            &fit.problem,
+            &fit.systems,
+            backend,
+            LensMode::BUDGET,
+            &RunOptions::once(),
+        )
+        .map(|m| m.output)
+        .map_err(|e| e.to_string())
     }
 }
 
