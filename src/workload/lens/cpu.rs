@@ -74,7 +74,7 @@ impl LensProblem {
     }
 
     /// Float64 deflection at pixel (i, j) from the float64 tables (the recompute of a flagged pixel).
-    pub(super) fn point64(&self, i: usize, j: usize) -> (f64, f64) {
+    fn point64(&self, i: usize, j: usize) -> (f64, f64) {
         let t = &self.tables64;
         let (fi, fj, h) = (i as f64, j as f64, self.pixel);
         let (mut ax, mut ay) = (0.0, 0.0);
@@ -98,8 +98,14 @@ impl LensProblem {
         let t32 = self.f32_tables(LensMode::Mixed(scheme));
         let mut field = self.cpu_grid(t32);
         let mask = self.flags(&field, scheme);
-        let listed: Vec<usize> = (0..mask.len()).filter(|&p| mask[p]).collect();
+        self.recompute(&mut field, &mask);
+        field
+    }
+
+    /// Recomputes the pixels of `mask` in float64 and records their fraction (`recomputed_fraction`).
+    pub(super) fn recompute(&self, field: &mut Field, mask: &[bool]) {
         let n = self.n;
+        let listed: Vec<usize> = (0..mask.len()).filter(|&p| mask[p]).collect();
         let values: Vec<(f64, f64)> = listed
             .par_iter()
             .map(|&p| self.point64(p % n, p / n))
@@ -112,7 +118,6 @@ impl LensProblem {
             "recomputed_fraction".into(),
             listed.len() as f64 / (n * n) as f64,
         ));
-        field
     }
 
     /// Pixels to recompute in float64: the scheme's criteria on the float32 grid (as lens_flag_item in

@@ -498,19 +498,7 @@ impl LensProblem {
                 a.abs() < limit || c.abs() < limit || eig < limit
             })
             .collect();
-        let listed: Vec<usize> = (0..n * n).filter(|&q| mask[q]).collect();
-        let values: Vec<(f64, f64)> = listed
-            .par_iter()
-            .map(|&q| self.point64(q % n, q / n))
-            .collect();
-        for (&q, (a, b)) in listed.iter().zip(values) {
-            field.components[0][q] = a;
-            field.components[1][q] = b;
-        }
-        field.stats.push((
-            "recomputed_fraction".into(),
-            listed.len() as f64 / (n * n) as f64,
-        ));
+        self.recompute(&mut field, &mask);
         field
     }
 }
