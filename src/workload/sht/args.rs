@@ -441,7 +441,11 @@ mod mpi_run {
                 "tolerance_rel": TOL_DISTRIBUTED_REL,
                 "pass": accuracy.pass,
                 "provenance": crate::results::Provenance::new(
-                    format!("OpenMPI {}", mpi::environment::library_version().unwrap_or_default()),
+                    // The library's own string, which MPI pads with NULs.
+                    mpi::environment::library_version()
+                        .unwrap_or_default()
+                        .trim_end_matches(['\0', '\n', ' '])
+                        .to_string(),
                     String::new(),
                     crate::exec::host_build_options(),
                 ),
