@@ -134,16 +134,8 @@ impl LensProblem {
                 let (i, j) = (p % n, p / n);
                 let mut flagged = false;
                 if n > 1 {
-                    let (px, sx) = if i + 1 < n {
-                        (p + 1, 1.0f32)
-                    } else {
-                        (p - 1, -1.0)
-                    };
-                    let (py, sy) = if j + 1 < n {
-                        (p + n, 1.0f32)
-                    } else {
-                        (p - n, -1.0)
-                    };
+                    let ((px, sx), (py, sy)) = difference_neighbours(i, j, n);
+                    let (sx, sy) = (sx as f32, sy as f32);
                     let d1 = sx * (at(gx, px) - at(gx, p));
                     let d4 = sx * (at(gy, px) - at(gy, p));
                     let d2 = sy * (at(gy, py) - at(gy, p));
@@ -172,6 +164,24 @@ impl LensProblem {
         }
         mask
     }
+}
+
+/// For the grid's finite differences at pixel (i, j) of an n × n grid (n ≥ 2): the neighbour along x and
+/// along y (forward, or backward on the last column or row) as a flat index, with the sign that makes the
+/// difference a forward one.
+pub(super) fn difference_neighbours(i: usize, j: usize, n: usize) -> ((usize, f64), (usize, f64)) {
+    let p = j * n + i;
+    let x = if i + 1 < n {
+        (p + 1, 1.0)
+    } else {
+        (p - 1, -1.0)
+    };
+    let y = if j + 1 < n {
+        (p + n, 1.0)
+    } else {
+        (p - n, -1.0)
+    };
+    (x, y)
 }
 
 /// The smaller |eigenvalue| of the symmetric matrix (a, b; b, c), as lens_smaller_eigenvalue.

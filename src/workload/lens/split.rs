@@ -12,6 +12,7 @@
 //! from the direct `cpu` grid in float32 (their estimated error joins the bound); the near terms, the
 //! interpolation and the recompute are float64.
 
+use super::cpu::difference_neighbours;
 use super::io::HaloProfile;
 use super::mixed::{BUDGET_SAFETY, CLUSTER_B_ARCSEC};
 use super::model::{dpie_deflection, dpie_scale, Halos};
@@ -506,17 +507,7 @@ impl LensProblem {
                 }
                 let e = bound[q] + split.plan.rounding_error + f64::EPSILON * h;
                 let limit = 6.0 * e * BUDGET_SAFETY;
-                let (i, j) = (q % n, q / n);
-                let (qx, sx) = if i + 1 < n {
-                    (q + 1, 1.0)
-                } else {
-                    (q - 1, -1.0)
-                };
-                let (qy, sy) = if j + 1 < n {
-                    (q + n, 1.0)
-                } else {
-                    (q - n, -1.0)
-                };
+                let ((qx, sx), (qy, sy)) = difference_neighbours(q % n, q / n, n);
                 let (gx, gy) = (&field.components[0], &field.components[1]);
                 let d1 = sx * (gx[qx] - gx[q]);
                 let d4 = sx * (gy[qx] - gy[q]);
