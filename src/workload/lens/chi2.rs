@@ -790,10 +790,7 @@ pub fn evaluate(
         Target::Device(dev) => dev,
     };
     if mode == LensMode::Split {
-        return Err(RunError::NotBuilt(
-            "the near/far split has no kernels yet: it runs on the cpu model only (issue 17)"
-                .into(),
-        ));
+        return Err(super::split::no_kernels());
     }
     if !dev.info().fp64 {
         return Err(RunError::Unsupported("device has no fp64 support".into()));

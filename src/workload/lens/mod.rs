@@ -393,9 +393,7 @@ impl Workload for LensProblem {
     ) -> Result<Measured<Field>, RunError> {
         if mode == LensMode::Split {
             if let Target::Device(_) = target {
-                return Err(RunError::NotBuilt(
-                    "the near/far split has no kernels yet: it runs on the cpu model only (issue 17)".into(),
-                ));
+                return Err(split::no_kernels());
             }
             // The geometry and bounds are made once per model, outside the timed runs.
             self.split();

@@ -331,42 +331,110 @@ pub fn dpie_deflection<T: Real>(
     (c * gu - s * gv, s * gu + c * gv)
 }
 
-/// The f64 gradient at an arbitrary point: SIE in the textbook form (rotate, divide, rotate back),
-/// independent of the grid code; dPIE by [`dpie_deflection`]. Both are checked against the mpmath oracle
-/// in tests.
-pub fn gradient_at(halos: &Halos, x: f64, y: f64) -> (f64, f64) {
-    let (mut gx, mut gy) = (0.0, 0.0);
-    for k in 0..halos.len() {
-        let (c, s) = (halos.theta[k].cos(), halos.theta[k].sin());
-        let (dx, dy) = (x - halos.x0[k], y - halos.y0[k]);
-        if halos.profile[k] == HaloProfile::Dpie {
-            let (ax, ay) = dpie_deflection(
-                dx,
-                dy,
-                c,
-                s,
-                halos.e[k],
-                dpie_scale(halos.b[k], halos.r_core[k], halos.r_cut[k]),
-                halos.r_core[k],
-                halos.r_cut[k],
-            );
-            gx += ax;
-            gy += ay;
-            continue;
+/// One halo's float64 deflection with its trigonometry done once: the SIE in the textbook form (rotate,
+/// divide, rotate back), the dPIE by [`dpie_deflection`]. [`gradient_at`] and the near/far split use it.
+#[derive(Debug, Clone)]
+pub struct HaloEval {
+    pub x0: f64,
+    pub y0: f64,
+    c: f64,
+    s: f64,
+    pub e: f64,
+    pub b: f64,
+    dpie: Option<(f64, f64, f64)>, // scale, r_core, r_cut
+}
+
+impl HaloEval {
+    pub fn of(h: &Halos, k: usize) -> HaloEval {
+        HaloEval {
+            x0: h.x0[k],
+            y0: h.y0[k],
+            c: h.theta[k].cos(),
+            s: h.theta[k].sin(),
+            e: h.e[k],
+            b: h.b[k],
+            dpie: (h.profile[k] == HaloProfile::Dpie).then(|| {
+                (
+                    dpie_scale(h.b[k], h.r_core[k], h.r_cut[k]),
+                    h.r_core[k],
+                    h.r_cut[k],
+                )
+            }),
         }
+    }
+
+    /// An SIE of strength b, ellipticity e and position angle theta at (x0, y0).
+    pub fn sie(x0: f64, y0: f64, b: f64, e: f64, theta: f64) -> HaloEval {
+        HaloEval {
+            x0,
+            y0,
+            c: theta.cos(),
+            s: theta.sin(),
+            e,
+            b,
+            dpie: None,
+        }
+    }
+
+    /// The deflection at (x, y) arcsec.
+    #[inline]
+    pub fn at(&self, x: f64, y: f64) -> (f64, f64) {
+        let (dx, dy) = (x - self.x0, y - self.y0);
+        if let Some((scale, rc, rcut)) = self.dpie {
+            return dpie_deflection(dx, dy, self.c, self.s, self.e, scale, rc, rcut);
+        }
+        self.sie_at(dx, dy)
+    }
+
+    /// The SIE deflection at offset (dx, dy), without branches so that row loops vectorise: q is clamped
+    /// away from 0, where both numerators vanish, so the centre gives 0.
+    #[inline(always)]
+    fn sie_at(&self, dx: f64, dy: f64) -> (f64, f64) {
+        let (c, s, e) = (self.c, self.s, self.e);
         let u = c * dx + s * dy;
         let v = -s * dx + c * dy;
-        let e = halos.e[k];
-        let r = ((1.0 - e) * u * u + (1.0 + e) * v * v).sqrt();
-        if r == 0.0 {
-            continue;
-        }
-        let gu = halos.b[k] * (1.0 - e) * u / r;
-        let gv = halos.b[k] * (1.0 + e) * v / r;
-        gx += c * gu - s * gv;
-        gy += s * gu + c * gv;
+        let r = ((1.0 - e) * u * u + (1.0 + e) * v * v)
+            .max(f64::MIN_POSITIVE)
+            .sqrt();
+        let gu = self.b * (1.0 - e) * u / r;
+        let gv = self.b * (1.0 + e) * v / r;
+        (c * gu - s * gv, s * gu + c * gv)
     }
-    (gx, gy)
+
+    /// Adds the deflection at (x0 + k·pixel, y) to (gx[k], gy[k]) for every k (an SIE's loop vectorises).
+    pub fn add_along_row(&self, x0: f64, pixel: f64, y: f64, gx: &mut [f64], gy: &mut [f64]) {
+        if self.dpie.is_some() {
+            for (k, (sx, sy)) in gx.iter_mut().zip(gy.iter_mut()).enumerate() {
+                let (ax, ay) = self.at(x0 + k as f64 * pixel, y);
+                *sx += ax;
+                *sy += ay;
+            }
+            return;
+        }
+        let dy = y - self.y0;
+        for (k, (sx, sy)) in gx.iter_mut().zip(gy.iter_mut()).enumerate() {
+            let (ax, ay) = self.sie_at((x0 + k as f64 * pixel) - self.x0, dy);
+            *sx += ax;
+            *sy += ay;
+        }
+    }
+
+    /// The largest deflection it can give (arcsec): the scale of its interpolation error.
+    pub fn strength(&self) -> f64 {
+        match self.dpie {
+            Some(_) => self.b,
+            None => self.b * (1.0 + self.e).sqrt(),
+        }
+    }
+}
+
+/// The f64 gradient at an arbitrary point, summed over the halos with [`HaloEval`]: independent of the grid
+/// code and its tables; checked against the mpmath oracle in tests.
+pub fn gradient_at(halos: &Halos, x: f64, y: f64) -> (f64, f64) {
+    (0..halos.len()).fold((0.0, 0.0), |(gx, gy), k| {
+        let (ax, ay) = HaloEval::of(halos, k).at(x, y);
+        (gx + ax, gy + ay)
+    })
 }
 
 /// Errors in a lens configuration, named by field and value.

@@ -13,9 +13,8 @@
 //! interpolation and the recompute are float64.
 
 use super::cpu::difference_neighbours;
-use super::io::HaloProfile;
 use super::mixed::{BUDGET_SAFETY, CLUSTER_B_ARCSEC};
-use super::model::{dpie_deflection, dpie_scale, Halos};
+use super::model::{HaloEval, Halos};
 use super::LensProblem;
 use crate::exec::Field;
 use rayon::prelude::*;
@@ -31,93 +30,6 @@ const LEBESGUE: f64 = 1.5625;
 /// Distances of the error table f, in cells: 0.25 apart up to this.
 const F_TABLE_CELLS: f64 = 200.0;
 const F_TABLE_STEP: f64 = 0.25;
-
-/// One halo's float64 deflection with its trigonometry done once.
-#[derive(Debug, Clone)]
-struct Halo {
-    x0: f64,
-    y0: f64,
-    c: f64,
-    s: f64,
-    e: f64,
-    b: f64,
-    dpie: Option<(f64, f64, f64)>, // scale, r_core, r_cut
-}
-
-impl Halo {
-    fn of(h: &Halos, k: usize) -> Halo {
-        Halo {
-            x0: h.x0[k],
-            y0: h.y0[k],
-            c: h.theta[k].cos(),
-            s: h.theta[k].sin(),
-            e: h.e[k],
-            b: h.b[k],
-            dpie: (h.profile[k] == HaloProfile::Dpie).then(|| {
-                (
-                    dpie_scale(h.b[k], h.r_core[k], h.r_cut[k]),
-                    h.r_core[k],
-                    h.r_cut[k],
-                )
-            }),
-        }
-    }
-
-    /// The deflection at (x, y) arcsec, as `gradient_at` forms it.
-    #[inline]
-    fn at(&self, x: f64, y: f64) -> (f64, f64) {
-        let (dx, dy) = (x - self.x0, y - self.y0);
-        if let Some((scale, rc, rcut)) = self.dpie {
-            return dpie_deflection(dx, dy, self.c, self.s, self.e, scale, rc, rcut);
-        }
-        let u = self.c * dx + self.s * dy;
-        let v = -self.s * dx + self.c * dy;
-        let r = ((1.0 - self.e) * u * u + (1.0 + self.e) * v * v).sqrt();
-        if r == 0.0 {
-            return (0.0, 0.0);
-        }
-        let gu = self.b * (1.0 - self.e) * u / r;
-        let gv = self.b * (1.0 + self.e) * v / r;
-        (self.c * gu - self.s * gv, self.s * gu + self.c * gv)
-    }
-
-    /// Adds the deflection at (x0 + k·pixel, y) to (gx[k], gy[k]) for every k: the same arithmetic as
-    /// [`Halo::at`], written for an SIE without branches (q clamped away from 0, where the numerators
-    /// vanish) so the loop vectorises.
-    fn add_along_row(&self, x0: f64, pixel: f64, y: f64, gx: &mut [f64], gy: &mut [f64]) {
-        if self.dpie.is_some() {
-            for (k, (sx, sy)) in gx.iter_mut().zip(gy.iter_mut()).enumerate() {
-                let (ax, ay) = self.at(x0 + k as f64 * pixel, y);
-                *sx += ax;
-                *sy += ay;
-            }
-            return;
-        }
-        let (c, s, e, b) = (self.c, self.s, self.e, self.b);
-        let dy = y - self.y0;
-        let (uy, vy) = (s * dy, c * dy);
-        for (k, (sx, sy)) in gx.iter_mut().zip(gy.iter_mut()).enumerate() {
-            let dx = (x0 + k as f64 * pixel) - self.x0;
-            let u = c * dx + uy;
-            let v = -s * dx + vy;
-            let r = ((1.0 - e) * u * u + (1.0 + e) * v * v)
-                .max(f64::MIN_POSITIVE)
-                .sqrt();
-            let gu = b * (1.0 - e) * u / r;
-            let gv = b * (1.0 + e) * v / r;
-            *sx += c * gu - s * gv;
-            *sy += s * gu + c * gv;
-        }
-    }
-
-    /// The largest deflection it can give (arcsec): the scale of its interpolation error.
-    fn strength(&self) -> f64 {
-        match self.dpie {
-            Some(_) => self.b,
-            None => self.b * (1.0 + self.e).sqrt(),
-        }
-    }
-}
 
 /// The 4 Lagrange weights of nodes −1, 0, 1, 2 at fraction t of a cell.
 #[inline]
@@ -172,7 +84,7 @@ pub struct SplitPlan {
 #[derive(Debug, Clone)]
 pub struct Split {
     pub plan: SplitPlan,
-    galaxies: Vec<Halo>,
+    galaxies: Vec<HaloEval>,
     /// The galaxies alone on the coarse lattice (shifted so the lattice is a grid centred on 0), and the
     /// clusters alone on the problem's grid: both evaluated by the direct `cpu` grid in float32 (exact
     /// offsets), whose estimated error enters every pixel's bound.
@@ -190,15 +102,7 @@ pub struct Split {
 /// cells from its centre, for q on the table's steps, made non-increasing in q: measured by placing the
 /// centre at 7 offsets within a cell and the point at 32 angles.
 fn error_table(e: f64) -> Vec<f64> {
-    let halo = |theta: f64| Halo {
-        x0: 0.0,
-        y0: 0.0,
-        c: theta.cos(),
-        s: theta.sin(),
-        e,
-        b: 1.0,
-        dpie: None,
-    };
+    let halo = |theta: f64| HaloEval::sie(0.0, 0.0, 1.0, e, theta);
     let steps = (F_TABLE_CELLS / F_TABLE_STEP) as usize + 1;
     let offsets = [
         (0.0, 0.0),
@@ -252,9 +156,9 @@ impl Split {
     pub fn new(p: &LensProblem) -> Split {
         let (galaxy_index, cluster_index): (Vec<usize>, Vec<usize>) =
             (0..p.halos.len()).partition(|&k| p.halos.b[k] < CLUSTER_B_ARCSEC);
-        let galaxies: Vec<Halo> = galaxy_index
+        let galaxies: Vec<HaloEval> = galaxy_index
             .iter()
-            .map(|&k| Halo::of(&p.halos, k))
+            .map(|&k| HaloEval::of(&p.halos, k))
             .collect();
         let subset = |index: &[usize], shift: f64| {
             let mut h = Halos::default();
@@ -314,7 +218,7 @@ impl Split {
     #[allow(clippy::too_many_arguments)]
     fn with(
         p: &LensProblem,
-        galaxies: &[Halo],
+        galaxies: &[HaloEval],
         step: usize,
         radius: f64,
         f: &(dyn Fn(f64) -> f64 + Sync),
@@ -484,6 +388,13 @@ impl Split {
     }
 }
 
+/// Why a device cannot run the split: the row says `not_built`, with this reason.
+pub fn no_kernels() -> crate::exec::RunError {
+    crate::exec::RunError::NotBuilt(
+        "the near/far split has no kernels yet: it runs on the cpu model only (issue 17)".into(),
+    )
+}
+
 impl LensProblem {
     /// The split's geometry and error bounds for this problem (made once; not part of an evaluation).
     pub fn split(&self) -> &Split {
@@ -546,15 +457,7 @@ mod tests {
         }
         // A galaxy of b = 0.3″ at an arbitrary place and angle, a lattice of 0.8″: the error at points 5-40
         // cells away stays below b·f(q).
-        let g = Halo {
-            x0: 0.123,
-            y0: -0.456,
-            c: 0.7f64.cos(),
-            s: 0.7f64.sin(),
-            e: 0.1,
-            b: 0.3,
-            dpie: None,
-        };
+        let g = HaloEval::sie(0.123, -0.456, 0.3, 0.1, 0.7);
         let cell = 0.8;
         let mut state = 42u64;
         let mut next = || {
