@@ -12,6 +12,7 @@ pub mod inputs;
 pub mod limits;
 pub mod oracle;
 pub mod progress;
+pub mod real;
 pub mod registry;
 pub mod report;
 pub mod results;

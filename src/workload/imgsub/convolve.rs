@@ -12,48 +12,12 @@
 //! Horner in x̂, then one for the image and two for the variance), 2 for a constant one.
 
 use super::difference::{HALF, SIDE, TERMS};
+pub use crate::real::Real;
 use rayon::prelude::*;
 
 /// Output pixels a row's inner loop keeps in registers: two AVX-512 vectors of float32 per sum.
 const BLOCK: usize = 80;
 const TAPS: usize = SIDE * SIDE;
-
-/// A float type the convolution can run in.
-pub trait Real:
-    Copy + Send + Sync + Default + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self>
-{
-    const ZERO: Self;
-    fn of(v: f64) -> Self;
-    fn get(self) -> f64;
-    /// self × a + b, rounded once.
-    fn fma(self, a: Self, b: Self) -> Self;
-}
-impl Real for f32 {
-    const ZERO: Self = 0.0;
-    fn of(v: f64) -> Self {
-        v as f32
-    }
-    fn get(self) -> f64 {
-        self as f64
-    }
-    #[inline(always)]
-    fn fma(self, a: Self, b: Self) -> Self {
-        self.mul_add(a, b)
-    }
-}
-impl Real for f64 {
-    const ZERO: Self = 0.0;
-    fn of(v: f64) -> Self {
-        v
-    }
-    fn get(self) -> f64 {
-        self
-    }
-    #[inline(always)]
-    fn fma(self, a: Self, b: Self) -> Self {
-        self.mul_add(a, b)
-    }
-}
 
 /// The kernel a convolution applies.
 #[derive(Clone, Copy)]
@@ -330,9 +294,9 @@ fn block_varying<T: Real, const N: usize>(
         for (row, (c, w)) in sums.iter_mut().enumerate() {
             let [a, b, k3] = coefs[row][tap];
             for i in 0..BLOCK {
-                let k = xs[i].fma(xs[i].fma(k3, b), a);
-                c[i] = k.fma(r[i], c[i]);
-                w[i] = (k * k).fma(vr[i], w[i]);
+                let k = xs[i].mul_add(xs[i].mul_add(k3, b), a);
+                c[i] = k.mul_add(r[i], c[i]);
+                w[i] = (k * k).mul_add(vr[i], w[i]);
             }
         }
     }
@@ -357,8 +321,8 @@ fn block_constant<T: Real, const N: usize>(
         for (row, (c, w)) in sums.iter_mut().enumerate() {
             let [k, k2, _] = coefs[row][tap];
             for i in 0..BLOCK {
-                c[i] = k.fma(r[i], c[i]);
-                w[i] = k2.fma(vr[i], w[i]);
+                c[i] = k.mul_add(r[i], c[i]);
+                w[i] = k2.mul_add(vr[i], w[i]);
             }
         }
     }

@@ -298,10 +298,10 @@ impl DifferenceProblem {
         let sx = 2.0 / (nx.max(2) - 1) as f64;
         let sy = 2.0 / (ny.max(2) - 1) as f64;
         let xh: Vec<T> = (0..nx)
-            .map(|x| T::of(self.place(x, nx) as f64 * sx - 1.0))
+            .map(|x| T::from_f64(self.place(x, nx) as f64 * sx - 1.0))
             .collect();
         let yh: Vec<T> = (0..ny)
-            .map(|y| T::of(self.place(y, ny) as f64 * sy - 1.0))
+            .map(|y| T::from_f64(self.place(y, ny) as f64 * sy - 1.0))
             .collect();
         let kbar = &terms[..TAPS * TERMS];
         let bg = &terms[TAPS * TERMS..];
@@ -314,8 +314,8 @@ impl DifferenceProblem {
             let kernel = Kernel::Constant { taps: &taps };
             convolve(nx, ny, r, vr, kernel, outputs, |_, c, w, d_row, v_row| {
                 for x in 0..nx {
-                    d_row[x] = c[x].get();
-                    v_row[x] = w[x].get();
+                    d_row[x] = c[x].to_f64();
+                    v_row[x] = w[x].to_f64();
                 }
             });
         } else {
@@ -328,8 +328,8 @@ impl DifferenceProblem {
                 for x in 0..nx {
                     let at = y * nx + x;
                     let background = bg[0] + (bg[1] * xh[x] + bg[2] * yh[y]);
-                    d_row[x] = sci[at].get() - c[x].get() - background.get();
-                    v_row[x] = vsci[at].get() + w[x].get();
+                    d_row[x] = sci[at].to_f64() - c[x].to_f64() - background.to_f64();
+                    v_row[x] = vsci[at].to_f64() + w[x].to_f64();
                 }
             });
         }
