@@ -57,4 +57,37 @@ __kernel void lens_recompute(__global const unsigned int *restrict items, __glob
     lens_recompute_item(get_global_id(0), get_global_size(0), items, counter, mask, sie, n_sie, dpie, n_dpie, nx,
                         row0, rows, h, gx_out, gy_out);
 }
+
+__kernel void lens_split_nodes(const int n_galaxies, const int side, const int step, __global const double *restrict info,
+                               __global const double *restrict sie, const int n_sie,
+                               __global const double *restrict dpie, const double h, __global double *restrict table)
+{
+    lens_split_nodes_item(get_global_id(0), n_galaxies, side, step, info, sie, n_sie, dpie, h, table);
+}
+
+__kernel void lens_split_pixel(const int nx, const int rows, const int row0, const int step, const int nodes,
+                               const int c_first, __global const float *restrict coarse_gx,
+                               __global const float *restrict coarse_gy, __global const float *restrict cl_gx,
+                               __global const float *restrict cl_gy, const int cells_x,
+                               __global const int *restrict cell_start, __global const int *restrict cell_galaxies,
+                               __global const double *restrict info, __global const double *restrict table,
+                               const int side, __global const double *restrict sie, const int n_sie,
+                               __global const double *restrict dpie, const double radius, const double first_coord,
+                               const double h, const int rows_main, __global double *restrict gx_out,
+                               __global double *restrict gy_out, __global double *restrict next_gx,
+                               __global double *restrict next_gy)
+{
+    lens_split_pixel_item(get_global_id(0), nx, rows, row0, step, nodes, c_first, coarse_gx, coarse_gy, cl_gx, cl_gy,
+                          cells_x, cell_start, cell_galaxies, info, table, side, sie, n_sie, dpie, radius,
+                          first_coord, h, rows_main, gx_out, gy_out, next_gx, next_gy);
+}
+
+__kernel void lens_split_flag(__global const double *restrict gx, __global const double *restrict gy,
+                              __global const double *restrict next_gx, __global const double *restrict next_gy,
+                              const int nx, const int rows, const int rows_main, const int rows_ext, const int row0, const int step, const int cells_x,
+                              __global const double *restrict limit, const double h,
+                              __global unsigned int *restrict mask, __global unsigned int *counter)
+{
+    lens_split_flag_item(get_global_id(0), gx, gy, next_gx, next_gy, nx, rows, rows_main, rows_ext, row0, step, cells_x, limit, h, mask, counter);
+}
 #endif

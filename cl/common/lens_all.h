@@ -11,4 +11,5 @@
 #undef ASTRO_REAL
 #undef ASTRO_SUFFIX
 #include "lens_mixed.h"
+#include "lens_split.h"
 #endif

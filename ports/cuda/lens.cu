@@ -52,11 +52,41 @@ __global__ void lens_recompute(const unsigned int *__restrict__ items, const uns
                         nx, row0, rows, h, gx_out, gy_out);
 }
 
+__global__ void lens_split_nodes(int n_galaxies, int side, int step, const double *__restrict__ info,
+                                 const double *__restrict__ sie, int n_sie, const double *__restrict__ dpie, double h,
+                                 double *__restrict__ table)
+{
+    lens_split_nodes_item(global_id(), n_galaxies, side, step, info, sie, n_sie, dpie, h, table);
+}
+
+__global__ void lens_split_pixel(int nx, int rows, int row0, int step, int nodes, int c_first,
+                                 const float *__restrict__ coarse_gx, const float *__restrict__ coarse_gy,
+                                 const float *__restrict__ cl_gx, const float *__restrict__ cl_gy, int cells_x,
+                                 const int *__restrict__ cell_start, const int *__restrict__ cell_galaxies,
+                                 const double *__restrict__ info, const double *__restrict__ table, int side,
+                                 const double *__restrict__ sie, int n_sie, const double *__restrict__ dpie,
+                                 double radius, double first_coord, double h, int rows_main, double *__restrict__ gx_out,
+                                 double *__restrict__ gy_out, double *__restrict__ next_gx, double *__restrict__ next_gy)
+{
+    lens_split_pixel_item(global_id(), nx, rows, row0, step, nodes, c_first, coarse_gx, coarse_gy, cl_gx, cl_gy,
+                          cells_x, cell_start, cell_galaxies, info, table, side, sie, n_sie, dpie, radius,
+                          first_coord, h, rows_main, gx_out, gy_out, next_gx, next_gy);
+}
+
+__global__ void lens_split_flag(const double *__restrict__ gx, const double *__restrict__ gy,
+                                const double *__restrict__ next_gx, const double *__restrict__ next_gy, int nx, int rows,
+                                int rows_main, int rows_ext, int row0, int step, int cells_x, const double *__restrict__ limit,
+                                double h, unsigned int *__restrict__ mask, unsigned int *counter)
+{
+    lens_split_flag_item(global_id(), gx, gy, next_gx, next_gy, nx, rows, rows_main, rows_ext, row0, step, cells_x, limit, h, mask, counter);
+}
+
 namespace astroport_cuda {
 #define LENS_ENTRY(k) {#k, reinterpret_cast<const void *>(&k)}
 extern const KernelEntry lens_kernels[] = {
     LENS_ENTRY(lens_grid_f32),   LENS_ENTRY(lens_grid_f64), LENS_ENTRY(lens_delens_f32), LENS_ENTRY(lens_delens_f64),
     LENS_ENTRY(lens_flag),       LENS_ENTRY(lens_patch),    LENS_ENTRY(lens_compact_mask),      LENS_ENTRY(lens_recompute),
+    LENS_ENTRY(lens_split_nodes), LENS_ENTRY(lens_split_pixel), LENS_ENTRY(lens_split_flag),
 };
 #undef LENS_ENTRY
 extern const int lens_kernel_count = sizeof(lens_kernels) / sizeof(lens_kernels[0]);

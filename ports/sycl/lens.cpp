@@ -52,3 +52,28 @@ LENS_KERNEL lens_recompute(const unsigned int *items, const unsigned int *counte
     lens_recompute_item(global_id(), gsize, items, counter, mask, sie, n_sie, dpie, n_dpie, nx, row0, rows, h, gx_out,
                         gy_out);
 }
+
+LENS_KERNEL lens_split_nodes(int n_galaxies, int side, int step, const double *info, const double *sie, int n_sie,
+                             const double *dpie, double h, double *table)
+{
+    lens_split_nodes_item(global_id(), n_galaxies, side, step, info, sie, n_sie, dpie, h, table);
+}
+
+LENS_KERNEL lens_split_pixel(int nx, int rows, int row0, int step, int nodes, int c_first, const float *coarse_gx,
+                             const float *coarse_gy, const float *cl_gx, const float *cl_gy, int cells_x,
+                             const int *cell_start, const int *cell_galaxies, const double *info,
+                             const double *table, int side, const double *sie, int n_sie, const double *dpie,
+                             double radius, double first_coord, double h, int rows_main, double *gx_out, double *gy_out,
+                             double *next_gx, double *next_gy)
+{
+    lens_split_pixel_item(global_id(), nx, rows, row0, step, nodes, c_first, coarse_gx, coarse_gy, cl_gx, cl_gy,
+                          cells_x, cell_start, cell_galaxies, info, table, side, sie, n_sie, dpie, radius,
+                          first_coord, h, rows_main, gx_out, gy_out, next_gx, next_gy);
+}
+
+LENS_KERNEL lens_split_flag(const double *gx, const double *gy, const double *next_gx, const double *next_gy, int nx,
+                            int rows, int rows_main, int rows_ext, int row0, int step,
+                            int cells_x, const double *limit, double h, unsigned int *mask, unsigned int *counter)
+{
+    lens_split_flag_item(global_id(), gx, gy, next_gx, next_gy, nx, rows, rows_main, rows_ext, row0, step, cells_x, limit, h, mask, counter);
+}

@@ -755,8 +755,8 @@ impl Chi2Fit {
 }
 
 /// Evaluates the image-plane χ² of `systems` for the problem's model on one target, timed as `opts` says,
-/// with the grid of `mode` (`mixed-budget`, or the near/far `split`, on the `cpu` model only so far).
-/// Devices keep the error-budget mixed grid and the float64 delensing on the device
+/// with the grid of `mode` (`mixed-budget`, or the near/far `split`).
+/// Devices keep the mode's grid and the float64 delensing on the device
 /// ([`LensProblem::chi2_jobs`]); only the few hits come back and are matched here. The `cpu` model runs the
 /// mode's grid and [`delens_cpu`].
 pub fn evaluate(
@@ -789,9 +789,6 @@ pub fn evaluate(
         }
         Target::Device(dev) => dev,
     };
-    if mode == LensMode::Split {
-        return Err(super::split::no_kernels());
-    }
     if !dev.info().fp64 {
         return Err(RunError::Unsupported("device has no fp64 support".into()));
     }
@@ -800,7 +797,7 @@ pub fn evaluate(
         .flat_map(|s| *s)
         .collect();
     let (row0s, jobs): (Vec<usize>, Vec<_>) = problem
-        .chi2_jobs(&sources, DeviceBudget::of(dev.info()), opts)
+        .chi2_jobs(mode, &sources, DeviceBudget::of(dev.info()), opts)
         .into_iter()
         .unzip();
     let run = run_plan(dev.as_ref(), &jobs, opts.warmup)?;

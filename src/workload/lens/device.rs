@@ -28,6 +28,10 @@ pub static PROGRAM: Program = Program {
             "lens_mixed.h",
             include_str!("../../../cl/common/lens_mixed.h"),
         ),
+        (
+            "lens_split.h",
+            include_str!("../../../cl/common/lens_split.h"),
+        ),
         ("lens_all.h", include_str!("../../../cl/common/lens_all.h")),
     ],
     // Lets NVIDIA's rsqrt be the bare MUFU (no denormal fix-up); the lens clamps its arguments to normal
@@ -88,43 +92,17 @@ impl LensProblem {
     /// writing slots GX/GY.
     fn grid_launch(&self, mode: LensMode, row0: usize, rows: usize) -> Step {
         let p = mode.precision();
-        let (sie, dpie, t_sie, t_dpie, exact_offsets) = match p {
-            Precision::F64 => (
-                slot::SIE64,
-                slot::DPIE64,
-                self.tables64.n_sie,
-                self.tables64.n_dpie,
-                self.tables64.exact_offsets,
-            ),
-            Precision::F32 => {
-                let t = self.f32_tables(mode);
-                (
-                    slot::SIE32,
-                    slot::DPIE32,
-                    t.n_sie,
-                    t.n_dpie,
-                    t.exact_offsets,
-                )
-            }
+        let (sie, dpie, t) = match p {
+            Precision::F64 => (slot::SIE64, slot::DPIE64, &self.tables64.shape()),
+            Precision::F32 => (slot::SIE32, slot::DPIE32, &self.f32_tables(mode).shape()),
         };
-        Step::Launch(Launch {
-            kernel: format!("lens_grid_{}", p.name()),
-            args: vec![
-                StepArg::Buffer(sie),
-                StepArg::I32(t_sie as i32),
-                StepArg::Buffer(dpie),
-                StepArg::I32(t_dpie as i32),
-                StepArg::I32(self.n as i32),
-                StepArg::I32(row0 as i32),
-                StepArg::I32(rows as i32),
-                StepArg::real(p, self.pixel),
-                StepArg::I32(i32::from(exact_offsets)),
-                StepArg::Buffer(slot::GX),
-                StepArg::Buffer(slot::GY),
-            ],
-            global: grid_items(p, self.n, rows),
-            local: Local::Prefer(GPU_GROUP),
-        })
+        let grid = GridPass {
+            nx: self.n,
+            row0,
+            rows,
+            h: self.pixel,
+        };
+        grid.launch(p, t, [sie, dpie, slot::GX, slot::GY])
     }
 
     /// Rows computed for a band that needs its next row too (flags, delensing): one extra unless last.
@@ -164,14 +142,14 @@ impl LensProblem {
         budget: DeviceBudget,
         opts: &RunOptions,
     ) -> Vec<KernelJob<'_>> {
-        if let LensMode::Mixed(scheme) = mode {
+        if matches!(mode, LensMode::Mixed(_) | LensMode::Split) {
             // Per pixel: two f32 scratch, mask, list, two f64 outputs.
             return self
                 .bands(8, 32, budget)
                 .into_iter()
                 .map(|(row0, rows)| {
-                    let (buffers, steps) = self.mixed_pipeline(scheme, row0, rows, true);
-                    opts.job(&PROGRAM, vec![], buffers, steps)
+                    let pipeline = self.field_pipeline(mode, row0, rows, true);
+                    opts.job(&PROGRAM, vec![], pipeline.buffers, pipeline.steps)
                 })
                 .collect();
         }
@@ -208,13 +186,13 @@ impl LensProblem {
     /// `outputs`: the counter and the float64 grid of the band's rows come back (a gradient job);
     /// otherwise they are device scratch covering the extended rows too (the χ² delensing needs row
     /// r + 1; that row's flags use a backward difference when it is the band's last).
-    fn mixed_pipeline<'a>(
-        &'a self,
+    fn mixed_pipeline(
+        &self,
         scheme: MixedScheme,
         row0: usize,
         rows: usize,
         outputs: bool,
-    ) -> (Vec<BufferSpec<'a>>, Vec<Step>) {
+    ) -> FieldPipeline<'_> {
         let mode = LensMode::Mixed(scheme);
         let t32 = self.f32_tables(mode);
         let n = self.n;
@@ -314,19 +292,43 @@ impl LensProblem {
                 }));
             }
         }
-        steps.extend([
+        steps.extend(self.recompute_steps(
+            Recompute {
+                mask: slot::MASK,
+                items: slot::ITEMS,
+                item_counter: slot::ITEM_COUNTER,
+                sie64: slot::SIE64,
+                dpie64: slot::DPIE64,
+                field: [slot::GX64, slot::GY64],
+            },
+            row0,
+            flag_rows,
+        ));
+        FieldPipeline {
+            buffers,
+            steps,
+            field: [slot::GX64, slot::GY64],
+        }
+    }
+
+    /// The float64 recompute of a band's flagged pixels (rows [row0, row0 + rows)): the mask compacted into
+    /// the list of float64 grid items holding a flagged pixel, then those items with every halo.
+    fn recompute_steps(&self, at: Recompute, row0: usize, rows: usize) -> [Step; 3] {
+        let n = self.n;
+        let items = grid_items(Precision::F64, n, rows);
+        [
             Step::Fill {
-                buffer: slot::ITEM_COUNTER,
+                buffer: at.item_counter,
                 byte: 0,
             },
             Step::Launch(Launch {
                 kernel: "lens_compact_mask".into(),
                 args: vec![
-                    StepArg::Buffer(slot::MASK),
+                    StepArg::Buffer(at.mask),
                     StepArg::I32(n as i32),
-                    StepArg::I32(flag_rows as i32),
-                    StepArg::Buffer(slot::ITEMS),
-                    StepArg::Buffer(slot::ITEM_COUNTER),
+                    StepArg::I32(rows as i32),
+                    StepArg::Buffer(at.items),
+                    StepArg::Buffer(at.item_counter),
                 ],
                 global: items,
                 local: Local::Prefer(GPU_GROUP),
@@ -334,26 +336,344 @@ impl LensProblem {
             Step::Launch(Launch {
                 kernel: "lens_recompute".into(),
                 args: vec![
-                    StepArg::Buffer(slot::ITEMS),
-                    StepArg::Buffer(slot::ITEM_COUNTER),
-                    StepArg::Buffer(slot::MASK),
-                    StepArg::Buffer(slot::SIE64),
+                    StepArg::Buffer(at.items),
+                    StepArg::Buffer(at.item_counter),
+                    StepArg::Buffer(at.mask),
+                    StepArg::Buffer(at.sie64),
                     StepArg::I32(self.tables64.n_sie as i32),
-                    StepArg::Buffer(slot::DPIE64),
+                    StepArg::Buffer(at.dpie64),
                     StepArg::I32(self.tables64.n_dpie as i32),
                     StepArg::I32(n as i32),
                     StepArg::I32(row0 as i32),
-                    StepArg::I32(flag_rows as i32),
+                    StepArg::I32(rows as i32),
                     StepArg::F64(self.pixel),
-                    StepArg::Buffer(slot::GX64),
-                    StepArg::Buffer(slot::GY64),
+                    StepArg::Buffer(at.field[0]),
+                    StepArg::Buffer(at.field[1]),
                 ],
                 global: RECOMPUTE_ITEMS.min(items),
                 local: Local::Prefer(GPU_GROUP),
             }),
-        ]);
-        (buffers, steps)
+        ]
     }
+
+    /// Slots and steps of one band's float64 field in a mode that recomputes flagged pixels (mixed or the
+    /// split); `outputs` as in [`Self::mixed_pipeline`].
+    fn field_pipeline(
+        &self,
+        mode: LensMode,
+        row0: usize,
+        rows: usize,
+        outputs: bool,
+    ) -> FieldPipeline<'_> {
+        match mode {
+            LensMode::Mixed(scheme) => self.mixed_pipeline(scheme, row0, rows, outputs),
+            LensMode::Split => self.split_pipeline(row0, rows, outputs),
+            _ => unreachable!("{} has no recompute pipeline", mode.name()),
+        }
+    }
+
+    /// Slots and steps of one band of the near/far split (cl/common/lens_split.h): the coarse galaxy field
+    /// on the node rows the band needs and the clusters over the band plus its next row (float32 grids),
+    /// the galaxies' node tables, the pixels (interpolation and near terms, float64), the flags against each
+    /// cell's bound and the float64 recompute. Returned like [`Self::mixed_pipeline`]: [counter, gx, gy]
+    /// come back from a gradient job; the χ² keeps the field, its next row included, on the device.
+    fn split_pipeline(&self, row0: usize, rows: usize, outputs: bool) -> FieldPipeline<'_> {
+        let split = self.split();
+        let lists = split.lists(self);
+        let (nodes, cell) = split.lattice();
+        let step = split.plan.step;
+        let n = self.n;
+        let ext = self.extended_rows(row0, rows);
+        let main_rows = if outputs { rows } else { ext };
+        // Node rows c - 1 .. c + 2 around every pixel row j of the band (c = j / step + 1).
+        let c_first = row0 / step;
+        let c_rows = (row0 + ext - 1) / step + 4 - c_first;
+        let coarse = split
+            .coarse_problem
+            .as_deref()
+            .map_or(&NO_HALOS32, |c| &c.tables32);
+        let clusters = split
+            .cluster_problem
+            .as_deref()
+            .map_or(&NO_HALOS32, |c| &c.tables32);
+        let galaxies = split
+            .galaxy_problem
+            .as_deref()
+            .map_or(&NO_HALOS64, |g| &g.tables64);
+        let n_galaxies = galaxies.n_sie + galaxies.n_dpie;
+        let side = split.side();
+        let kept = |dtype, len| {
+            if outputs {
+                BufferSpec::Output { dtype, len }
+            } else {
+                BufferSpec::Scratch { dtype, len }
+            }
+        };
+        let scratch = |dtype, len| BufferSpec::Scratch { dtype, len };
+        use split_slot as s;
+        let buffers = vec![
+            BufferSpec::Input(HostSlice::F32(&clusters.sie)),
+            BufferSpec::Input(HostSlice::F32(&clusters.dpie)),
+            BufferSpec::Input(HostSlice::F64(&self.tables64.sie)),
+            BufferSpec::Input(HostSlice::F64(&self.tables64.dpie)),
+            BufferSpec::Input(HostSlice::F32(&coarse.sie)),
+            BufferSpec::Input(HostSlice::F32(&coarse.dpie)),
+            BufferSpec::Input(HostSlice::F64(&galaxies.sie)),
+            BufferSpec::Input(HostSlice::F64(&galaxies.dpie)),
+            BufferSpec::Input(HostSlice::F64(&lists.info)),
+            BufferSpec::Input(HostSlice::I32(&lists.cell_start)),
+            BufferSpec::Input(HostSlice::I32(&lists.cell_galaxies)),
+            BufferSpec::Input(HostSlice::F64(&lists.limit)),
+            scratch(DType::F32, c_rows * nodes),
+            scratch(DType::F32, c_rows * nodes),
+            scratch(DType::F32, ext * n),
+            scratch(DType::F32, ext * n),
+            scratch(DType::F64, 2 * n_galaxies * side * side),
+            scratch(DType::F64, n),
+            scratch(DType::F64, n),
+            scratch(DType::U32, main_rows * n),
+            scratch(DType::U32, grid_items(Precision::F64, n, main_rows)),
+            kept(DType::U32, 1),
+            kept(DType::F64, main_rows * n),
+            kept(DType::F64, main_rows * n),
+            scratch(DType::U32, 1),
+        ];
+        let coarse_pass = GridPass {
+            nx: nodes,
+            row0: c_first,
+            rows: c_rows,
+            h: cell,
+        };
+        let cluster_pass = GridPass {
+            nx: n,
+            row0,
+            rows: ext,
+            h: self.pixel,
+        };
+        let mut steps = vec![
+            coarse_pass.launch(
+                Precision::F32,
+                &coarse.shape(),
+                [s::CO_SIE32, s::CO_DPIE32, s::COARSE_GX, s::COARSE_GY],
+            ),
+            cluster_pass.launch(
+                Precision::F32,
+                &clusters.shape(),
+                [s::CL_SIE32, s::CL_DPIE32, s::CL_GX, s::CL_GY],
+            ),
+        ];
+        if n_galaxies > 0 {
+            steps.push(Step::Launch(Launch {
+                kernel: "lens_split_nodes".into(),
+                args: vec![
+                    StepArg::I32(n_galaxies as i32),
+                    StepArg::I32(side as i32),
+                    StepArg::I32(step as i32),
+                    StepArg::Buffer(s::INFO),
+                    StepArg::Buffer(s::GAL_SIE64),
+                    StepArg::I32(galaxies.n_sie as i32),
+                    StepArg::Buffer(s::GAL_DPIE64),
+                    StepArg::F64(self.pixel),
+                    StepArg::Buffer(s::TABLE),
+                ],
+                global: n_galaxies * side * side,
+                local: Local::Prefer(GPU_GROUP),
+            }));
+        }
+        steps.extend([
+            Step::Launch(Launch {
+                kernel: "lens_split_pixel".into(),
+                args: vec![
+                    StepArg::I32(n as i32),
+                    StepArg::I32(ext as i32),
+                    StepArg::I32(row0 as i32),
+                    StepArg::I32(step as i32),
+                    StepArg::I32(nodes as i32),
+                    StepArg::I32(c_first as i32),
+                    StepArg::Buffer(s::COARSE_GX),
+                    StepArg::Buffer(s::COARSE_GY),
+                    StepArg::Buffer(s::CL_GX),
+                    StepArg::Buffer(s::CL_GY),
+                    StepArg::I32(lists.cells_x as i32),
+                    StepArg::Buffer(s::CELL_START),
+                    StepArg::Buffer(s::CELL_GALAXIES),
+                    StepArg::Buffer(s::INFO),
+                    StepArg::Buffer(s::TABLE),
+                    StepArg::I32(side as i32),
+                    StepArg::Buffer(s::GAL_SIE64),
+                    StepArg::I32(galaxies.n_sie as i32),
+                    StepArg::Buffer(s::GAL_DPIE64),
+                    StepArg::F64(split.plan.radius),
+                    StepArg::F64(self.coord(0)),
+                    StepArg::F64(self.pixel),
+                    StepArg::I32(main_rows as i32),
+                    StepArg::Buffer(s::GX64),
+                    StepArg::Buffer(s::GY64),
+                    StepArg::Buffer(s::NEXT_GX),
+                    StepArg::Buffer(s::NEXT_GY),
+                ],
+                global: ext * n,
+                local: Local::Prefer(GPU_GROUP),
+            }),
+            Step::Fill {
+                buffer: s::COUNTER,
+                byte: 0,
+            },
+            Step::Launch(Launch {
+                kernel: "lens_split_flag".into(),
+                args: vec![
+                    StepArg::Buffer(s::GX64),
+                    StepArg::Buffer(s::GY64),
+                    StepArg::Buffer(s::NEXT_GX),
+                    StepArg::Buffer(s::NEXT_GY),
+                    StepArg::I32(n as i32),
+                    StepArg::I32(main_rows as i32),
+                    StepArg::I32(main_rows as i32),
+                    StepArg::I32(ext as i32),
+                    StepArg::I32(row0 as i32),
+                    StepArg::I32(step as i32),
+                    StepArg::I32(lists.cells_x as i32),
+                    StepArg::Buffer(s::LIMIT),
+                    StepArg::F64(self.pixel),
+                    StepArg::Buffer(s::MASK),
+                    StepArg::Buffer(s::COUNTER),
+                ],
+                global: main_rows * n,
+                local: Local::Prefer(GPU_GROUP),
+            }),
+        ]);
+        steps.extend(self.recompute_steps(
+            Recompute {
+                mask: s::MASK,
+                items: s::ITEMS,
+                item_counter: s::ITEM_COUNTER,
+                sie64: s::SIE64,
+                dpie64: s::DPIE64,
+                field: [s::GX64, s::GY64],
+            },
+            row0,
+            main_rows,
+        ));
+        FieldPipeline {
+            buffers,
+            steps,
+            field: [s::GX64, s::GY64],
+        }
+    }
+}
+
+/// A band's buffers and steps that leave a float64 field on the device, and the field's slots.
+struct FieldPipeline<'a> {
+    buffers: Vec<BufferSpec<'a>>,
+    steps: Vec<Step>,
+    field: [usize; 2],
+}
+
+/// The slots one float64 recompute reads and writes.
+struct Recompute {
+    mask: usize,
+    items: usize,
+    item_counter: usize,
+    sie64: usize,
+    dpie64: usize,
+    field: [usize; 2],
+}
+
+/// Halo counts and offset kind of a set of kernel tables: what a grid launch needs besides their slots.
+struct TableShape {
+    n_sie: usize,
+    n_dpie: usize,
+    exact_offsets: bool,
+}
+
+impl<T> KernelTables<T> {
+    fn shape(&self) -> TableShape {
+        TableShape {
+            n_sie: self.n_sie,
+            n_dpie: self.n_dpie,
+            exact_offsets: self.exact_offsets,
+        }
+    }
+}
+
+/// A grid launch over rows [row0, row0 + rows) of a grid `nx` pixels wide of pixel `h`.
+struct GridPass {
+    nx: usize,
+    row0: usize,
+    rows: usize,
+    h: f64,
+}
+
+impl GridPass {
+    /// The launch in precision `p` from the tables of shape `t` in slots [sie, dpie] into slots [gx, gy].
+    fn launch(&self, p: Precision, t: &TableShape, [sie, dpie, gx, gy]: [usize; 4]) -> Step {
+        Step::Launch(Launch {
+            kernel: format!("lens_grid_{}", p.name()),
+            args: vec![
+                StepArg::Buffer(sie),
+                StepArg::I32(t.n_sie as i32),
+                StepArg::Buffer(dpie),
+                StepArg::I32(t.n_dpie as i32),
+                StepArg::I32(self.nx as i32),
+                StepArg::I32(self.row0 as i32),
+                StepArg::I32(self.rows as i32),
+                StepArg::real(p, self.h),
+                StepArg::I32(i32::from(t.exact_offsets)),
+                StepArg::Buffer(gx),
+                StepArg::Buffer(gy),
+            ],
+            global: grid_items(p, self.nx, self.rows),
+            local: Local::Prefer(GPU_GROUP),
+        })
+    }
+}
+
+/// Tables without halos: the split's clusters or galaxies when a catalogue has none (the grid writes zeros).
+static NO_HALOS32: KernelTables<f32> = KernelTables {
+    sie: Vec::new(),
+    dpie: Vec::new(),
+    n_sie: 0,
+    n_dpie: 0,
+    exact_offsets: true,
+};
+static NO_HALOS64: KernelTables<f64> = KernelTables {
+    sie: Vec::new(),
+    dpie: Vec::new(),
+    n_sie: 0,
+    n_dpie: 0,
+    exact_offsets: true,
+};
+
+/// The slots of a split band's buffers, in the order split_pipeline declares them.
+mod split_slot {
+    /// Cluster tables (float32 grid), the whole catalogue in float64 (recompute), the galaxies shifted to
+    /// the coarse lattice (float32 grid) and on the problem's grid (float64 near terms and node tables).
+    pub const CL_SIE32: usize = 0;
+    pub const CL_DPIE32: usize = 1;
+    pub const SIE64: usize = 2;
+    pub const DPIE64: usize = 3;
+    pub const CO_SIE32: usize = 4;
+    pub const CO_DPIE32: usize = 5;
+    pub const GAL_SIE64: usize = 6;
+    pub const GAL_DPIE64: usize = 7;
+    /// SplitLists: galaxy info, the per-cell galaxy lists, the per-cell flag limits.
+    pub const INFO: usize = 8;
+    pub const CELL_START: usize = 9;
+    pub const CELL_GALAXIES: usize = 10;
+    pub const LIMIT: usize = 11;
+    pub const COARSE_GX: usize = 12;
+    pub const COARSE_GY: usize = 13;
+    pub const CL_GX: usize = 14;
+    pub const CL_GY: usize = 15;
+    pub const TABLE: usize = 16;
+    pub const NEXT_GX: usize = 17;
+    pub const NEXT_GY: usize = 18;
+    pub const MASK: usize = 19;
+    pub const ITEMS: usize = 20;
+    pub const COUNTER: usize = 21;
+    pub const GX64: usize = 22;
+    pub const GY64: usize = 23;
+    pub const ITEM_COUNTER: usize = 24;
 }
 
 /// Hits one delensing band can hold; a band that finds more is an error (never silently truncated).
@@ -368,6 +688,7 @@ impl LensProblem {
     /// smaller than the float32 error: at `hff`, one image 31″ away from any of the reference's.)
     pub fn chi2_jobs<'a>(
         &'a self,
+        mode: LensMode,
         sources: &'a [f64],
         budget: DeviceBudget,
         opts: &RunOptions,
@@ -379,8 +700,11 @@ impl LensProblem {
             .into_iter()
             .map(|(row0, rows)| {
                 let ext = self.extended_rows(row0, rows);
-                let (mut buffers, mut steps) =
-                    self.mixed_pipeline(MixedScheme::Budget, row0, rows, false);
+                let FieldPipeline {
+                    mut buffers,
+                    mut steps,
+                    field: [gx, gy],
+                } = self.field_pipeline(mode, row0, rows, false);
                 let first = buffers.len();
                 buffers.extend([
                     BufferSpec::Input(HostSlice::F64(sources)),
@@ -402,8 +726,8 @@ impl LensProblem {
                     Step::Launch(Launch {
                         kernel: "lens_delens_f64".into(),
                         args: vec![
-                            StepArg::Buffer(slot::GX64),
-                            StepArg::Buffer(slot::GY64),
+                            StepArg::Buffer(gx),
+                            StepArg::Buffer(gy),
                             StepArg::I32(n as i32),
                             StepArg::I32(rows as i32),
                             StepArg::I32(ext as i32),

@@ -392,11 +392,11 @@ impl Workload for LensProblem {
         opts: &RunOptions,
     ) -> Result<Measured<Field>, RunError> {
         if mode == LensMode::Split {
+            // The geometry, bounds and device lists are made once per model, outside the timed runs.
+            let split = self.split();
             if let Target::Device(_) = target {
-                return Err(split::no_kernels());
+                split.lists(self);
             }
-            // The geometry and bounds are made once per model, outside the timed runs.
-            self.split();
         }
         exec::single_pass(self, target, mode, opts)
     }

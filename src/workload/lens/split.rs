@@ -1,4 +1,5 @@
-//! The near/far split of the lens grid (issue 17; docs/lens.md, "The near/far split"), on the `cpu` model.
+//! The near/far split of the lens grid (issue 17; docs/lens.md, "The near/far split"): its plan and bounds,
+//! the `cpu` model's grid, and the lists the device kernels read (cl/common/lens_split.h, device.rs).
 //!
 //! Cluster halos are summed directly at every pixel. The galaxies' summed field G is evaluated on a coarse
 //! grid of step H (s pixels) and interpolated to the pixels by tensor-product cubic Lagrange interpolation
@@ -88,14 +89,35 @@ pub struct Split {
     /// The galaxies alone on the coarse lattice (shifted so the lattice is a grid centred on 0), and the
     /// clusters alone on the problem's grid: both evaluated by the direct `cpu` grid in float32 (exact
     /// offsets), whose estimated error enters every pixel's bound.
-    coarse_problem: Option<Box<LensProblem>>,
-    cluster_problem: Option<Box<LensProblem>>,
+    pub(super) coarse_problem: Option<Box<LensProblem>>,
+    pub(super) cluster_problem: Option<Box<LensProblem>>,
     /// Coarse lattice: `nodes` × `nodes`, node (a, c) at (origin + a·H, origin + c·H).
     nodes: usize,
     origin: f64,
     cell: f64,
     /// Per coarse cell (lower-left node a, c: `bound[c * nodes + a]`), the far field's error bound.
     bound: Vec<f64>,
+    /// Each galaxy's node table covers `side` × `side` nodes from `reach` nodes before its own cell.
+    reach: i64,
+    /// The galaxies alone on the problem's grid: their float64 tables give the device kernels' near terms
+    /// and node tables (galaxy k of `galaxies` is row k of those tables: SIE rows, then dPIE rows).
+    pub(super) galaxy_problem: Option<Box<LensProblem>>,
+    /// The device kernels' lists, made when a device first runs the split.
+    lists: std::sync::OnceLock<SplitLists>,
+}
+
+/// What the split's device kernels read besides the halo tables (cl/common/lens_split.h), per problem.
+#[derive(Debug, Clone)]
+pub(super) struct SplitLists {
+    /// Per galaxy: x0, y0 (arcsec) and the first node column and row of its table.
+    pub info: Vec<f64>,
+    /// Pixel cells (step × step pixels) per row.
+    pub cells_x: usize,
+    /// Per pixel cell, row-major: the galaxies within R of any of its pixels, as CSR (start, indices).
+    pub cell_start: Vec<i32>,
+    pub cell_galaxies: Vec<i32>,
+    /// Per pixel cell: the flag limit (h / the magnification its error bound can serve).
+    pub limit: Vec<f64>,
 }
 
 /// Worst interpolation error of a unit isothermal deflection (b = 1, ellipticity up to `e`) at distance q
@@ -207,6 +229,7 @@ impl Split {
         let shift = split.origin + (split.nodes - 1) as f64 / 2.0 * split.cell;
         split.coarse_problem = problem(subset(&galaxy_index, shift), split.nodes, split.cell);
         split.cluster_problem = problem(subset(&cluster_index, 0.0), p.n, p.pixel);
+        split.galaxy_problem = problem(subset(&galaxy_index, 0.0), p.n, p.pixel);
         split.plan.direct = cluster_index.len();
         let rounding =
             |q: &Option<Box<LensProblem>>| q.as_ref().map_or(0.0, |q| q.f32_error_estimate());
@@ -269,6 +292,100 @@ impl Split {
             origin,
             cell,
             bound,
+            reach: (radius / cell).ceil() as i64 + 3,
+            galaxy_problem: None,
+            lists: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Nodes per side of a galaxy's table: every cell a near pixel can be in, with the 4 × 4 stencil's reach.
+    pub(super) fn side(&self) -> usize {
+        2 * self.reach as usize + 2
+    }
+
+    /// First node column and row of a galaxy's table.
+    fn table_origin(&self, g: &HaloEval) -> (i64, i64) {
+        let first = |v: f64| ((v - self.origin) / self.cell).floor() as i64 - self.reach;
+        (first(g.x0), first(g.y0))
+    }
+
+    /// Flag limit of the pixels of pixel cell (a, c): their error bound E (the cell's far-field bound plus
+    /// the float32 estimate of the direct parts) serves magnifications below h / (6·E·BUDGET_SAFETY), the
+    /// reasoning of `budget_magnification`.
+    fn flag_limit(&self, a: usize, c: usize, h: f64) -> f64 {
+        let far = self.bound[(c + 1) * self.nodes + a + 1];
+        6.0 * (far + self.plan.rounding_error + f64::EPSILON * h) * BUDGET_SAFETY
+    }
+
+    /// Node rows of the lattice and nodes per row (device kernels).
+    pub(super) fn lattice(&self) -> (usize, f64) {
+        (self.nodes, self.cell)
+    }
+
+    /// The galaxies in each pixel cell's reach, their table origins and the cells' flag limits, for the
+    /// device kernels.
+    pub(super) fn lists(&self, p: &LensProblem) -> &SplitLists {
+        self.lists.get_or_init(|| self.make_lists(p))
+    }
+
+    fn make_lists(&self, p: &LensProblem) -> SplitLists {
+        let step = self.plan.step;
+        let cells_x = (p.n - 1) / step + 1;
+        let radius = self.plan.radius;
+        // Per galaxy, the range of pixel cells its near disc touches, along one axis.
+        let cells = |centre: f64| {
+            let lo = ((centre - radius - p.coord(0)) / p.pixel).ceil().max(0.0);
+            let hi = ((centre + radius - p.coord(0)) / p.pixel).floor();
+            (hi >= 0.0 && lo < p.n as f64)
+                .then(|| (lo as usize / step, (hi as usize).min(p.n - 1) / step))
+        };
+        let mut count = vec![0i32; cells_x * cells_x + 1];
+        let boxes: Vec<_> = self
+            .galaxies
+            .iter()
+            .map(|g| cells(g.x0).zip(cells(g.y0)))
+            .collect();
+        for &((a0, a1), (c0, c1)) in boxes.iter().flatten() {
+            for c in c0..=c1 {
+                for a in a0..=a1 {
+                    count[c * cells_x + a + 1] += 1;
+                }
+            }
+        }
+        for q in 1..count.len() {
+            count[q] += count[q - 1];
+        }
+        let mut cell_galaxies = vec![0i32; count[cells_x * cells_x] as usize];
+        let mut fill = count.clone();
+        for (g, b) in boxes.iter().enumerate() {
+            let Some(((a0, a1), (c0, c1))) = *b else {
+                continue;
+            };
+            for c in c0..=c1 {
+                for a in a0..=a1 {
+                    let at = &mut fill[c * cells_x + a];
+                    cell_galaxies[*at as usize] = g as i32;
+                    *at += 1;
+                }
+            }
+        }
+        let info = self
+            .galaxies
+            .iter()
+            .flat_map(|g| {
+                let (a0, c0) = self.table_origin(g);
+                [g.x0, g.y0, a0 as f64, c0 as f64]
+            })
+            .collect();
+        let limit = (0..cells_x * cells_x)
+            .map(|q| self.flag_limit(q % cells_x, q / cells_x, p.pixel))
+            .collect();
+        SplitLists {
+            info,
+            cells_x,
+            cell_start: count,
+            cell_galaxies,
+            limit,
         }
     }
 
@@ -284,22 +401,20 @@ impl Split {
         }
     }
 
-    /// The deflection at every pixel of `p` and the far-field error bound of each pixel's cell.
-    pub fn grid(&self, p: &LensProblem) -> (Field, Vec<f64>) {
+    /// The deflection at every pixel of `p`.
+    pub fn grid(&self, p: &LensProblem) -> Field {
         let n = p.n;
         let step = self.plan.step;
         let nodes = self.nodes;
         let coarse = self.coarse();
         // Per galaxy, the nodes around it: a box of nodes covering every cell a near pixel can be in,
         // with the 4 × 4 stencil's reach, and g's values there.
-        let reach = (self.plan.radius / self.cell).ceil() as i64 + 3;
         let tables: Vec<NodeTable> = self
             .galaxies
             .par_iter()
             .map(|g| {
-                let a0 = ((g.x0 - self.origin) / self.cell).floor() as i64 - reach;
-                let c0 = ((g.y0 - self.origin) / self.cell).floor() as i64 - reach;
-                let side = 2 * reach as usize + 2;
+                let (a0, c0) = self.table_origin(g);
+                let side = self.side();
                 let values = (0..side * side)
                     .map(|q| {
                         let x = self.origin + (a0 + (q % side) as i64) as f64 * self.cell;
@@ -323,12 +438,10 @@ impl Split {
             }
             None => (vec![0.0; n * n], vec![0.0; n * n]),
         };
-        let mut bound = vec![0.0; n * n];
         gx.par_chunks_mut(n)
             .zip(gy.par_chunks_mut(n))
-            .zip(bound.par_chunks_mut(n))
             .enumerate()
-            .for_each(|(j, ((gx_row, gy_row), b_row))| {
+            .for_each(|(j, (gx_row, gy_row))| {
                 let y = p.coord(j);
                 // Pixel j lies in node row c = j / step + 1 at fraction (j % step) / step; pixel i in node
                 // column i / step + 1. The interpolation is separable: first along y for every node column
@@ -351,7 +464,6 @@ impl Split {
                     let (ax, ay) = along_x(&line, i / step + 1, &weights[i % step]);
                     gx_row[i] += ax;
                     gy_row[i] += ay;
-                    b_row[i] = self.bound[c * nodes + i / step + 1];
                 }
                 // The near galaxies: on the pixels of this row within R, g's exact deflection replaces its
                 // interpolant.
@@ -384,15 +496,8 @@ impl Split {
                     }
                 }
             });
-        (Field::new(vec![gx, gy]), bound)
+        Field::new(vec![gx, gy])
     }
-}
-
-/// Why a device cannot run the split: the row says `not_built`, with this reason.
-pub fn no_kernels() -> crate::exec::RunError {
-    crate::exec::RunError::NotBuilt(
-        "the near/far split has no kernels yet: it runs on the cpu model only (issue 17)".into(),
-    )
 }
 
 impl LensProblem {
@@ -407,7 +512,7 @@ impl LensProblem {
     /// h / (6·E·BUDGET_SAFETY) (the reasoning of `budget_magnification`).
     pub(super) fn cpu_split(&self) -> Field {
         let split = self.split();
-        let (mut field, bound) = split.grid(self);
+        let mut field = split.grid(self);
         let n = self.n;
         let h = self.pixel;
         let mask: Vec<bool> = (0..n * n)
@@ -416,8 +521,8 @@ impl LensProblem {
                 if n < 2 {
                     return false;
                 }
-                let e = bound[q] + split.plan.rounding_error + f64::EPSILON * h;
-                let limit = 6.0 * e * BUDGET_SAFETY;
+                let step = split.plan.step;
+                let limit = split.flag_limit(q % n / step, q / n / step, h);
                 let ((qx, sx), (qy, sy)) = difference_neighbours(q % n, q / n, n);
                 let (gx, gy) = (&field.components[0], &field.components[1]);
                 let d1 = sx * (gx[qx] - gx[q]);
