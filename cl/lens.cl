@@ -67,8 +67,9 @@ __kernel void lens_split_nodes(const int n_galaxies, const int side, const int s
 
 __kernel void lens_split_pixel(const int nx, const int rows, const int row0, const int step, const int nodes,
                                const int c_first, __global const float *restrict coarse_gx,
-                               __global const float *restrict coarse_gy, __global const float *restrict cl_gx,
-                               __global const float *restrict cl_gy, const int cells_x,
+                               __global const float *restrict coarse_gy, __global const float *restrict cl_sie,
+                               const int n_cl_sie, __global const float *restrict cl_dpie, const int n_cl_dpie,
+                               __global const double *restrict weights, const int cells_x,
                                __global const int *restrict cell_start, __global const int *restrict cell_galaxies,
                                __global const double *restrict info, __global const double *restrict table,
                                const int side, __global const double *restrict sie, const int n_sie,
@@ -77,8 +78,8 @@ __kernel void lens_split_pixel(const int nx, const int rows, const int row0, con
                                __global double *restrict gy_out, __global double *restrict next_gx,
                                __global double *restrict next_gy)
 {
-    lens_split_pixel_item(get_global_id(0), nx, rows, row0, step, nodes, c_first, coarse_gx, coarse_gy, cl_gx, cl_gy,
-                          cells_x, cell_start, cell_galaxies, info, table, side, sie, n_sie, dpie, radius,
+    lens_split_pixel_item(get_global_id(0), nx, rows, row0, step, nodes, c_first, coarse_gx, coarse_gy, cl_sie, n_cl_sie,
+                          cl_dpie, n_cl_dpie, weights, cells_x, cell_start, cell_galaxies, info, table, side, sie, n_sie, dpie, radius,
                           first_coord, h, rows_main, gx_out, gy_out, next_gx, next_gy);
 }
 

@@ -150,6 +150,25 @@ ASTRO_FN void LENS_FN(lens_dpie_add)(ASTRO_REAL dx, ASTRO_REAL dy, ASTRO_GLOBAL 
     *gy += s * gu + c * gv;
 }
 
+/* Adds halo g of a pair of tables (SIE rows first, then dPIE rows) at pixel (fi, fj) of the grid: integer
+ * indices carried as ASTRO_REAL, possibly outside the grid; exact offsets, the arithmetic of one pixel of
+ * lens_item. (The near/far split evaluates single halos at single pixels: lens_split.h.) */
+ASTRO_FN void LENS_FN(lens_halo_add)(int g, ASTRO_REAL fi, ASTRO_REAL fj,
+                                    ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT sie, int n_sie,
+                                    ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT dpie, ASTRO_REAL h,
+                                    ASTRO_REAL *gx, ASTRO_REAL *gy)
+{
+    if (g < n_sie) {
+        ASTRO_GLOBAL const ASTRO_REAL *p = sie + (size_t)g * LENS_SIE_STRIDE;
+        ASTRO_REAL mx0, my0, b1, q0;
+        LENS_FN(lens_sie_row_terms)(p[0], p[1], p[2], p[3], (fj - p[6]) + p[4], &mx0, &my0, &b1, &q0);
+        LENS_FN(lens_sie_add)(fi - p[5], p[0], p[1], mx0, my0, b1, q0, gx, gy);
+    } else {
+        ASTRO_GLOBAL const ASTRO_REAL *p = dpie + (size_t)(g - n_sie) * LENS_DPIE_STRIDE;
+        LENS_FN(lens_dpie_add)((fi - p[11]) * h + p[9], (fj - p[12]) * h + p[10], p, gx, gy);
+    }
+}
+
 /* Grid work-items: one computes LENS_PPI pixels along x in each of LENS_RPI rows (the halo's loads and the
  * x offsets are shared by all of them, the row terms by a row's pixels). Item gid of a band of `rows` rows
  * starts at column *i0 and band row *r0; returns 0 past the last item. */

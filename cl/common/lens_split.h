@@ -3,42 +3,18 @@
  *
  * Steps of one band (the host builds the sequence; src/workload/lens/device.rs):
  *   1. lens_grid_f32 on the coarse lattice: the galaxies alone at the node rows the band needs;
- *   2. lens_grid_f32 over the band (plus its next row): the cluster halos alone;
- *   3. lens_split_nodes_item: each galaxy's own float64 values on the box of nodes around it;
- *   4. lens_split_pixel_item: per pixel, clusters + the cubic interpolant of the coarse field, and for every
- *      galaxy within R of the pixel its exact deflection in place of its interpolant;
- *   5. lens_split_flag_item: flags the pixels whose magnification the cell's error bound cannot serve;
- *   6. lens_compact_mask_item and lens_recompute_item (lens_mixed.h): float64 for the flagged pixels.
+ *   2. lens_split_nodes_item: each galaxy's own float64 values on the box of nodes around it;
+ *   3. lens_split_pixel_item: per pixel of the band (plus its next row), the cluster halos (float32, as the
+ *      grid kernels) + the cubic interpolant of the coarse field, and for every galaxy within R of the pixel
+ *      its exact deflection in place of its interpolant;
+ *   4. lens_split_flag_item: flags the pixels whose magnification the cell's error bound cannot serve;
+ *   5. lens_compact_mask_item and lens_recompute_item (lens_mixed.h): float64 for the flagged pixels.
+ * The cubic Lagrange weights of nodes -1, 0, 1, 2 at fraction t / step of a cell come from the host
+ * (weights[4 t .. 4 t + 3]), as the cpu model uses them.
  *
  * Galaxies are indexed as the float64 galaxy tables: SIE rows first, then dPIE rows. Node (a, c) of the
  * lattice sits on pixel ((a - 1) step, (c - 1) step) of the grid; pixel i lies in node column i / step + 1 at
  * fraction (i % step) / step, and the interpolation uses node columns i / step .. i / step + 3. */
-
-/* The 4 cubic Lagrange weights of nodes -1, 0, 1, 2 at fraction t of a cell. */
-ASTRO_FN void lens_lagrange(double t, double *w)
-{
-    w[0] = -t * (t - 1) * (t - 2) / 6;
-    w[1] = (t + 1) * (t - 1) * (t - 2) / 2;
-    w[2] = -(t + 1) * t * (t - 2) / 2;
-    w[3] = (t + 1) * t * (t - 1) / 6;
-}
-
-/* Adds galaxy g's exact float64 deflection at pixel (fi, fj) of the grid (integer indices, possibly outside
- * it), with the exact offsets of the float64 tables, as the grid kernels do. */
-ASTRO_FN void lens_galaxy_add(int g, double fi, double fj, ASTRO_GLOBAL const double *ASTRO_RESTRICT sie,
-                              int n_sie, ASTRO_GLOBAL const double *ASTRO_RESTRICT dpie, double h, double *gx,
-                              double *gy)
-{
-    if (g < n_sie) {
-        ASTRO_GLOBAL const double *p = sie + (size_t)g * LENS_SIE_STRIDE;
-        double mx0, my0, b1, q0;
-        lens_sie_row_terms_f64(p[0], p[1], p[2], p[3], (fj - p[6]) + p[4], &mx0, &my0, &b1, &q0);
-        lens_sie_add_f64(fi - p[5], p[0], p[1], mx0, my0, b1, q0, gx, gy);
-    } else {
-        ASTRO_GLOBAL const double *p = dpie + (size_t)(g - n_sie) * LENS_DPIE_STRIDE;
-        lens_dpie_add_f64((fi - p[11]) * h + p[9], (fj - p[12]) * h + p[10], p, gx, gy);
-    }
-}
 
 /* One node of one galaxy's table: item gid is node (gid % side^2) of the side x side box of galaxy
  * gid / side^2, whose first node column and row are info[4 g + 2], info[4 g + 3]. */
@@ -53,7 +29,7 @@ ASTRO_FN void lens_split_nodes_item(size_t gid, int n_galaxies, int side, int st
     const int g = (int)(gid / area), q = (int)(gid % area);
     const double a = info[4 * g + 2] + (double)(q % side), c = info[4 * g + 3] + (double)(q / side);
     double gx = 0, gy = 0;
-    lens_galaxy_add(g, (a - 1) * step, (c - 1) * step, sie, n_sie, dpie, h, &gx, &gy);
+    lens_halo_add_f64(g, (a - 1) * step, (c - 1) * step, sie, n_sie, dpie, h, &gx, &gy);
     table[2 * gid] = gx;
     table[2 * gid + 1] = gy;
 }
@@ -63,13 +39,14 @@ ASTRO_FN void lens_split_nodes_item(size_t gid, int n_galaxies, int side, int st
 #define LENS_SPLIT_AT(main, next, r, i) ((r) < rows_main ? (main)[(size_t)(r) * nx + (i)] : (next)[i])
 
 /* Pixel gid of a band of `rows` rows starting at grid row row0 (x fastest):
- *   clusters (float32, cl_gx/cl_gy) + the interpolant of the coarse galaxy field (float32 node values, node
+ *   clusters (float32 tables cl_sie, cl_dpie) + the interpolant of the coarse galaxy field (float32 node values, node
  *   rows from c_first, `nodes` per row), then for each galaxy of the pixel's cell list within `radius` arcsec:
  *   + its exact deflection - the interpolant of its own node table. Sums in float64. */
 ASTRO_FN void lens_split_pixel_item(
     size_t gid, int nx, int rows, int row0, int step, int nodes, int c_first,
     ASTRO_GLOBAL const float *ASTRO_RESTRICT coarse_gx, ASTRO_GLOBAL const float *ASTRO_RESTRICT coarse_gy,
-    ASTRO_GLOBAL const float *ASTRO_RESTRICT cl_gx, ASTRO_GLOBAL const float *ASTRO_RESTRICT cl_gy, int cells_x,
+    ASTRO_GLOBAL const float *ASTRO_RESTRICT cl_sie, int n_cl_sie, ASTRO_GLOBAL const float *ASTRO_RESTRICT cl_dpie,
+    int n_cl_dpie, ASTRO_GLOBAL const double *ASTRO_RESTRICT weights, int cells_x,
     ASTRO_GLOBAL const int *ASTRO_RESTRICT cell_start, ASTRO_GLOBAL const int *ASTRO_RESTRICT cell_galaxies,
     ASTRO_GLOBAL const double *ASTRO_RESTRICT info, ASTRO_GLOBAL const double *ASTRO_RESTRICT table, int side,
     ASTRO_GLOBAL const double *ASTRO_RESTRICT sie, int n_sie, ASTRO_GLOBAL const double *ASTRO_RESTRICT dpie,
@@ -80,10 +57,11 @@ ASTRO_FN void lens_split_pixel_item(
     if (gid >= (size_t)nx * (size_t)rows) return;
     const int i = (int)(gid % (size_t)nx), j = row0 + (int)(gid / (size_t)nx);
     const int a = i / step + 1, c = j / step + 1;
-    double wx[4], wy[4];
-    lens_lagrange((double)(i % step) / step, wx);
-    lens_lagrange((double)(j % step) / step, wy);
-    double gx = (double)cl_gx[gid], gy = (double)cl_gy[gid];
+    ASTRO_GLOBAL const double *wx = weights + 4 * (i % step), *wy = weights + 4 * (j % step);
+    float cx = 0, cy = 0;
+    for (int k = 0; k < n_cl_sie + n_cl_dpie; ++k)
+        lens_halo_add_f32(k, (float)i, (float)j, cl_sie, n_cl_sie, cl_dpie, (float)h, &cx, &cy);
+    double gx = (double)cx, gy = (double)cy;
     for (int v = 0; v < 4; ++v) {
         const size_t line = (size_t)(c - 1 + v - c_first) * (size_t)nodes + (size_t)(a - 1);
         double sx = 0, sy = 0;
@@ -100,7 +78,7 @@ ASTRO_FN void lens_split_pixel_item(
         const int g = cell_galaxies[k];
         const double dx = x - info[4 * g], dy = y - info[4 * g + 1];
         if (dx * dx + dy * dy > r2) continue;
-        lens_galaxy_add(g, (double)i, (double)j, sie, n_sie, dpie, h, &gx, &gy);
+        lens_halo_add_f64(g, (double)i, (double)j, sie, n_sie, dpie, h, &gx, &gy);
         /* Its own interpolant, from its table (box origin info[4 g + 2], info[4 g + 3]). */
         const int u0 = a - 1 - (int)info[4 * g + 2], v0 = c - 1 - (int)info[4 * g + 3];
         ASTRO_GLOBAL const double *t = table + 2 * ((size_t)g * side * side + (size_t)v0 * side + u0);

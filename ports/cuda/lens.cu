@@ -61,15 +61,16 @@ __global__ void lens_split_nodes(int n_galaxies, int side, int step, const doubl
 
 __global__ void lens_split_pixel(int nx, int rows, int row0, int step, int nodes, int c_first,
                                  const float *__restrict__ coarse_gx, const float *__restrict__ coarse_gy,
-                                 const float *__restrict__ cl_gx, const float *__restrict__ cl_gy, int cells_x,
+                                 const float *__restrict__ cl_sie, int n_cl_sie, const float *__restrict__ cl_dpie,
+                                 int n_cl_dpie, const double *__restrict__ weights, int cells_x,
                                  const int *__restrict__ cell_start, const int *__restrict__ cell_galaxies,
                                  const double *__restrict__ info, const double *__restrict__ table, int side,
                                  const double *__restrict__ sie, int n_sie, const double *__restrict__ dpie,
                                  double radius, double first_coord, double h, int rows_main, double *__restrict__ gx_out,
                                  double *__restrict__ gy_out, double *__restrict__ next_gx, double *__restrict__ next_gy)
 {
-    lens_split_pixel_item(global_id(), nx, rows, row0, step, nodes, c_first, coarse_gx, coarse_gy, cl_gx, cl_gy,
-                          cells_x, cell_start, cell_galaxies, info, table, side, sie, n_sie, dpie, radius,
+    lens_split_pixel_item(global_id(), nx, rows, row0, step, nodes, c_first, coarse_gx, coarse_gy, cl_sie, n_cl_sie,
+                          cl_dpie, n_cl_dpie, weights, cells_x, cell_start, cell_galaxies, info, table, side, sie, n_sie, dpie, radius,
                           first_coord, h, rows_main, gx_out, gy_out, next_gx, next_gy);
 }
 

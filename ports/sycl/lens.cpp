@@ -60,14 +60,15 @@ LENS_KERNEL lens_split_nodes(int n_galaxies, int side, int step, const double *i
 }
 
 LENS_KERNEL lens_split_pixel(int nx, int rows, int row0, int step, int nodes, int c_first, const float *coarse_gx,
-                             const float *coarse_gy, const float *cl_gx, const float *cl_gy, int cells_x,
+                             const float *coarse_gy, const float *cl_sie, int n_cl_sie, const float *cl_dpie, int n_cl_dpie,
+                             const double *weights, int cells_x,
                              const int *cell_start, const int *cell_galaxies, const double *info,
                              const double *table, int side, const double *sie, int n_sie, const double *dpie,
                              double radius, double first_coord, double h, int rows_main, double *gx_out, double *gy_out,
                              double *next_gx, double *next_gy)
 {
-    lens_split_pixel_item(global_id(), nx, rows, row0, step, nodes, c_first, coarse_gx, coarse_gy, cl_gx, cl_gy,
-                          cells_x, cell_start, cell_galaxies, info, table, side, sie, n_sie, dpie, radius,
+    lens_split_pixel_item(global_id(), nx, rows, row0, step, nodes, c_first, coarse_gx, coarse_gy, cl_sie, n_cl_sie,
+                          cl_dpie, n_cl_dpie, weights, cells_x, cell_start, cell_galaxies, info, table, side, sie, n_sie, dpie, radius,
                           first_coord, h, rows_main, gx_out, gy_out, next_gx, next_gy);
 }
 

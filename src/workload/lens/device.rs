@@ -373,8 +373,8 @@ impl LensProblem {
     }
 
     /// Slots and steps of one band of the near/far split (cl/common/lens_split.h): the coarse galaxy field
-    /// on the node rows the band needs and the clusters over the band plus its next row (float32 grids),
-    /// the galaxies' node tables, the pixels (interpolation and near terms, float64), the flags against each
+    /// on the node rows the band needs (float32 grid), the galaxies' node tables, the pixels of the band plus
+    /// its next row (clusters in float32, interpolation and near terms in float64), the flags against each
     /// cell's bound and the float64 recompute. Returned like [`Self::mixed_pipeline`]: [counter, gx, gy]
     /// come back from a gradient job; the χ² keeps the field, its next row included, on the device.
     fn split_pipeline(&self, row0: usize, rows: usize, outputs: bool) -> FieldPipeline<'_> {
@@ -424,10 +424,9 @@ impl LensProblem {
             BufferSpec::Input(HostSlice::I32(&lists.cell_start)),
             BufferSpec::Input(HostSlice::I32(&lists.cell_galaxies)),
             BufferSpec::Input(HostSlice::F64(&lists.limit)),
+            BufferSpec::Input(HostSlice::F64(&lists.weights)),
             scratch(DType::F32, c_rows * nodes),
             scratch(DType::F32, c_rows * nodes),
-            scratch(DType::F32, ext * n),
-            scratch(DType::F32, ext * n),
             scratch(DType::F64, 2 * n_galaxies * side * side),
             scratch(DType::F64, n),
             scratch(DType::F64, n),
@@ -444,24 +443,11 @@ impl LensProblem {
             rows: c_rows,
             h: cell,
         };
-        let cluster_pass = GridPass {
-            nx: n,
-            row0,
-            rows: ext,
-            h: self.pixel,
-        };
-        let mut steps = vec![
-            coarse_pass.launch(
-                Precision::F32,
-                &coarse.shape(),
-                [s::CO_SIE32, s::CO_DPIE32, s::COARSE_GX, s::COARSE_GY],
-            ),
-            cluster_pass.launch(
-                Precision::F32,
-                &clusters.shape(),
-                [s::CL_SIE32, s::CL_DPIE32, s::CL_GX, s::CL_GY],
-            ),
-        ];
+        let mut steps = vec![coarse_pass.launch(
+            Precision::F32,
+            &coarse.shape(),
+            [s::CO_SIE32, s::CO_DPIE32, s::COARSE_GX, s::COARSE_GY],
+        )];
         if n_galaxies > 0 {
             steps.push(Step::Launch(Launch {
                 kernel: "lens_split_nodes".into(),
@@ -492,8 +478,11 @@ impl LensProblem {
                     StepArg::I32(c_first as i32),
                     StepArg::Buffer(s::COARSE_GX),
                     StepArg::Buffer(s::COARSE_GY),
-                    StepArg::Buffer(s::CL_GX),
-                    StepArg::Buffer(s::CL_GY),
+                    StepArg::Buffer(s::CL_SIE32),
+                    StepArg::I32(clusters.n_sie as i32),
+                    StepArg::Buffer(s::CL_DPIE32),
+                    StepArg::I32(clusters.n_dpie as i32),
+                    StepArg::Buffer(s::WEIGHTS),
                     StepArg::I32(lists.cells_x as i32),
                     StepArg::Buffer(s::CELL_START),
                     StepArg::Buffer(s::CELL_GALAXIES),
@@ -656,24 +645,23 @@ mod split_slot {
     pub const CO_DPIE32: usize = 5;
     pub const GAL_SIE64: usize = 6;
     pub const GAL_DPIE64: usize = 7;
-    /// SplitLists: galaxy info, the per-cell galaxy lists, the per-cell flag limits.
+    /// SplitLists: galaxy info, the per-cell galaxy lists, the per-cell flag limits, the weights.
     pub const INFO: usize = 8;
     pub const CELL_START: usize = 9;
     pub const CELL_GALAXIES: usize = 10;
     pub const LIMIT: usize = 11;
-    pub const COARSE_GX: usize = 12;
-    pub const COARSE_GY: usize = 13;
-    pub const CL_GX: usize = 14;
-    pub const CL_GY: usize = 15;
-    pub const TABLE: usize = 16;
-    pub const NEXT_GX: usize = 17;
-    pub const NEXT_GY: usize = 18;
-    pub const MASK: usize = 19;
-    pub const ITEMS: usize = 20;
-    pub const COUNTER: usize = 21;
-    pub const GX64: usize = 22;
-    pub const GY64: usize = 23;
-    pub const ITEM_COUNTER: usize = 24;
+    pub const WEIGHTS: usize = 12;
+    pub const COARSE_GX: usize = 13;
+    pub const COARSE_GY: usize = 14;
+    pub const TABLE: usize = 15;
+    pub const NEXT_GX: usize = 16;
+    pub const NEXT_GY: usize = 17;
+    pub const MASK: usize = 18;
+    pub const ITEMS: usize = 19;
+    pub const COUNTER: usize = 20;
+    pub const GX64: usize = 21;
+    pub const GY64: usize = 22;
+    pub const ITEM_COUNTER: usize = 23;
 }
 
 /// Hits one delensing band can hold; a band that finds more is an error (never silently truncated).

@@ -118,6 +118,8 @@ pub(super) struct SplitLists {
     pub cell_galaxies: Vec<i32>,
     /// Per pixel cell: the flag limit (h / the magnification its error bound can serve).
     pub limit: Vec<f64>,
+    /// The 4 interpolation weights of each pixel offset 0..step within a cell.
+    pub weights: Vec<f64>,
 }
 
 /// Worst interpolation error of a unit isothermal deflection (b = 1, ellipticity up to `e`) at distance q
@@ -298,6 +300,14 @@ impl Split {
         }
     }
 
+    /// The interpolation weights of each pixel offset 0..step within a cell.
+    fn weights(&self) -> Vec<[f64; 4]> {
+        let step = self.plan.step;
+        (0..step)
+            .map(|t| lagrange(t as f64 / step as f64))
+            .collect()
+    }
+
     /// Nodes per side of a galaxy's table: every cell a near pixel can be in, with the 4 × 4 stencil's reach.
     pub(super) fn side(&self) -> usize {
         2 * self.reach as usize + 2
@@ -386,6 +396,7 @@ impl Split {
             cell_start: count,
             cell_galaxies,
             limit,
+            weights: self.weights().into_iter().flatten().collect(),
         }
     }
 
@@ -426,9 +437,7 @@ impl Split {
             })
             .collect();
         let radius = self.plan.radius;
-        let weights: Vec<[f64; 4]> = (0..step)
-            .map(|t| lagrange(t as f64 / step as f64))
-            .collect();
+        let weights = self.weights();
         // The clusters, directly at every pixel; the galaxies' terms are added to them.
         let (mut gx, mut gy) = match &self.cluster_problem {
             Some(c) => {
