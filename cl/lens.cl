@@ -65,22 +65,20 @@ __kernel void lens_split_nodes(const int n_galaxies, const int side, const int s
     lens_split_nodes_item(get_global_id(0), n_galaxies, side, step, info, sie, n_sie, dpie, h, table);
 }
 
-__kernel void lens_split_pixel(const int nx, const int rows, const int row0, const int step, const int nodes,
-                               const int c_first, __global const float *restrict coarse_gx,
-                               __global const float *restrict coarse_gy, __global const float *restrict cl_sie,
-                               const int n_cl_sie, __global const float *restrict cl_dpie, const int n_cl_dpie,
-                               __global const double *restrict weights, const int cells_x,
-                               __global const int *restrict cell_start, __global const int *restrict cell_galaxies,
-                               __global const double *restrict info, __global const double *restrict table,
-                               const int side, __global const double *restrict sie, const int n_sie,
-                               __global const double *restrict dpie, const double radius, const double first_coord,
-                               const double h, const int rows_main, __global double *restrict gx_out,
-                               __global double *restrict gy_out, __global double *restrict next_gx,
-                               __global double *restrict next_gy)
+__kernel void lens_split_widen(const int count, __global const float *restrict gx, __global const float *restrict gy,
+                              __global double *restrict pairs)
 {
-    lens_split_pixel_item(get_global_id(0), nx, rows, row0, step, nodes, c_first, coarse_gx, coarse_gy, cl_sie, n_cl_sie,
-                          cl_dpie, n_cl_dpie, weights, cells_x, cell_start, cell_galaxies, info, table, side, sie, n_sie, dpie, radius,
-                          first_coord, h, rows_main, gx_out, gy_out, next_gx, next_gy);
+    lens_split_widen_item(get_global_id(0), count, gx, gy, pairs);
+}
+
+__kernel void lens_split_pixel(LENS_SPLIT_PIXEL_PARAMS)
+{
+    lens_split_pixel_item(get_global_id(0), LENS_SPLIT_PIXEL_ARGS);
+}
+
+__kernel void lens_split_pixel_sie(LENS_SPLIT_PIXEL_PARAMS)
+{
+    lens_split_pixel_sie_item(get_global_id(0), LENS_SPLIT_PIXEL_ARGS);
 }
 
 __kernel void lens_split_flag(__global const double *restrict gx, __global const double *restrict gy,

@@ -152,13 +152,14 @@ ASTRO_FN void LENS_FN(lens_dpie_add)(ASTRO_REAL dx, ASTRO_REAL dy, ASTRO_GLOBAL 
 
 /* Adds halo g of a pair of tables (SIE rows first, then dPIE rows) at pixel (fi, fj) of the grid: integer
  * indices carried as ASTRO_REAL, possibly outside the grid; exact offsets, the arithmetic of one pixel of
- * lens_item. (The near/far split evaluates single halos at single pixels: lens_split.h.) */
+ * lens_item. (The near/far split evaluates single halos at single pixels: lens_split.h.) with_dpie = 0, a
+ * constant after inlining, drops the dPIE code (and its registers) from a kernel that has no dPIE. */
 ASTRO_FN void LENS_FN(lens_halo_add)(int g, ASTRO_REAL fi, ASTRO_REAL fj,
                                     ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT sie, int n_sie,
                                     ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT dpie, ASTRO_REAL h,
-                                    ASTRO_REAL *gx, ASTRO_REAL *gy)
+                                    ASTRO_REAL *gx, ASTRO_REAL *gy, const int with_dpie)
 {
-    if (g < n_sie) {
+    if (!with_dpie || g < n_sie) {
         ASTRO_GLOBAL const ASTRO_REAL *p = sie + (size_t)g * LENS_SIE_STRIDE;
         ASTRO_REAL mx0, my0, b1, q0;
         LENS_FN(lens_sie_row_terms)(p[0], p[1], p[2], p[3], (fj - p[6]) + p[4], &mx0, &my0, &b1, &q0);

@@ -2,9 +2,10 @@
  * split"), shared by the three dialects. Include astro_dialect.h and lens_model.h for both precisions first.
  *
  * Steps of one band (the host builds the sequence; src/workload/lens/device.rs):
- *   1. lens_grid_f32 on the coarse lattice: the galaxies alone at the node rows the band needs;
+ *   1. lens_grid_f32 on the coarse lattice: the galaxies alone at the node rows the band needs, widened to
+ *      float64 (x, y) pairs by lens_split_widen_item (so the pixels convert nothing);
  *   2. lens_split_nodes_item: each galaxy's own float64 values on the box of nodes around it;
- *   3. lens_split_pixel_item: per pixel of the band (plus its next row), the cluster halos (float32, as the
+ *   3. lens_split_pixel_item (lens_split_pixel_sie_item when no halo is a dPIE): per pixel of the band (plus its next row), the cluster halos (float32, as the
  *      grid kernels) + the cubic interpolant of the coarse field, and for every galaxy within R of the pixel
  *      its exact deflection in place of its interpolant;
  *   4. lens_split_flag_item: flags the pixels whose magnification the cell's error bound cannot serve;
@@ -29,7 +30,7 @@ ASTRO_FN void lens_split_nodes_item(size_t gid, int n_galaxies, int side, int st
     const int g = (int)(gid / area), q = (int)(gid % area);
     const double a = info[4 * g + 2] + (double)(q % side), c = info[4 * g + 3] + (double)(q / side);
     double gx = 0, gy = 0;
-    lens_halo_add_f64(g, (a - 1) * step, (c - 1) * step, sie, n_sie, dpie, h, &gx, &gy);
+    lens_halo_add_f64(g, (a - 1) * step, (c - 1) * step, sie, n_sie, dpie, h, &gx, &gy, 1);
     table[2 * gid] = gx;
     table[2 * gid + 1] = gy;
 }
@@ -38,21 +39,37 @@ ASTRO_FN void lens_split_nodes_item(size_t gid, int n_galaxies, int side, int st
  * flags' y differences read, apart in (next_gx, next_gy): a gradient job returns exactly its band's rows. */
 #define LENS_SPLIT_AT(main, next, r, i) ((r) < rows_main ? (main)[(size_t)(r) * nx + (i)] : (next)[i])
 
+/* The coarse float32 field as float64 (x, y) pairs, node by node. */
+ASTRO_FN void lens_split_widen_item(size_t gid, int count, ASTRO_GLOBAL const float *ASTRO_RESTRICT gx,
+                                    ASTRO_GLOBAL const float *ASTRO_RESTRICT gy,
+                                    ASTRO_GLOBAL double *ASTRO_RESTRICT pairs)
+{
+    if (gid >= (size_t)count) return;
+    pairs[2 * gid] = (double)gx[gid];
+    pairs[2 * gid + 1] = (double)gy[gid];
+}
+
 /* Pixel gid of a band of `rows` rows starting at grid row row0 (x fastest):
- *   clusters (float32 tables cl_sie, cl_dpie) + the interpolant of the coarse galaxy field (float32 node values, node
- *   rows from c_first, `nodes` per row), then for each galaxy of the pixel's cell list within `radius` arcsec:
+ *   clusters (float32 tables cl_sie, cl_dpie) + the interpolant of the coarse galaxy field (node pairs, node rows
+ *   from c_first, `nodes` per row), then for each galaxy of the pixel's cell list within `radius` arcsec:
  *   + its exact deflection - the interpolant of its own node table. Sums in float64. */
-ASTRO_FN void lens_split_pixel_item(
-    size_t gid, int nx, int rows, int row0, int step, int nodes, int c_first,
-    ASTRO_GLOBAL const float *ASTRO_RESTRICT coarse_gx, ASTRO_GLOBAL const float *ASTRO_RESTRICT coarse_gy,
-    ASTRO_GLOBAL const float *ASTRO_RESTRICT cl_sie, int n_cl_sie, ASTRO_GLOBAL const float *ASTRO_RESTRICT cl_dpie,
-    int n_cl_dpie, ASTRO_GLOBAL const double *ASTRO_RESTRICT weights, int cells_x,
-    ASTRO_GLOBAL const int *ASTRO_RESTRICT cell_start, ASTRO_GLOBAL const int *ASTRO_RESTRICT cell_galaxies,
-    ASTRO_GLOBAL const double *ASTRO_RESTRICT info, ASTRO_GLOBAL const double *ASTRO_RESTRICT table, int side,
-    ASTRO_GLOBAL const double *ASTRO_RESTRICT sie, int n_sie, ASTRO_GLOBAL const double *ASTRO_RESTRICT dpie,
-    double radius, double first_coord, double h, int rows_main, ASTRO_GLOBAL double *ASTRO_RESTRICT gx_out,
-    ASTRO_GLOBAL double *ASTRO_RESTRICT gy_out, ASTRO_GLOBAL double *ASTRO_RESTRICT next_gx,
-    ASTRO_GLOBAL double *ASTRO_RESTRICT next_gy)
+#define LENS_SPLIT_PIXEL_PARAMS                                                                                  \
+    int nx, int rows, int row0, int step, int nodes, int c_first,                                    \
+        ASTRO_GLOBAL const double *ASTRO_RESTRICT coarse, ASTRO_GLOBAL const float *ASTRO_RESTRICT cl_sie,     \
+        int n_cl_sie, ASTRO_GLOBAL const float *ASTRO_RESTRICT cl_dpie, int n_cl_dpie,                         \
+        ASTRO_GLOBAL const double *ASTRO_RESTRICT weights, int cells_x,                                        \
+        ASTRO_GLOBAL const int *ASTRO_RESTRICT cell_start, ASTRO_GLOBAL const int *ASTRO_RESTRICT cell_galaxies, \
+        ASTRO_GLOBAL const double *ASTRO_RESTRICT info, ASTRO_GLOBAL const double *ASTRO_RESTRICT table,       \
+        int side, ASTRO_GLOBAL const double *ASTRO_RESTRICT sie, int n_sie,                                    \
+        ASTRO_GLOBAL const double *ASTRO_RESTRICT dpie, double radius, double first_coord, double h,          \
+        int rows_main, ASTRO_GLOBAL double *ASTRO_RESTRICT gx_out, ASTRO_GLOBAL double *ASTRO_RESTRICT gy_out, \
+        ASTRO_GLOBAL double *ASTRO_RESTRICT next_gx, ASTRO_GLOBAL double *ASTRO_RESTRICT next_gy
+#define LENS_SPLIT_PIXEL_ARGS                                                                                    \
+    nx, rows, row0, step, nodes, c_first, coarse, cl_sie, n_cl_sie, cl_dpie, n_cl_dpie, weights, cells_x,  \
+        cell_start, cell_galaxies, info, table, side, sie, n_sie, dpie, radius, first_coord, h, rows_main,      \
+        gx_out, gy_out, next_gx, next_gy
+
+ASTRO_FN_INLINED void lens_split_pixel_body(size_t gid, LENS_SPLIT_PIXEL_PARAMS, const int with_dpie)
 {
     if (gid >= (size_t)nx * (size_t)rows) return;
     const int i = (int)(gid % (size_t)nx), j = row0 + (int)(gid / (size_t)nx);
@@ -60,14 +77,14 @@ ASTRO_FN void lens_split_pixel_item(
     ASTRO_GLOBAL const double *wx = weights + 4 * (i % step), *wy = weights + 4 * (j % step);
     float cx = 0, cy = 0;
     for (int k = 0; k < n_cl_sie + n_cl_dpie; ++k)
-        lens_halo_add_f32(k, (float)i, (float)j, cl_sie, n_cl_sie, cl_dpie, (float)h, &cx, &cy);
+        lens_halo_add_f32(k, (float)i, (float)j, cl_sie, n_cl_sie, cl_dpie, (float)h, &cx, &cy, with_dpie);
     double gx = (double)cx, gy = (double)cy;
     for (int v = 0; v < 4; ++v) {
-        const size_t line = (size_t)(c - 1 + v - c_first) * (size_t)nodes + (size_t)(a - 1);
+        ASTRO_GLOBAL const double *line = coarse + 2 * ((size_t)(c - 1 + v - c_first) * (size_t)nodes + (size_t)(a - 1));
         double sx = 0, sy = 0;
         for (int u = 0; u < 4; ++u) {
-            sx += wx[u] * (double)coarse_gx[line + u];
-            sy += wx[u] * (double)coarse_gy[line + u];
+            sx += wx[u] * line[2 * u];
+            sy += wx[u] * line[2 * u + 1];
         }
         gx += wy[v] * sx;
         gy += wy[v] * sy;
@@ -78,7 +95,7 @@ ASTRO_FN void lens_split_pixel_item(
         const int g = cell_galaxies[k];
         const double dx = x - info[4 * g], dy = y - info[4 * g + 1];
         if (dx * dx + dy * dy > r2) continue;
-        lens_halo_add_f64(g, (double)i, (double)j, sie, n_sie, dpie, h, &gx, &gy);
+        lens_halo_add_f64(g, (double)i, (double)j, sie, n_sie, dpie, h, &gx, &gy, with_dpie);
         /* Its own interpolant, from its table (box origin info[4 g + 2], info[4 g + 3]). */
         const int u0 = a - 1 - (int)info[4 * g + 2], v0 = c - 1 - (int)info[4 * g + 3];
         ASTRO_GLOBAL const double *t = table + 2 * ((size_t)g * side * side + (size_t)v0 * side + u0);
@@ -99,6 +116,16 @@ ASTRO_FN void lens_split_pixel_item(
         next_gx[i] = gx;
         next_gy[i] = gy;
     }
+}
+
+/* The kernels' parameters are LENS_SPLIT_PIXEL_PARAMS in every dialect. */
+ASTRO_FN void lens_split_pixel_item(size_t gid, LENS_SPLIT_PIXEL_PARAMS)
+{
+    lens_split_pixel_body(gid, LENS_SPLIT_PIXEL_ARGS, 1);
+}
+ASTRO_FN void lens_split_pixel_sie_item(size_t gid, LENS_SPLIT_PIXEL_PARAMS)
+{
+    lens_split_pixel_body(gid, LENS_SPLIT_PIXEL_ARGS, 0);
 }
 
 /* Flags pixel gid of a band's float64 split field (rows [0, rows) flagged, rows [0, rows_ext) computed, the

@@ -59,20 +59,14 @@ __global__ void lens_split_nodes(int n_galaxies, int side, int step, const doubl
     lens_split_nodes_item(global_id(), n_galaxies, side, step, info, sie, n_sie, dpie, h, table);
 }
 
-__global__ void lens_split_pixel(int nx, int rows, int row0, int step, int nodes, int c_first,
-                                 const float *__restrict__ coarse_gx, const float *__restrict__ coarse_gy,
-                                 const float *__restrict__ cl_sie, int n_cl_sie, const float *__restrict__ cl_dpie,
-                                 int n_cl_dpie, const double *__restrict__ weights, int cells_x,
-                                 const int *__restrict__ cell_start, const int *__restrict__ cell_galaxies,
-                                 const double *__restrict__ info, const double *__restrict__ table, int side,
-                                 const double *__restrict__ sie, int n_sie, const double *__restrict__ dpie,
-                                 double radius, double first_coord, double h, int rows_main, double *__restrict__ gx_out,
-                                 double *__restrict__ gy_out, double *__restrict__ next_gx, double *__restrict__ next_gy)
+__global__ void lens_split_widen(int count, const float *__restrict__ gx, const float *__restrict__ gy,
+                                 double *__restrict__ pairs)
 {
-    lens_split_pixel_item(global_id(), nx, rows, row0, step, nodes, c_first, coarse_gx, coarse_gy, cl_sie, n_cl_sie,
-                          cl_dpie, n_cl_dpie, weights, cells_x, cell_start, cell_galaxies, info, table, side, sie, n_sie, dpie, radius,
-                          first_coord, h, rows_main, gx_out, gy_out, next_gx, next_gy);
+    lens_split_widen_item(global_id(), count, gx, gy, pairs);
 }
+
+__global__ void lens_split_pixel(LENS_SPLIT_PIXEL_PARAMS) { lens_split_pixel_item(global_id(), LENS_SPLIT_PIXEL_ARGS); }
+__global__ void lens_split_pixel_sie(LENS_SPLIT_PIXEL_PARAMS) { lens_split_pixel_sie_item(global_id(), LENS_SPLIT_PIXEL_ARGS); }
 
 __global__ void lens_split_flag(const double *__restrict__ gx, const double *__restrict__ gy,
                                 const double *__restrict__ next_gx, const double *__restrict__ next_gy, int nx, int rows,
@@ -87,7 +81,8 @@ namespace astroport_cuda {
 extern const KernelEntry lens_kernels[] = {
     LENS_ENTRY(lens_grid_f32),   LENS_ENTRY(lens_grid_f64), LENS_ENTRY(lens_delens_f32), LENS_ENTRY(lens_delens_f64),
     LENS_ENTRY(lens_flag),       LENS_ENTRY(lens_patch),    LENS_ENTRY(lens_compact_mask),      LENS_ENTRY(lens_recompute),
-    LENS_ENTRY(lens_split_nodes), LENS_ENTRY(lens_split_pixel), LENS_ENTRY(lens_split_flag),
+    LENS_ENTRY(lens_split_nodes), LENS_ENTRY(lens_split_widen), LENS_ENTRY(lens_split_pixel),
+    LENS_ENTRY(lens_split_pixel_sie), LENS_ENTRY(lens_split_flag),
 };
 #undef LENS_ENTRY
 extern const int lens_kernel_count = sizeof(lens_kernels) / sizeof(lens_kernels[0]);

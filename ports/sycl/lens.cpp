@@ -59,18 +59,13 @@ LENS_KERNEL lens_split_nodes(int n_galaxies, int side, int step, const double *i
     lens_split_nodes_item(global_id(), n_galaxies, side, step, info, sie, n_sie, dpie, h, table);
 }
 
-LENS_KERNEL lens_split_pixel(int nx, int rows, int row0, int step, int nodes, int c_first, const float *coarse_gx,
-                             const float *coarse_gy, const float *cl_sie, int n_cl_sie, const float *cl_dpie, int n_cl_dpie,
-                             const double *weights, int cells_x,
-                             const int *cell_start, const int *cell_galaxies, const double *info,
-                             const double *table, int side, const double *sie, int n_sie, const double *dpie,
-                             double radius, double first_coord, double h, int rows_main, double *gx_out, double *gy_out,
-                             double *next_gx, double *next_gy)
+LENS_KERNEL lens_split_widen(int count, const float *gx, const float *gy, double *pairs)
 {
-    lens_split_pixel_item(global_id(), nx, rows, row0, step, nodes, c_first, coarse_gx, coarse_gy, cl_sie, n_cl_sie,
-                          cl_dpie, n_cl_dpie, weights, cells_x, cell_start, cell_galaxies, info, table, side, sie, n_sie, dpie, radius,
-                          first_coord, h, rows_main, gx_out, gy_out, next_gx, next_gy);
+    lens_split_widen_item(global_id(), count, gx, gy, pairs);
 }
+
+LENS_KERNEL lens_split_pixel(LENS_SPLIT_PIXEL_PARAMS) { lens_split_pixel_item(global_id(), LENS_SPLIT_PIXEL_ARGS); }
+LENS_KERNEL lens_split_pixel_sie(LENS_SPLIT_PIXEL_PARAMS) { lens_split_pixel_sie_item(global_id(), LENS_SPLIT_PIXEL_ARGS); }
 
 LENS_KERNEL lens_split_flag(const double *gx, const double *gy, const double *next_gx, const double *next_gy, int nx,
                             int rows, int rows_main, int rows_ext, int row0, int step,

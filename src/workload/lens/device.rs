@@ -427,6 +427,7 @@ impl LensProblem {
             BufferSpec::Input(HostSlice::F64(&lists.weights)),
             scratch(DType::F32, c_rows * nodes),
             scratch(DType::F32, c_rows * nodes),
+            scratch(DType::F64, 2 * c_rows * nodes),
             scratch(DType::F64, 2 * n_galaxies * side * side),
             scratch(DType::F64, n),
             scratch(DType::F64, n),
@@ -443,11 +444,30 @@ impl LensProblem {
             rows: c_rows,
             h: cell,
         };
-        let mut steps = vec![coarse_pass.launch(
-            Precision::F32,
-            &coarse.shape(),
-            [s::CO_SIE32, s::CO_DPIE32, s::COARSE_GX, s::COARSE_GY],
-        )];
+        let mut steps = vec![
+            coarse_pass.launch(
+                Precision::F32,
+                &coarse.shape(),
+                [s::CO_SIE32, s::CO_DPIE32, s::COARSE_GX, s::COARSE_GY],
+            ),
+            Step::Launch(Launch {
+                kernel: "lens_split_widen".into(),
+                args: vec![
+                    StepArg::I32((c_rows * nodes) as i32),
+                    StepArg::Buffer(s::COARSE_GX),
+                    StepArg::Buffer(s::COARSE_GY),
+                    StepArg::Buffer(s::COARSE64),
+                ],
+                global: c_rows * nodes,
+                local: Local::Prefer(GPU_GROUP),
+            }),
+        ];
+        // Without dPIE halos the pixel kernel drops the dPIE code and its registers.
+        let pixel_kernel = if clusters.n_dpie + galaxies.n_dpie == 0 {
+            "lens_split_pixel_sie"
+        } else {
+            "lens_split_pixel"
+        };
         if n_galaxies > 0 {
             steps.push(Step::Launch(Launch {
                 kernel: "lens_split_nodes".into(),
@@ -468,7 +488,7 @@ impl LensProblem {
         }
         steps.extend([
             Step::Launch(Launch {
-                kernel: "lens_split_pixel".into(),
+                kernel: pixel_kernel.into(),
                 args: vec![
                     StepArg::I32(n as i32),
                     StepArg::I32(ext as i32),
@@ -476,8 +496,7 @@ impl LensProblem {
                     StepArg::I32(step as i32),
                     StepArg::I32(nodes as i32),
                     StepArg::I32(c_first as i32),
-                    StepArg::Buffer(s::COARSE_GX),
-                    StepArg::Buffer(s::COARSE_GY),
+                    StepArg::Buffer(s::COARSE64),
                     StepArg::Buffer(s::CL_SIE32),
                     StepArg::I32(clusters.n_sie as i32),
                     StepArg::Buffer(s::CL_DPIE32),
@@ -651,17 +670,19 @@ mod split_slot {
     pub const CELL_GALAXIES: usize = 10;
     pub const LIMIT: usize = 11;
     pub const WEIGHTS: usize = 12;
+    /// The coarse field in float32, then as float64 (x, y) pairs.
     pub const COARSE_GX: usize = 13;
     pub const COARSE_GY: usize = 14;
-    pub const TABLE: usize = 15;
-    pub const NEXT_GX: usize = 16;
-    pub const NEXT_GY: usize = 17;
-    pub const MASK: usize = 18;
-    pub const ITEMS: usize = 19;
-    pub const COUNTER: usize = 20;
-    pub const GX64: usize = 21;
-    pub const GY64: usize = 22;
-    pub const ITEM_COUNTER: usize = 23;
+    pub const COARSE64: usize = 15;
+    pub const TABLE: usize = 16;
+    pub const NEXT_GX: usize = 17;
+    pub const NEXT_GY: usize = 18;
+    pub const MASK: usize = 19;
+    pub const ITEMS: usize = 20;
+    pub const COUNTER: usize = 21;
+    pub const GX64: usize = 22;
+    pub const GY64: usize = 23;
+    pub const ITEM_COUNTER: usize = 24;
 }
 
 /// Hits one delensing band can hold; a band that finds more is an error (never silently truncated).
