@@ -29,33 +29,17 @@ __kernel void lens_flag(__global const float *restrict gx, __global const float 
                         const int rows, const int rows_ext, const float h, const float axis_limit,
                         const float cross_limit, const float eig_limit, __global double *restrict gx_out,
                         __global double *restrict gy_out, __global unsigned int *restrict mask,
-                        __global unsigned int *counter)
+                        __global unsigned int *restrict list, __global unsigned int *counter)
 {
     lens_flag_item(get_global_id(0), gx, gy, nx, rows, rows_ext, h, axis_limit, cross_limit, eig_limit, gx_out,
-                   gy_out, mask, counter);
+                   gy_out, mask, list, counter);
 }
 
 __kernel void lens_patch(__global const int *restrict centres, const int n_centres, const int size, const int nx,
                          const int row0, const int rows, __global unsigned int *restrict mask,
-                         __global unsigned int *counter)
+                         __global unsigned int *restrict list, __global unsigned int *counter)
 {
-    lens_patch_item(get_global_id(0), centres, n_centres, size, nx, row0, rows, mask, counter);
-}
-
-__kernel void lens_compact_mask(__global const unsigned int *restrict mask, const int nx, const int rows,
-                         __global unsigned int *restrict items, __global unsigned int *counter)
-{
-    lens_compact_mask_item(get_global_id(0), mask, nx, rows, items, counter);
-}
-
-__kernel void lens_recompute(__global const unsigned int *restrict items, __global const unsigned int *counter,
-                             __global const unsigned int *restrict mask, __global const double *restrict sie,
-                             const int n_sie, __global const double *restrict dpie, const int n_dpie, const int nx,
-                             const int row0, const int rows, const double h, __global double *restrict gx_out,
-                             __global double *restrict gy_out)
-{
-    lens_recompute_item(get_global_id(0), get_global_size(0), items, counter, mask, sie, n_sie, dpie, n_dpie, nx,
-                        row0, rows, h, gx_out, gy_out);
+    lens_patch_item(get_global_id(0), centres, n_centres, size, nx, row0, rows, mask, list, counter);
 }
 
 __kernel void lens_split_nodes(const int n_galaxies, const int side, const int step, __global const double *restrict info,
@@ -65,10 +49,21 @@ __kernel void lens_split_nodes(const int n_galaxies, const int side, const int s
     lens_split_nodes_item(get_global_id(0), n_galaxies, side, step, info, sie, n_sie, dpie, h, table);
 }
 
-__kernel void lens_split_widen(const int count, __global const float *restrict gx, __global const float *restrict gy,
-                              __global double *restrict pairs)
+__kernel void lens_recompute(LENS_RECOMPUTE_PARAMS)
 {
-    lens_split_widen_item(get_global_id(0), count, gx, gy, pairs);
+    lens_recompute_item(get_global_id(0), get_global_size(0), LENS_RECOMPUTE_ARGS);
+}
+
+__kernel void lens_recompute_sie(LENS_RECOMPUTE_PARAMS)
+{
+    lens_recompute_sie_item(get_global_id(0), get_global_size(0), LENS_RECOMPUTE_ARGS);
+}
+
+__kernel void lens_split_lines(const int nodes, const int rows, const int row0, const int step, const int c_first,
+                               __global const float *restrict coarse_gx, __global const float *restrict coarse_gy,
+                               __global const double *restrict weights, __global double *restrict lines)
+{
+    lens_split_lines_item(get_global_id(0), nodes, rows, row0, step, c_first, coarse_gx, coarse_gy, weights, lines);
 }
 
 __kernel void lens_split_pixel(LENS_SPLIT_PIXEL_PARAMS)
@@ -85,8 +80,9 @@ __kernel void lens_split_flag(__global const double *restrict gx, __global const
                               __global const double *restrict next_gx, __global const double *restrict next_gy,
                               const int nx, const int rows, const int rows_main, const int rows_ext, const int row0, const int step, const int cells_x,
                               __global const double *restrict limit, const double h,
-                              __global unsigned int *restrict mask, __global unsigned int *counter)
+                              __global unsigned int *restrict list, __global unsigned int *counter)
 {
-    lens_split_flag_item(get_global_id(0), gx, gy, next_gx, next_gy, nx, rows, rows_main, rows_ext, row0, step, cells_x, limit, h, mask, counter);
+    lens_split_flag_item(get_global_id(0), gx, gy, next_gx, next_gy, nx, rows, rows_main, rows_ext, row0, step, cells_x,
+                         limit, h, list, counter);
 }
 #endif

@@ -5,11 +5,11 @@
  * Steps of one band (the host builds the sequence; src/workload/lens/mod.rs):
  *   1. lens_grid_f32 over the band plus one extra row (the y differences need row r + 1);
  *   2. lens_flag_item: the scheme's criteria; writes the float32 values widened to float64 and the flag
- *      mask, and counts the flagged pixels;
+ *      mask, and appends the flagged pixels to the recompute list;
  *   3. lens_patch_item (optional, the paper's fixed patches): marks square patches around halo centres,
- *      counting pixels not yet marked;
- *   4. lens_compact_mask_item: compacts the mask into the list of float64 grid items that hold a flagged pixel;
- *   5. lens_recompute_item: float64 for those items, written where the mask is set.
+ *      appending the pixels not yet marked;
+ *   4. lens_recompute_item: float64 for the listed pixels (the split's pipeline ends with it too).
+ * The list's order depends on scheduling; each pixel's value does not.
  *
  * delta_i (pixel size h; forward differences, backward on the last column/row):
  *   delta_1 = alpha_1(i+1, j) - alpha_1(i, j)   delta_2 = alpha_2(i, j+1) - alpha_2(i, j)   (axes)
@@ -35,7 +35,7 @@ ASTRO_FN void lens_flag_item(size_t gid, ASTRO_GLOBAL const float *ASTRO_RESTRIC
                              float axis_limit, float cross_limit, float eig_limit,
                              ASTRO_GLOBAL double *ASTRO_RESTRICT gx_out,
                              ASTRO_GLOBAL double *ASTRO_RESTRICT gy_out, ASTRO_GLOBAL unsigned int *ASTRO_RESTRICT mask,
-                             ASTRO_GLOBAL unsigned int *counter)
+                             ASTRO_GLOBAL unsigned int *ASTRO_RESTRICT list, ASTRO_GLOBAL unsigned int *counter)
 {
     if (gid >= (size_t)nx * (size_t)rows) return;
     const int i = (int)(gid % (size_t)nx), r = (int)(gid / (size_t)nx);
@@ -62,7 +62,7 @@ ASTRO_FN void lens_flag_item(size_t gid, ASTRO_GLOBAL const float *ASTRO_RESTRIC
     if (nx > 1 && rows_ext > 1)
         flagged |= lens_smaller_eigenvalue(h - d1, (float)-0.5 * (d3 + d4), h - d2) < eig_limit;
     mask[p] = (unsigned int)flagged;
-    if (flagged) ASTRO_ATOMIC_INC(counter);
+    if (flagged) list[ASTRO_ATOMIC_INC(counter)] = (unsigned int)p;
 }
 
 /* One pixel of the fixed float64 patches: work-item gid covers pixel (gid % size^2) of the patch around
@@ -70,7 +70,7 @@ ASTRO_FN void lens_flag_item(size_t gid, ASTRO_GLOBAL const float *ASTRO_RESTRIC
  * a pixel already marked (by the flags or another patch) is not counted again. */
 ASTRO_FN void lens_patch_item(size_t gid, ASTRO_GLOBAL const int *ASTRO_RESTRICT centres, int n_centres, int size,
                               int nx, int row0, int rows, ASTRO_GLOBAL unsigned int *ASTRO_RESTRICT mask,
-                              ASTRO_GLOBAL unsigned int *counter)
+                              ASTRO_GLOBAL unsigned int *ASTRO_RESTRICT list, ASTRO_GLOBAL unsigned int *counter)
 {
     const size_t area = (size_t)size * (size_t)size;
     if (gid >= area * (size_t)n_centres) return;
@@ -79,37 +79,43 @@ ASTRO_FN void lens_patch_item(size_t gid, ASTRO_GLOBAL const int *ASTRO_RESTRICT
     const int r = centres[2 * c + 1] - size / 2 + a / size - row0;
     if (i < 0 || i >= nx || r < 0 || r >= rows) return;
     const size_t p = (size_t)r * nx + i;
-    if (ASTRO_ATOMIC_XCHG(&mask[p], 1u) == 0u) ASTRO_ATOMIC_INC(counter);
+    if (ASTRO_ATOMIC_XCHG(&mask[p], 1u) == 0u) list[ASTRO_ATOMIC_INC(counter)] = (unsigned int)p;
 }
 
-/* The float64 grid items (lens_item_origin_f64) of the band that hold a flagged pixel, appended to `items`:
- * the recompute then runs the grid's own item loop on them, each halo's loads shared by the item's pixels. */
-ASTRO_FN void lens_compact_mask_item(size_t gid, ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT mask, int nx, int rows,
-                              ASTRO_GLOBAL unsigned int *ASTRO_RESTRICT items, ASTRO_GLOBAL unsigned int *counter)
-{
-    int i0, r0;
-    if (!lens_item_origin_f64(gid, nx, rows, &i0, &r0)) return;
-    unsigned int any = 0;
-    for (int s = 0; s < LENS_ROWS_PER_ITEM_f64 && r0 + s < rows; ++s)
-        for (int q = 0; q < LENS_PIXELS_PER_ITEM_f64 && i0 + q < nx; ++q)
-            any |= mask[(size_t)(r0 + s) * nx + i0 + q];
-    if (any) items[ASTRO_ATOMIC_INC(counter)] = (unsigned int)gid;
-}
-
-/* Float64 recompute of the listed items, grid-stride (the host does not know the count in advance): the
- * whole item is computed, only its flagged pixels are written. */
-ASTRO_FN void lens_recompute_item(size_t gid, size_t gsize, ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT items,
-                                  ASTRO_GLOBAL const unsigned int *counter,
-                                  ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT mask,
-                                  ASTRO_GLOBAL const double *ASTRO_RESTRICT sie, int n_sie,
-                                  ASTRO_GLOBAL const double *ASTRO_RESTRICT dpie, int n_dpie, int nx, int row0,
-                                  int rows, double h, ASTRO_GLOBAL double *ASTRO_RESTRICT gx_out,
-                                  ASTRO_GLOBAL double *ASTRO_RESTRICT gy_out)
+/* Float64 for the listed pixels of a band starting at grid row row0, grid-stride (the host does not know the
+ * count in advance): one pixel per work-item, so no lane computes a pixel that is not flagged. with_dpie = 0
+ * (a constant after inlining) drops the dPIE code when the catalogue has none. */
+ASTRO_FN_INLINED void lens_recompute_body(size_t gid, size_t gsize, ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT list,
+                                          ASTRO_GLOBAL const unsigned int *counter,
+                                          ASTRO_GLOBAL const double *ASTRO_RESTRICT sie, int n_sie,
+                                          ASTRO_GLOBAL const double *ASTRO_RESTRICT dpie, int n_dpie, int nx,
+                                          int row0, double h, ASTRO_GLOBAL double *ASTRO_RESTRICT gx_out,
+                                          ASTRO_GLOBAL double *ASTRO_RESTRICT gy_out, const int with_dpie)
 {
     const size_t count = counter[0];
     for (size_t t = gid; t < count; t += gsize) {
-        int i0, r0;
-        lens_item_origin_f64(items[t], nx, rows, &i0, &r0);
-        lens_item_f64(i0, r0, row0, rows, nx, sie, n_sie, dpie, n_dpie, h, 1, mask, gx_out, gy_out);
+        const unsigned int p = list[t];
+        const double fi = (double)(p % (unsigned int)nx), fj = (double)(row0 + (int)(p / (unsigned int)nx));
+        double gx = 0, gy = 0;
+        for (int k = 0; k < n_sie + n_dpie; ++k) lens_halo_add_f64(k, fi, fj, sie, n_sie, dpie, h, &gx, &gy, with_dpie);
+        gx_out[p] = gx;
+        gy_out[p] = gy;
     }
+}
+
+#define LENS_RECOMPUTE_PARAMS                                                                                   \
+    ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT list, ASTRO_GLOBAL const unsigned int *counter,           \
+        ASTRO_GLOBAL const double *ASTRO_RESTRICT sie, int n_sie, ASTRO_GLOBAL const double *ASTRO_RESTRICT dpie, \
+        int n_dpie, int nx, int row0, double h, ASTRO_GLOBAL double *ASTRO_RESTRICT gx_out,                   \
+        ASTRO_GLOBAL double *ASTRO_RESTRICT gy_out
+#define LENS_RECOMPUTE_ARGS list, counter, sie, n_sie, dpie, n_dpie, nx, row0, h, gx_out, gy_out
+
+/* The kernels' parameters are LENS_RECOMPUTE_PARAMS in every dialect (lens_recompute, lens_recompute_sie). */
+ASTRO_FN void lens_recompute_item(size_t gid, size_t gsize, LENS_RECOMPUTE_PARAMS)
+{
+    lens_recompute_body(gid, gsize, LENS_RECOMPUTE_ARGS, 1);
+}
+ASTRO_FN void lens_recompute_sie_item(size_t gid, size_t gsize, LENS_RECOMPUTE_PARAMS)
+{
+    lens_recompute_body(gid, gsize, LENS_RECOMPUTE_ARGS, 0);
 }

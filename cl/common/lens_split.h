@@ -2,14 +2,14 @@
  * split"), shared by the three dialects. Include astro_dialect.h and lens_model.h for both precisions first.
  *
  * Steps of one band (the host builds the sequence; src/workload/lens/device.rs):
- *   1. lens_grid_f32 on the coarse lattice: the galaxies alone at the node rows the band needs, widened to
- *      float64 (x, y) pairs by lens_split_widen_item (so the pixels convert nothing);
+ *   1. lens_grid_f32 on the coarse lattice: the galaxies alone at the node rows the band needs, then
+ *      lens_split_lines_item: the y-pass of the interpolation for every pixel row (float64 pairs);
  *   2. lens_split_nodes_item: each galaxy's own float64 values on the box of nodes around it;
  *   3. lens_split_pixel_item (lens_split_pixel_sie_item when no halo is a dPIE): per pixel of the band (plus its next row), the cluster halos (float32, as the
  *      grid kernels) + the cubic interpolant of the coarse field, and for every galaxy within R of the pixel
  *      its exact deflection in place of its interpolant;
  *   4. lens_split_flag_item: flags the pixels whose magnification the cell's error bound cannot serve;
- *   5. lens_compact_mask_item and lens_recompute_item (lens_mixed.h): float64 for the flagged pixels.
+ *   5. lens_recompute_item (lens_mixed.h): float64 for the flagged pixels, which the flags listed.
  * The cubic Lagrange weights of nodes -1, 0, 1, 2 at fraction t / step of a cell come from the host
  * (weights[4 t .. 4 t + 3]), as the cpu model uses them.
  *
@@ -39,23 +39,37 @@ ASTRO_FN void lens_split_nodes_item(size_t gid, int n_galaxies, int side, int st
  * flags' y differences read, apart in (next_gx, next_gy): a gradient job returns exactly its band's rows. */
 #define LENS_SPLIT_AT(main, next, r, i) ((r) < rows_main ? (main)[(size_t)(r) * nx + (i)] : (next)[i])
 
-/* The coarse float32 field as float64 (x, y) pairs, node by node. */
-ASTRO_FN void lens_split_widen_item(size_t gid, int count, ASTRO_GLOBAL const float *ASTRO_RESTRICT gx,
-                                    ASTRO_GLOBAL const float *ASTRO_RESTRICT gy,
-                                    ASTRO_GLOBAL double *ASTRO_RESTRICT pairs)
+/* The y-pass of the separable interpolation, once per pixel row: item gid is node column a of band row r
+ * (gid = r nodes + a), line = sum over v of wy[v] * coarse(a, c - 1 + v) with c = j / step + 1 the node row of
+ * pixel row j = row0 + r (coarse holds the lattice's float32 field from node row c_first), stored as a float64
+ * (x, y) pair. The pixels of the row then read 4 pairs each instead of 16. */
+ASTRO_FN void lens_split_lines_item(size_t gid, int nodes, int rows, int row0, int step, int c_first,
+                                    ASTRO_GLOBAL const float *ASTRO_RESTRICT coarse_gx,
+                                    ASTRO_GLOBAL const float *ASTRO_RESTRICT coarse_gy,
+                                    ASTRO_GLOBAL const double *ASTRO_RESTRICT weights,
+                                    ASTRO_GLOBAL double *ASTRO_RESTRICT lines)
 {
-    if (gid >= (size_t)count) return;
-    pairs[2 * gid] = (double)gx[gid];
-    pairs[2 * gid + 1] = (double)gy[gid];
+    if (gid >= (size_t)nodes * (size_t)rows) return;
+    const unsigned int q = (unsigned int)gid, r = q / (unsigned int)nodes, a = q - r * (unsigned int)nodes;
+    const int j = row0 + (int)r, c = j / step + 1;
+    ASTRO_GLOBAL const double *wy = weights + 4 * (j - (c - 1) * step);
+    double sx = 0, sy = 0;
+    for (int v = 0; v < 4; ++v) {
+        const size_t at = (size_t)(c - 1 + v - c_first) * (size_t)nodes + a;
+        sx += wy[v] * (double)coarse_gx[at];
+        sy += wy[v] * (double)coarse_gy[at];
+    }
+    lines[2 * gid] = sx;
+    lines[2 * gid + 1] = sy;
 }
 
 /* Pixel gid of a band of `rows` rows starting at grid row row0 (x fastest):
- *   clusters (float32 tables cl_sie, cl_dpie) + the interpolant of the coarse galaxy field (node pairs, node rows
- *   from c_first, `nodes` per row), then for each galaxy of the pixel's cell list within `radius` arcsec:
+ *   clusters (float32 tables cl_sie, cl_dpie) + the interpolant of the coarse galaxy field (the x-pass over the
+ *   row's line, `nodes` pairs per band row), then for each galaxy of the pixel's cell list within `radius` arcsec:
  *   + its exact deflection - the interpolant of its own node table. Sums in float64. */
 #define LENS_SPLIT_PIXEL_PARAMS                                                                                  \
-    int nx, int rows, int row0, int step, int nodes, int c_first,                                    \
-        ASTRO_GLOBAL const double *ASTRO_RESTRICT coarse, ASTRO_GLOBAL const float *ASTRO_RESTRICT cl_sie,     \
+    int nx, int rows, int row0, int step, int nodes,                                                 \
+        ASTRO_GLOBAL const double *ASTRO_RESTRICT lines, ASTRO_GLOBAL const float *ASTRO_RESTRICT cl_sie,     \
         int n_cl_sie, ASTRO_GLOBAL const float *ASTRO_RESTRICT cl_dpie, int n_cl_dpie,                         \
         ASTRO_GLOBAL const double *ASTRO_RESTRICT weights, int cells_x,                                        \
         ASTRO_GLOBAL const int *ASTRO_RESTRICT cell_start, ASTRO_GLOBAL const int *ASTRO_RESTRICT cell_galaxies, \
@@ -65,32 +79,29 @@ ASTRO_FN void lens_split_widen_item(size_t gid, int count, ASTRO_GLOBAL const fl
         int rows_main, ASTRO_GLOBAL double *ASTRO_RESTRICT gx_out, ASTRO_GLOBAL double *ASTRO_RESTRICT gy_out, \
         ASTRO_GLOBAL double *ASTRO_RESTRICT next_gx, ASTRO_GLOBAL double *ASTRO_RESTRICT next_gy
 #define LENS_SPLIT_PIXEL_ARGS                                                                                    \
-    nx, rows, row0, step, nodes, c_first, coarse, cl_sie, n_cl_sie, cl_dpie, n_cl_dpie, weights, cells_x,  \
+    nx, rows, row0, step, nodes, lines, cl_sie, n_cl_sie, cl_dpie, n_cl_dpie, weights, cells_x,  \
         cell_start, cell_galaxies, info, table, side, sie, n_sie, dpie, radius, first_coord, h, rows_main,      \
         gx_out, gy_out, next_gx, next_gy
 
 ASTRO_FN_INLINED void lens_split_pixel_body(size_t gid, LENS_SPLIT_PIXEL_PARAMS, const int with_dpie)
 {
     if (gid >= (size_t)nx * (size_t)rows) return;
-    const int i = (int)(gid % (size_t)nx), j = row0 + (int)(gid / (size_t)nx);
+    /* 32-bit index arithmetic (a band holds fewer than 2^32 pixels): 64-bit division is several times dearer. */
+    const unsigned int q = (unsigned int)gid, r = q / (unsigned int)nx, ui = q - r * (unsigned int)nx;
+    const int i = (int)ui, j = row0 + (int)r;
     const int a = i / step + 1, c = j / step + 1;
-    ASTRO_GLOBAL const double *wx = weights + 4 * (i % step), *wy = weights + 4 * (j % step);
+    ASTRO_GLOBAL const double *wx = weights + 4 * (i - (a - 1) * step), *wy = weights + 4 * (j - (c - 1) * step);
     float cx = 0, cy = 0;
     for (int k = 0; k < n_cl_sie + n_cl_dpie; ++k)
         lens_halo_add_f32(k, (float)i, (float)j, cl_sie, n_cl_sie, cl_dpie, (float)h, &cx, &cy, with_dpie);
     double gx = (double)cx, gy = (double)cy;
-    for (int v = 0; v < 4; ++v) {
-        ASTRO_GLOBAL const double *line = coarse + 2 * ((size_t)(c - 1 + v - c_first) * (size_t)nodes + (size_t)(a - 1));
-        double sx = 0, sy = 0;
-        for (int u = 0; u < 4; ++u) {
-            sx += wx[u] * line[2 * u];
-            sy += wx[u] * line[2 * u + 1];
-        }
-        gx += wy[v] * sx;
-        gy += wy[v] * sy;
+    ASTRO_GLOBAL const double *line = lines + 2 * ((size_t)r * (size_t)nodes + (size_t)(a - 1));
+    for (int u = 0; u < 4; ++u) {
+        gx += wx[u] * line[2 * u];
+        gy += wx[u] * line[2 * u + 1];
     }
     const double x = first_coord + i * h, y = first_coord + j * h, r2 = radius * radius;
-    const int cell = (j / step) * cells_x + i / step;
+    const int cell = (c - 1) * cells_x + a - 1;
     for (int k = cell_start[cell]; k < cell_start[cell + 1]; ++k) {
         const int g = cell_galaxies[k];
         const double dx = x - info[4 * g], dy = y - info[4 * g + 1];
@@ -139,11 +150,12 @@ ASTRO_FN void lens_split_flag_item(size_t gid, ASTRO_GLOBAL const double *ASTRO_
                                    ASTRO_GLOBAL const double *ASTRO_RESTRICT next_gy, int nx, int rows, int rows_main,
                                    int rows_ext,
                                    int row0, int step, int cells_x, ASTRO_GLOBAL const double *ASTRO_RESTRICT limit,
-                                   double h, ASTRO_GLOBAL unsigned int *ASTRO_RESTRICT mask,
+                                   double h, ASTRO_GLOBAL unsigned int *ASTRO_RESTRICT list,
                                    ASTRO_GLOBAL unsigned int *counter)
 {
     if (gid >= (size_t)nx * (size_t)rows) return;
-    const int i = (int)(gid % (size_t)nx), r = (int)(gid / (size_t)nx);
+    const unsigned int q = (unsigned int)gid, ur = q / (unsigned int)nx;
+    const int r = (int)ur, i = (int)(q - ur * (unsigned int)nx);
     const size_t p = gid;
     int flagged = 0;
     if (nx > 1 && rows_ext > 1) {
@@ -160,6 +172,5 @@ ASTRO_FN void lens_split_flag_item(size_t gid, ASTRO_GLOBAL const double *ASTRO_
         const double eig = ASTRO_FMIN(ASTRO_FABS(mean - rad), ASTRO_FABS(mean + rad));
         flagged = ASTRO_FABS(A) < lim || ASTRO_FABS(C) < lim || eig < lim;
     }
-    mask[p] = (unsigned int)flagged;
-    if (flagged) ASTRO_ATOMIC_INC(counter);
+    if (flagged) list[ASTRO_ATOMIC_INC(counter)] = (unsigned int)p;
 }

@@ -27,30 +27,26 @@ LENS_GRID_KERNEL(double, f64)
 
 LENS_KERNEL lens_flag(const float *gx, const float *gy, int nx, int rows, int rows_ext, float h, float axis_limit,
                       float cross_limit, float eig_limit, double *gx_out, double *gy_out, unsigned int *mask,
-                      unsigned int *counter)
+                      unsigned int *list, unsigned int *counter)
 {
     lens_flag_item(global_id(), gx, gy, nx, rows, rows_ext, h, axis_limit, cross_limit, eig_limit, gx_out, gy_out, mask,
-                   counter);
+                   list, counter);
 }
 
 LENS_KERNEL lens_patch(const int *centres, int n_centres, int size, int nx, int row0, int rows, unsigned int *mask,
-                       unsigned int *counter)
+                       unsigned int *list, unsigned int *counter)
 {
-    lens_patch_item(global_id(), centres, n_centres, size, nx, row0, rows, mask, counter);
+    lens_patch_item(global_id(), centres, n_centres, size, nx, row0, rows, mask, list, counter);
 }
 
-LENS_KERNEL lens_compact_mask(const unsigned int *mask, int nx, int rows, unsigned int *items, unsigned int *counter)
+static inline size_t global_size()
 {
-    lens_compact_mask_item(global_id(), mask, nx, rows, items, counter);
+    return sycl::ext::oneapi::this_work_item::get_nd_item<1>().get_global_range(0);
 }
-
-LENS_KERNEL lens_recompute(const unsigned int *items, const unsigned int *counter, const unsigned int *mask,
-                           const double *sie, int n_sie, const double *dpie, int n_dpie, int nx, int row0, int rows,
-                           double h, double *gx_out, double *gy_out)
+LENS_KERNEL lens_recompute(LENS_RECOMPUTE_PARAMS) { lens_recompute_item(global_id(), global_size(), LENS_RECOMPUTE_ARGS); }
+LENS_KERNEL lens_recompute_sie(LENS_RECOMPUTE_PARAMS)
 {
-    const size_t gsize = sycl::ext::oneapi::this_work_item::get_nd_item<1>().get_global_range(0);
-    lens_recompute_item(global_id(), gsize, items, counter, mask, sie, n_sie, dpie, n_dpie, nx, row0, rows, h, gx_out,
-                        gy_out);
+    lens_recompute_sie_item(global_id(), global_size(), LENS_RECOMPUTE_ARGS);
 }
 
 LENS_KERNEL lens_split_nodes(int n_galaxies, int side, int step, const double *info, const double *sie, int n_sie,
@@ -59,17 +55,19 @@ LENS_KERNEL lens_split_nodes(int n_galaxies, int side, int step, const double *i
     lens_split_nodes_item(global_id(), n_galaxies, side, step, info, sie, n_sie, dpie, h, table);
 }
 
-LENS_KERNEL lens_split_widen(int count, const float *gx, const float *gy, double *pairs)
+LENS_KERNEL lens_split_lines(int nodes, int rows, int row0, int step, int c_first, const float *coarse_gx,
+                             const float *coarse_gy, const double *weights, double *lines)
 {
-    lens_split_widen_item(global_id(), count, gx, gy, pairs);
+    lens_split_lines_item(global_id(), nodes, rows, row0, step, c_first, coarse_gx, coarse_gy, weights, lines);
 }
 
 LENS_KERNEL lens_split_pixel(LENS_SPLIT_PIXEL_PARAMS) { lens_split_pixel_item(global_id(), LENS_SPLIT_PIXEL_ARGS); }
 LENS_KERNEL lens_split_pixel_sie(LENS_SPLIT_PIXEL_PARAMS) { lens_split_pixel_sie_item(global_id(), LENS_SPLIT_PIXEL_ARGS); }
 
 LENS_KERNEL lens_split_flag(const double *gx, const double *gy, const double *next_gx, const double *next_gy, int nx,
-                            int rows, int rows_main, int rows_ext, int row0, int step,
-                            int cells_x, const double *limit, double h, unsigned int *mask, unsigned int *counter)
+                            int rows, int rows_main, int rows_ext, int row0, int step, int cells_x, const double *limit,
+                            double h, unsigned int *list, unsigned int *counter)
 {
-    lens_split_flag_item(global_id(), gx, gy, next_gx, next_gy, nx, rows, rows_main, rows_ext, row0, step, cells_x, limit, h, mask, counter);
+    lens_split_flag_item(global_id(), gx, gy, next_gx, next_gy, nx, rows, rows_main, rows_ext, row0, step, cells_x, limit,
+                         h, list, counter);
 }

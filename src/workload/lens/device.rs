@@ -53,8 +53,8 @@ pub fn grid_items(precision: Precision, n: usize, rows: usize) -> usize {
     n.div_ceil(PIXELS_PER_ITEM[k]) * rows.div_ceil(ROWS_PER_ITEM[k])
 }
 
-/// Work-items of the grid-stride float64 recompute kernel, each computing float64 grid items (enough to
-/// fill a large GPU).
+/// Work-items of the grid-stride float64 recompute kernel, one listed pixel at a time (enough to fill a
+/// large GPU).
 const RECOMPUTE_ITEMS: usize = 1 << 18;
 
 /// The slot (buffer index) of each buffer of a lens job, in the order they are declared.
@@ -67,14 +67,13 @@ mod slot {
     pub const GY: usize = 5;
     // Mixed precision only:
     pub const MASK: usize = 6;
-    /// The float64 grid items holding a flagged pixel, and their count.
-    pub const ITEMS: usize = 7;
+    /// The flagged pixels (band-relative indices) and their count.
+    pub const LIST: usize = 7;
     pub const COUNTER: usize = 8;
     pub const GX64: usize = 9;
     pub const GY64: usize = 10;
     pub const CLUSTERS: usize = 11;
     pub const GALAXIES: usize = 12;
-    pub const ITEM_COUNTER: usize = 13;
 }
 
 impl LensProblem {
@@ -92,17 +91,43 @@ impl LensProblem {
     /// writing slots GX/GY.
     fn grid_launch(&self, mode: LensMode, row0: usize, rows: usize) -> Step {
         let p = mode.precision();
-        let (sie, dpie, t) = match p {
-            Precision::F64 => (slot::SIE64, slot::DPIE64, &self.tables64.shape()),
-            Precision::F32 => (slot::SIE32, slot::DPIE32, &self.f32_tables(mode).shape()),
+        let (sie, dpie, t_sie, t_dpie, exact_offsets) = match p {
+            Precision::F64 => (
+                slot::SIE64,
+                slot::DPIE64,
+                self.tables64.n_sie,
+                self.tables64.n_dpie,
+                self.tables64.exact_offsets,
+            ),
+            Precision::F32 => {
+                let t = self.f32_tables(mode);
+                (
+                    slot::SIE32,
+                    slot::DPIE32,
+                    t.n_sie,
+                    t.n_dpie,
+                    t.exact_offsets,
+                )
+            }
         };
-        let grid = GridPass {
-            nx: self.n,
-            row0,
-            rows,
-            h: self.pixel,
-        };
-        grid.launch(p, t, [sie, dpie, slot::GX, slot::GY])
+        Step::Launch(Launch {
+            kernel: format!("lens_grid_{}", p.name()),
+            args: vec![
+                StepArg::Buffer(sie),
+                StepArg::I32(t_sie as i32),
+                StepArg::Buffer(dpie),
+                StepArg::I32(t_dpie as i32),
+                StepArg::I32(self.n as i32),
+                StepArg::I32(row0 as i32),
+                StepArg::I32(rows as i32),
+                StepArg::real(p, self.pixel),
+                StepArg::I32(i32::from(exact_offsets)),
+                StepArg::Buffer(slot::GX),
+                StepArg::Buffer(slot::GY),
+            ],
+            global: grid_items(p, self.n, rows),
+            local: Local::Prefer(GPU_GROUP),
+        })
     }
 
     /// Rows computed for a band that needs its next row too (flags, delensing): one extra unless last.
@@ -199,8 +224,6 @@ impl LensProblem {
         let ext = self.extended_rows(row0, rows);
         let flag_rows = if outputs { rows } else { ext };
         let band = flag_rows * n;
-        // The float64 grid items of the flagged rows: the recompute's unit of work.
-        let items = grid_items(Precision::F64, n, flag_rows);
         let kept = |dtype, len| {
             if outputs {
                 BufferSpec::Output { dtype, len }
@@ -225,17 +248,13 @@ impl LensProblem {
             },
             BufferSpec::Scratch {
                 dtype: DType::U32,
-                len: items,
+                len: band,
             },
             kept(DType::U32, 1),
             kept(DType::F64, band),
             kept(DType::F64, band),
             BufferSpec::Input(HostSlice::I32(&patches[0].1)),
             BufferSpec::Input(HostSlice::I32(&patches[1].1)),
-            BufferSpec::Scratch {
-                dtype: DType::U32,
-                len: 1,
-            },
         ]);
         let (axis, cross, eig) = self.flag_limits(scheme);
         let mut steps = vec![
@@ -259,6 +278,7 @@ impl LensProblem {
                     StepArg::Buffer(slot::GX64),
                     StepArg::Buffer(slot::GY64),
                     StepArg::Buffer(slot::MASK),
+                    StepArg::Buffer(slot::LIST),
                     StepArg::Buffer(slot::COUNTER),
                 ],
                 global: band,
@@ -285,6 +305,7 @@ impl LensProblem {
                         StepArg::I32(row0 as i32),
                         StepArg::I32(flag_rows as i32),
                         StepArg::Buffer(slot::MASK),
+                        StepArg::Buffer(slot::LIST),
                         StepArg::Buffer(slot::COUNTER),
                     ],
                     global: (*size as usize).pow(2) * count,
@@ -292,17 +313,16 @@ impl LensProblem {
                 }));
             }
         }
-        steps.extend(self.recompute_steps(
+        steps.push(self.recompute_launch(
             Recompute {
-                mask: slot::MASK,
-                items: slot::ITEMS,
-                item_counter: slot::ITEM_COUNTER,
+                list: slot::LIST,
+                counter: slot::COUNTER,
                 sie64: slot::SIE64,
                 dpie64: slot::DPIE64,
                 field: [slot::GX64, slot::GY64],
             },
             row0,
-            flag_rows,
+            band,
         ));
         FieldPipeline {
             buffers,
@@ -311,49 +331,33 @@ impl LensProblem {
         }
     }
 
-    /// The float64 recompute of a band's flagged pixels (rows [row0, row0 + rows)): the mask compacted into
-    /// the list of float64 grid items holding a flagged pixel, then those items with every halo.
-    fn recompute_steps(&self, at: Recompute, row0: usize, rows: usize) -> [Step; 3] {
-        let n = self.n;
-        let items = grid_items(Precision::F64, n, rows);
-        [
-            Step::Fill {
-                buffer: at.item_counter,
-                byte: 0,
-            },
-            Step::Launch(Launch {
-                kernel: "lens_compact_mask".into(),
-                args: vec![
-                    StepArg::Buffer(at.mask),
-                    StepArg::I32(n as i32),
-                    StepArg::I32(rows as i32),
-                    StepArg::Buffer(at.items),
-                    StepArg::Buffer(at.item_counter),
-                ],
-                global: items,
-                local: Local::Prefer(GPU_GROUP),
-            }),
-            Step::Launch(Launch {
-                kernel: "lens_recompute".into(),
-                args: vec![
-                    StepArg::Buffer(at.items),
-                    StepArg::Buffer(at.item_counter),
-                    StepArg::Buffer(at.mask),
-                    StepArg::Buffer(at.sie64),
-                    StepArg::I32(self.tables64.n_sie as i32),
-                    StepArg::Buffer(at.dpie64),
-                    StepArg::I32(self.tables64.n_dpie as i32),
-                    StepArg::I32(n as i32),
-                    StepArg::I32(row0 as i32),
-                    StepArg::I32(rows as i32),
-                    StepArg::F64(self.pixel),
-                    StepArg::Buffer(at.field[0]),
-                    StepArg::Buffer(at.field[1]),
-                ],
-                global: RECOMPUTE_ITEMS.min(items),
-                local: Local::Prefer(GPU_GROUP),
-            }),
-        ]
+    /// The float64 recompute of the pixels a band's flags listed (band of `pixels` pixels from row0): every
+    /// halo at each listed pixel, without the dPIE code when the catalogue has none.
+    fn recompute_launch(&self, at: Recompute, row0: usize, pixels: usize) -> Step {
+        let t = &self.tables64;
+        Step::Launch(Launch {
+            kernel: if t.n_dpie == 0 {
+                "lens_recompute_sie"
+            } else {
+                "lens_recompute"
+            }
+            .into(),
+            args: vec![
+                StepArg::Buffer(at.list),
+                StepArg::Buffer(at.counter),
+                StepArg::Buffer(at.sie64),
+                StepArg::I32(t.n_sie as i32),
+                StepArg::Buffer(at.dpie64),
+                StepArg::I32(t.n_dpie as i32),
+                StepArg::I32(self.n as i32),
+                StepArg::I32(row0 as i32),
+                StepArg::F64(self.pixel),
+                StepArg::Buffer(at.field[0]),
+                StepArg::Buffer(at.field[1]),
+            ],
+            global: RECOMPUTE_ITEMS.min(pixels.max(1)),
+            local: Local::Prefer(GPU_GROUP),
+        })
     }
 
     /// Slots and steps of one band's float64 field in a mode that recomputes flagged pixels (mixed or the
@@ -373,9 +377,10 @@ impl LensProblem {
     }
 
     /// Slots and steps of one band of the near/far split (cl/common/lens_split.h): the coarse galaxy field
-    /// on the node rows the band needs (float32 grid), the galaxies' node tables, the pixels of the band plus
-    /// its next row (clusters in float32, interpolation and near terms in float64), the flags against each
-    /// cell's bound and the float64 recompute. Returned like [`Self::mixed_pipeline`]: [counter, gx, gy]
+    /// on the node rows the band needs (float32 grid) and its y-pass per pixel row, the galaxies' node
+    /// tables, the pixels of the band plus its next row (clusters in float32, the x-pass and near terms in
+    /// float64), the flags against each cell's bound (listing the flagged pixels) and their float64
+    /// recompute. Returned like [`Self::mixed_pipeline`]: [counter, gx, gy]
     /// come back from a gradient job; the χ² keeps the field, its next row included, on the device.
     fn split_pipeline(&self, row0: usize, rows: usize, outputs: bool) -> FieldPipeline<'_> {
         let split = self.split();
@@ -427,38 +432,48 @@ impl LensProblem {
             BufferSpec::Input(HostSlice::F64(&lists.weights)),
             scratch(DType::F32, c_rows * nodes),
             scratch(DType::F32, c_rows * nodes),
-            scratch(DType::F64, 2 * c_rows * nodes),
+            scratch(DType::F64, 2 * ext * nodes),
             scratch(DType::F64, 2 * n_galaxies * side * side),
             scratch(DType::F64, n),
             scratch(DType::F64, n),
             scratch(DType::U32, main_rows * n),
-            scratch(DType::U32, grid_items(Precision::F64, n, main_rows)),
             kept(DType::U32, 1),
             kept(DType::F64, main_rows * n),
             kept(DType::F64, main_rows * n),
-            scratch(DType::U32, 1),
         ];
-        let coarse_pass = GridPass {
-            nx: nodes,
-            row0: c_first,
-            rows: c_rows,
-            h: cell,
-        };
         let mut steps = vec![
-            coarse_pass.launch(
-                Precision::F32,
-                &coarse.shape(),
-                [s::CO_SIE32, s::CO_DPIE32, s::COARSE_GX, s::COARSE_GY],
-            ),
             Step::Launch(Launch {
-                kernel: "lens_split_widen".into(),
+                kernel: "lens_grid_f32".into(),
                 args: vec![
-                    StepArg::I32((c_rows * nodes) as i32),
+                    StepArg::Buffer(s::CO_SIE32),
+                    StepArg::I32(coarse.n_sie as i32),
+                    StepArg::Buffer(s::CO_DPIE32),
+                    StepArg::I32(coarse.n_dpie as i32),
+                    StepArg::I32(nodes as i32),
+                    StepArg::I32(c_first as i32),
+                    StepArg::I32(c_rows as i32),
+                    StepArg::F32(cell as f32),
+                    StepArg::I32(i32::from(coarse.exact_offsets)),
                     StepArg::Buffer(s::COARSE_GX),
                     StepArg::Buffer(s::COARSE_GY),
-                    StepArg::Buffer(s::COARSE64),
                 ],
-                global: c_rows * nodes,
+                global: grid_items(Precision::F32, nodes, c_rows),
+                local: Local::Prefer(GPU_GROUP),
+            }),
+            Step::Launch(Launch {
+                kernel: "lens_split_lines".into(),
+                args: vec![
+                    StepArg::I32(nodes as i32),
+                    StepArg::I32(ext as i32),
+                    StepArg::I32(row0 as i32),
+                    StepArg::I32(step as i32),
+                    StepArg::I32(c_first as i32),
+                    StepArg::Buffer(s::COARSE_GX),
+                    StepArg::Buffer(s::COARSE_GY),
+                    StepArg::Buffer(s::WEIGHTS),
+                    StepArg::Buffer(s::LINES),
+                ],
+                global: ext * nodes,
                 local: Local::Prefer(GPU_GROUP),
             }),
         ];
@@ -495,8 +510,7 @@ impl LensProblem {
                     StepArg::I32(row0 as i32),
                     StepArg::I32(step as i32),
                     StepArg::I32(nodes as i32),
-                    StepArg::I32(c_first as i32),
-                    StepArg::Buffer(s::COARSE64),
+                    StepArg::Buffer(s::LINES),
                     StepArg::Buffer(s::CL_SIE32),
                     StepArg::I32(clusters.n_sie as i32),
                     StepArg::Buffer(s::CL_DPIE32),
@@ -543,25 +557,24 @@ impl LensProblem {
                     StepArg::I32(lists.cells_x as i32),
                     StepArg::Buffer(s::LIMIT),
                     StepArg::F64(self.pixel),
-                    StepArg::Buffer(s::MASK),
+                    StepArg::Buffer(s::LIST),
                     StepArg::Buffer(s::COUNTER),
                 ],
                 global: main_rows * n,
                 local: Local::Prefer(GPU_GROUP),
             }),
+            self.recompute_launch(
+                Recompute {
+                    list: s::LIST,
+                    counter: s::COUNTER,
+                    sie64: s::SIE64,
+                    dpie64: s::DPIE64,
+                    field: [s::GX64, s::GY64],
+                },
+                row0,
+                main_rows * n,
+            ),
         ]);
-        steps.extend(self.recompute_steps(
-            Recompute {
-                mask: s::MASK,
-                items: s::ITEMS,
-                item_counter: s::ITEM_COUNTER,
-                sie64: s::SIE64,
-                dpie64: s::DPIE64,
-                field: [s::GX64, s::GY64],
-            },
-            row0,
-            main_rows,
-        ));
         FieldPipeline {
             buffers,
             steps,
@@ -579,61 +592,11 @@ struct FieldPipeline<'a> {
 
 /// The slots one float64 recompute reads and writes.
 struct Recompute {
-    mask: usize,
-    items: usize,
-    item_counter: usize,
+    list: usize,
+    counter: usize,
     sie64: usize,
     dpie64: usize,
     field: [usize; 2],
-}
-
-/// Halo counts and offset kind of a set of kernel tables: what a grid launch needs besides their slots.
-struct TableShape {
-    n_sie: usize,
-    n_dpie: usize,
-    exact_offsets: bool,
-}
-
-impl<T> KernelTables<T> {
-    fn shape(&self) -> TableShape {
-        TableShape {
-            n_sie: self.n_sie,
-            n_dpie: self.n_dpie,
-            exact_offsets: self.exact_offsets,
-        }
-    }
-}
-
-/// A grid launch over rows [row0, row0 + rows) of a grid `nx` pixels wide of pixel `h`.
-struct GridPass {
-    nx: usize,
-    row0: usize,
-    rows: usize,
-    h: f64,
-}
-
-impl GridPass {
-    /// The launch in precision `p` from the tables of shape `t` in slots [sie, dpie] into slots [gx, gy].
-    fn launch(&self, p: Precision, t: &TableShape, [sie, dpie, gx, gy]: [usize; 4]) -> Step {
-        Step::Launch(Launch {
-            kernel: format!("lens_grid_{}", p.name()),
-            args: vec![
-                StepArg::Buffer(sie),
-                StepArg::I32(t.n_sie as i32),
-                StepArg::Buffer(dpie),
-                StepArg::I32(t.n_dpie as i32),
-                StepArg::I32(self.nx as i32),
-                StepArg::I32(self.row0 as i32),
-                StepArg::I32(self.rows as i32),
-                StepArg::real(p, self.h),
-                StepArg::I32(i32::from(t.exact_offsets)),
-                StepArg::Buffer(gx),
-                StepArg::Buffer(gy),
-            ],
-            global: grid_items(p, self.nx, self.rows),
-            local: Local::Prefer(GPU_GROUP),
-        })
-    }
 }
 
 /// Tables without halos: the split's clusters or galaxies when a catalogue has none (the grid writes zeros).
@@ -670,19 +633,19 @@ mod split_slot {
     pub const CELL_GALAXIES: usize = 10;
     pub const LIMIT: usize = 11;
     pub const WEIGHTS: usize = 12;
-    /// The coarse field in float32, then as float64 (x, y) pairs.
+    /// The coarse field (float32), its y-pass per band row (float64 pairs), the galaxies' node tables, the
+    /// next row apart.
     pub const COARSE_GX: usize = 13;
     pub const COARSE_GY: usize = 14;
-    pub const COARSE64: usize = 15;
+    pub const LINES: usize = 15;
     pub const TABLE: usize = 16;
     pub const NEXT_GX: usize = 17;
     pub const NEXT_GY: usize = 18;
-    pub const MASK: usize = 19;
-    pub const ITEMS: usize = 20;
-    pub const COUNTER: usize = 21;
-    pub const GX64: usize = 22;
-    pub const GY64: usize = 23;
-    pub const ITEM_COUNTER: usize = 24;
+    /// The flagged pixels, their count, the float64 field.
+    pub const LIST: usize = 19;
+    pub const COUNTER: usize = 20;
+    pub const GX64: usize = 21;
+    pub const GY64: usize = 22;
 }
 
 /// Hits one delensing band can hold; a band that finds more is an error (never silently truncated).
