@@ -134,7 +134,7 @@ pub struct Chi2Args {
     #[arg(long)]
     pub write_images: Option<PathBuf>,
     /// Grid methods, comma-separated or repeated: direct (the mixed-budget grid) or split (the near/far
-    /// split within the same budget; `cpu` model only so far).
+    /// split within the same budget).
     #[arg(long = "method", value_delimiter = ',', default_value = "direct")]
     pub methods: Vec<Method>,
 }
@@ -189,7 +189,8 @@ pub struct MapsArgs {
     pub problem: ProblemArgs,
     #[command(flatten)]
     pub backend: OneBackendArgs,
-    /// Mode of the deflection grid (f32, f64 or a mixed scheme).
+    /// Mode of the deflection grid (f32, f64, a mixed scheme, or split: the near/far split within the
+    /// paper's budget).
     #[arg(long = "precision", default_value = "f64")]
     pub mode: LensMode,
     /// Output prefix: writes PREFIX_alpha_x.fits, _alpha_y, _kappa, _gamma1, _gamma2, _mu.
