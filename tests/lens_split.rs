@@ -5,14 +5,32 @@
 
 mod common;
 
-use astroport::backend::{discover, open, Choice};
+use astroport::backend::{discover, open, Choice, Target};
 use astroport::bench;
 use astroport::exec::RunOptions;
 use astroport::results::{Row, Status};
 use astroport::workload::lens::{HaloProfile, LensMode, LensOptions, LensProblem, Preset};
+use astroport::workload::Workload;
 
 fn detail(r: &Row, key: &str) -> Option<f64> {
     r.details.as_ref()?.get(key)?.as_f64()
+}
+
+/// The split's rows on these backends; fails unless every device in `devices` ran and passed.
+fn run_split<W: Workload<Mode = LensMode>>(
+    workload: &W,
+    choices: &[Choice],
+    devices: &[&Target],
+) -> Vec<Row> {
+    let rows = bench::run(
+        workload,
+        &[LensMode::Split],
+        choices,
+        &RunOptions::once(),
+        &mut |_| {},
+    );
+    common::assert_ran(devices, &common::ran_ok(&rows));
+    rows
 }
 
 /// The split and mixed-budget rows on the `cpu` model; the split row must pass (the paper's budget at every
@@ -103,14 +121,7 @@ fn the_split_runs_on_every_device_within_the_budget() {
         for cap in [None, Some(400 << 10)] {
             p.device_mem_cap = cap;
             let choices: Vec<Choice> = devices.iter().map(|t| Choice::Run(t)).collect();
-            let rows = bench::run(
-                &p,
-                &[LensMode::Split],
-                &choices,
-                &RunOptions::once(),
-                &mut |_| {},
-            );
-            common::assert_ran(&devices, &common::ran_ok(&rows));
+            let rows = run_split(&p, &choices, &devices);
             for r in &rows {
                 let what = format!("{} {profile:?} cap {cap:?}", r.backend);
                 assert_eq!(r.status, Status::Ok, "{what}: {}", r.reason);
@@ -146,14 +157,7 @@ fn the_chi2_with_the_split_finds_the_references_images() {
     let cpu = open("cpu").unwrap();
     let mut choices = vec![Choice::Run(&cpu)];
     choices.extend(devices.iter().map(|t| Choice::Run(t)));
-    let rows = bench::run(
-        &problem,
-        &[LensMode::Split],
-        &choices,
-        &RunOptions::once(),
-        &mut |_| {},
-    );
-    common::assert_ran(&devices, &common::ran_ok(&rows));
+    let rows = run_split(&problem, &choices, &devices);
     for r in &rows {
         assert_eq!(r.status, Status::Ok, "{}: {}", r.backend, r.reason);
         assert!(detail(r, "images").unwrap() > 50.0, "{}", r.backend);
