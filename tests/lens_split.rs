@@ -143,6 +143,79 @@ fn the_split_runs_on_every_device_within_the_budget() {
     }
 }
 
+/// Catalogues the presets never make: galaxies only (no cluster tables), clusters only (no galaxy, no near
+/// term), and galaxies on or beyond the grid's edge (tables and cell lists that reach outside it), SIE and
+/// dPIE mixed: every backend meets the budget at every pixel.
+#[test]
+fn the_split_handles_catalogues_without_clusters_or_galaxies_and_off_the_grid() {
+    use astroport::workload::lens::{Cosmology, Halos};
+    let d = discover();
+    let devices = common::devices(&d);
+    let cpu = open("cpu").unwrap();
+    let mut choices = vec![Choice::Run(&cpu)];
+    choices.extend(devices.iter().map(|t| Choice::Run(t)));
+    let galaxy = |h: &mut Halos, k: usize, x: f64, y: f64| {
+        let (b, e, t) = (
+            0.2 + 0.05 * (k % 7) as f64,
+            0.05 * (k % 5) as f64,
+            0.4 * k as f64,
+        );
+        if k % 3 == 0 {
+            h.push_dpie(x, y, b, 0.1 + e, t, 0.05, 5.0);
+        } else {
+            h.push(x, y, b, e, t);
+        }
+    };
+    let mut galaxies_only = Halos::default();
+    for k in 0..60 {
+        let (x, y) = (
+            ((k * 37) % 101) as f64 - 50.0,
+            ((k * 53) % 97) as f64 - 48.0,
+        );
+        galaxy(&mut galaxies_only, k, x, y);
+    }
+    let mut clusters_only = Halos::default();
+    clusters_only.push(12.0, -7.0, 25.0, 0.1, 0.3);
+    clusters_only.push_dpie(-20.0, 15.0, 30.0, 0.2, 1.1, 8.0, 250.0);
+    let mut edges = Halos::default();
+    edges.push(12.0, -7.0, 25.0, 0.1, 0.3);
+    for (k, (x, y)) in [
+        (59.9, 0.0),
+        (-60.2, 59.8),
+        (75.0, 10.0),
+        (0.0, -90.0),
+        (61.0, 61.0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        galaxy(&mut edges, k, x, y);
+    }
+    for (what, halos) in [
+        ("galaxies only", galaxies_only),
+        ("clusters only", clusters_only),
+        ("edges", edges),
+    ] {
+        let p = LensProblem::new(what, 600, 0.2, Cosmology::default(), halos).unwrap();
+        for r in run_split(&p, &choices, &devices) {
+            assert_eq!(r.status, Status::Ok, "{what}, {}: {}", r.backend, r.reason);
+            assert_eq!(
+                detail(&r, "pixels_over_budget"),
+                Some(0.0),
+                "{what}, {}",
+                r.backend
+            );
+            let plan = &r.details.as_ref().unwrap()["split"];
+            let galaxies = plan["galaxies"].as_f64().unwrap();
+            assert_eq!(galaxies == 0.0, what == "clusters only", "{what}: {plan}");
+            assert!(
+                galaxies == 0.0 || plan["step"].as_f64().unwrap() >= 2.0,
+                "{what}: {plan}"
+            );
+        }
+    }
+}
+
 /// The χ² with the split grid finds the reference's images (each within the 1.5-pixel merge radius), on the
 /// `cpu` model and on every device (split grid and delensing on the device).
 #[test]
