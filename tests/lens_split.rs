@@ -160,7 +160,7 @@ fn the_split_handles_catalogues_without_clusters_or_galaxies_and_off_the_grid() 
             0.05 * (k % 5) as f64,
             0.4 * k as f64,
         );
-        if k % 3 == 0 {
+        if k.is_multiple_of(3) {
             h.push_dpie(x, y, b, 0.1 + e, t, 0.05, 5.0);
         } else {
             h.push(x, y, b, e, t);
