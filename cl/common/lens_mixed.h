@@ -22,14 +22,6 @@
  * schemes pass eig_limit = 0 (never true); the error-budget scheme passes axis_limit = eig_limit = h / M and
  * a cross_limit no difference reaches. */
 
-/* The smaller |eigenvalue| of the symmetric matrix (a, b; b, c). */
-ASTRO_FN float lens_smaller_eigenvalue(float a, float b, float c)
-{
-    const float mean = (float)0.5 * (a + c), half_gap = (float)0.5 * (a - c);
-    const float radius = ASTRO_SQRT(half_gap * half_gap + b * b);
-    return ASTRO_FMIN(ASTRO_FABS(mean - radius), ASTRO_FABS(mean + radius));
-}
-
 ASTRO_FN void lens_flag_item(size_t gid, ASTRO_GLOBAL const float *ASTRO_RESTRICT gx,
                              ASTRO_GLOBAL const float *ASTRO_RESTRICT gy, int nx, int rows, int rows_ext, float h,
                              float axis_limit, float cross_limit, float eig_limit,
@@ -60,7 +52,7 @@ ASTRO_FN void lens_flag_item(size_t gid, ASTRO_GLOBAL const float *ASTRO_RESTRIC
         flagged |= ASTRO_FABS(h - d2) < axis_limit || ASTRO_FABS(d3) > cross_limit;
     }
     if (nx > 1 && rows_ext > 1)
-        flagged |= lens_smaller_eigenvalue(h - d1, (float)-0.5 * (d3 + d4), h - d2) < eig_limit;
+        flagged |= lens_smaller_eigenvalue_f32(h - d1, (float)-0.5 * (d3 + d4), h - d2) < eig_limit;
     mask[p] = (unsigned int)flagged;
     if (flagged) list[ASTRO_ATOMIC_INC(counter)] = (unsigned int)p;
 }

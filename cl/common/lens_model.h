@@ -150,6 +150,15 @@ ASTRO_FN void LENS_FN(lens_dpie_add)(ASTRO_REAL dx, ASTRO_REAL dy, ASTRO_GLOBAL 
     *gy += s * gu + c * gv;
 }
 
+/* The smaller |eigenvalue| of the symmetric matrix (a, b; b, c): the flags' directional magnification test
+ * (lens_mixed.h, lens_split.h). */
+ASTRO_FN ASTRO_REAL LENS_FN(lens_smaller_eigenvalue)(ASTRO_REAL a, ASTRO_REAL b, ASTRO_REAL c)
+{
+    const ASTRO_REAL mean = (ASTRO_REAL)0.5 * (a + c), half_gap = (ASTRO_REAL)0.5 * (a - c);
+    const ASTRO_REAL radius = ASTRO_SQRT(half_gap * half_gap + b * b);
+    return ASTRO_FMIN(ASTRO_FABS(mean - radius), ASTRO_FABS(mean + radius));
+}
+
 /* Adds halo g of a pair of tables (SIE rows first, then dPIE rows) at pixel (fi, fj) of the grid: integer
  * indices carried as ASTRO_REAL, possibly outside the grid; exact offsets, the arithmetic of one pixel of
  * lens_item. (The near/far split evaluates single halos at single pixels: lens_split.h.) with_dpie = 0, a
@@ -184,15 +193,13 @@ ASTRO_FN int LENS_FN(lens_item_origin)(size_t gid, int nx, int rows, int *i0, in
 }
 
 /* One item of a band of `rows` rows starting at grid row row0: the deflections of the item at column i0 and
- * band row r0, stored within the band (every pixel, or only where mask is set when mask is not null: the
- * float64 recompute of flagged pixels). The accumulators stay local to this function, so every compiler
+ * band row r0, stored within the band. The accumulators stay local to this function, so every compiler
  * keeps them in registers. exact_offsets is 1 for tables of exact offsets (every SIE remainder
  * |fx| <= 1/2) and 0 for the naive tables of the paper's scheme (lens_sie_add says where fx goes). */
 ASTRO_FN_INLINED void LENS_FN(lens_item)(int i0, int r0, int row0, int rows, int nx,
                                 ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT sie, int n_sie,
                                 ASTRO_GLOBAL const ASTRO_REAL *ASTRO_RESTRICT dpie, int n_dpie, ASTRO_REAL h,
-                                int exact_offsets, ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT mask,
-                                ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gx_out,
+                                int exact_offsets, ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gx_out,
                                 ASTRO_GLOBAL ASTRO_REAL *ASTRO_RESTRICT gy_out)
 {
     const ASTRO_REAL fi0 = (ASTRO_REAL)i0, fj0 = (ASTRO_REAL)(row0 + r0);
@@ -245,7 +252,7 @@ ASTRO_FN_INLINED void LENS_FN(lens_item)(int i0, int r0, int row0, int rows, int
         const size_t row_base = (size_t)(r0 + s) * (size_t)nx;
 #pragma unroll
         for (int q = 0; q < LENS_PPI; ++q) {
-            if (r0 + s < rows && i0 + q < nx && (!mask || mask[row_base + i0 + q])) {
+            if (r0 + s < rows && i0 + q < nx) {
                 gx_out[row_base + i0 + q] = gx[s * LENS_PPI + q];
                 gy_out[row_base + i0 + q] = gy[s * LENS_PPI + q];
             }
@@ -263,8 +270,7 @@ ASTRO_FN void LENS_FN(lens_grid_item)(size_t gid, ASTRO_GLOBAL const ASTRO_REAL 
 {
     int i0, r0;
     if (!LENS_FN(lens_item_origin)(gid, nx, rows, &i0, &r0)) return;
-    LENS_FN(lens_item)(i0, r0, row0, rows, nx, sie, n_sie, dpie, n_dpie, h, exact_offsets,
-                       (ASTRO_GLOBAL const unsigned int *)0, gx_out, gy_out);
+    LENS_FN(lens_item)(i0, r0, row0, rows, nx, sie, n_sie, dpie, n_dpie, h, exact_offsets, gx_out, gy_out);
 }
 
 /* Triangle delensing as in Lenstool-HPC (Schaefer et al. 2020) of grid cell (i, r) of a band whose

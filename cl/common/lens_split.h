@@ -166,11 +166,9 @@ ASTRO_FN void lens_split_flag_item(size_t gid, ASTRO_GLOBAL const double *ASTRO_
         const double d2 = sy * (LENS_SPLIT_AT(gy, next_gy, ry, i) - gy[p]);
         const double d3 = sy * (LENS_SPLIT_AT(gx, next_gx, ry, i) - gx[p]);
         const double lim = limit[((row0 + r) / step) * cells_x + i / step];
-        const double A = h - d1, B = -0.5 * (d3 + d4), C = h - d2;
-        const double mean = 0.5 * (A + C), half_gap = 0.5 * (A - C),
-                     rad = ASTRO_SQRT(half_gap * half_gap + B * B);
-        const double eig = ASTRO_FMIN(ASTRO_FABS(mean - rad), ASTRO_FABS(mean + rad));
-        flagged = ASTRO_FABS(A) < lim || ASTRO_FABS(C) < lim || eig < lim;
+        const double A = h - d1, C = h - d2;
+        flagged = ASTRO_FABS(A) < lim || ASTRO_FABS(C) < lim ||
+                  lens_smaller_eigenvalue_f64(A, -0.5 * (d3 + d4), C) < lim;
     }
     if (flagged) list[ASTRO_ATOMIC_INC(counter)] = (unsigned int)p;
 }
