@@ -1,7 +1,7 @@
 //! The float types the host code is generic over.
 
 /// The two floating types of the `cpu` model (the lens grid, the imgsub convolution), so one generic loop
-/// serves float32 and float64.
+/// serves float32 and float64; `PRECISION` names the kernels and scalars of device jobs built from them.
 pub trait Real:
     Copy
     + Send
@@ -14,6 +14,7 @@ pub trait Real:
 {
     const ZERO: Self;
     const ONE: Self;
+    const PRECISION: crate::backend::Precision;
     fn from_f64(v: f64) -> Self;
     /// From a small integer (pixel indices): i32 conversions vectorise where usize → float do not.
     fn from_i32(v: i32) -> Self;
@@ -28,10 +29,11 @@ pub trait Real:
 }
 
 macro_rules! impl_real {
-    ($t:ty) => {
+    ($t:ty, $p:ident) => {
         impl Real for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
+            const PRECISION: crate::backend::Precision = crate::backend::Precision::$p;
             #[inline(always)]
             fn from_f64(v: f64) -> Self {
                 v as $t
@@ -71,5 +73,5 @@ macro_rules! impl_real {
         }
     };
 }
-impl_real!(f32);
-impl_real!(f64);
+impl_real!(f32, F32);
+impl_real!(f64, F64);

@@ -90,44 +90,25 @@ impl LensProblem {
     /// The grid launch of one band in this mode (its precision; the paper's scheme on naive tables),
     /// writing slots GX/GY.
     fn grid_launch(&self, mode: LensMode, row0: usize, rows: usize) -> Step {
-        let p = mode.precision();
-        let (sie, dpie, t_sie, t_dpie, exact_offsets) = match p {
-            Precision::F64 => (
-                slot::SIE64,
-                slot::DPIE64,
-                self.tables64.n_sie,
-                self.tables64.n_dpie,
-                self.tables64.exact_offsets,
+        let out = [slot::GX, slot::GY];
+        match mode.precision() {
+            Precision::F64 => grid_step(
+                &self.tables64,
+                [slot::SIE64, slot::DPIE64],
+                out,
+                self.n,
+                (row0, rows),
+                self.pixel,
             ),
-            Precision::F32 => {
-                let t = self.f32_tables(mode);
-                (
-                    slot::SIE32,
-                    slot::DPIE32,
-                    t.n_sie,
-                    t.n_dpie,
-                    t.exact_offsets,
-                )
-            }
-        };
-        Step::Launch(Launch {
-            kernel: format!("lens_grid_{}", p.name()),
-            args: vec![
-                StepArg::Buffer(sie),
-                StepArg::I32(t_sie as i32),
-                StepArg::Buffer(dpie),
-                StepArg::I32(t_dpie as i32),
-                StepArg::I32(self.n as i32),
-                StepArg::I32(row0 as i32),
-                StepArg::I32(rows as i32),
-                StepArg::real(p, self.pixel),
-                StepArg::I32(i32::from(exact_offsets)),
-                StepArg::Buffer(slot::GX),
-                StepArg::Buffer(slot::GY),
-            ],
-            global: grid_items(p, self.n, rows),
-            local: Local::Prefer(GPU_GROUP),
-        })
+            Precision::F32 => grid_step(
+                self.f32_tables(mode),
+                [slot::SIE32, slot::DPIE32],
+                out,
+                self.n,
+                (row0, rows),
+                self.pixel,
+            ),
+        }
     }
 
     /// Rows computed for a band that needs its next row too (flags, delensing): one extra unless last.
@@ -442,24 +423,14 @@ impl LensProblem {
             kept(DType::F64, main_rows * n),
         ];
         let mut steps = vec![
-            Step::Launch(Launch {
-                kernel: "lens_grid_f32".into(),
-                args: vec![
-                    StepArg::Buffer(s::CO_SIE32),
-                    StepArg::I32(coarse.n_sie as i32),
-                    StepArg::Buffer(s::CO_DPIE32),
-                    StepArg::I32(coarse.n_dpie as i32),
-                    StepArg::I32(nodes as i32),
-                    StepArg::I32(c_first as i32),
-                    StepArg::I32(c_rows as i32),
-                    StepArg::F32(cell as f32),
-                    StepArg::I32(i32::from(coarse.exact_offsets)),
-                    StepArg::Buffer(s::COARSE_GX),
-                    StepArg::Buffer(s::COARSE_GY),
-                ],
-                global: grid_items(Precision::F32, nodes, c_rows),
-                local: Local::Prefer(GPU_GROUP),
-            }),
+            grid_step(
+                coarse,
+                [s::CO_SIE32, s::CO_DPIE32],
+                [s::COARSE_GX, s::COARSE_GY],
+                nodes,
+                (c_first, c_rows),
+                cell,
+            ),
             Step::Launch(Launch {
                 kernel: "lens_split_lines".into(),
                 args: vec![
@@ -581,6 +552,37 @@ impl LensProblem {
             field: [s::GX64, s::GY64],
         }
     }
+}
+
+/// A `lens_grid_<precision>` launch over rows [row0, row0 + rows) of a grid `nx` pixels wide of pixel `h`,
+/// from the tables `t` in slots [sie, dpie] into slots [gx, gy].
+fn grid_step<T: crate::real::Real>(
+    t: &KernelTables<T>,
+    [sie, dpie]: [usize; 2],
+    [gx, gy]: [usize; 2],
+    nx: usize,
+    (row0, rows): (usize, usize),
+    h: f64,
+) -> Step {
+    let p = T::PRECISION;
+    Step::Launch(Launch {
+        kernel: format!("lens_grid_{}", p.name()),
+        args: vec![
+            StepArg::Buffer(sie),
+            StepArg::I32(t.n_sie as i32),
+            StepArg::Buffer(dpie),
+            StepArg::I32(t.n_dpie as i32),
+            StepArg::I32(nx as i32),
+            StepArg::I32(row0 as i32),
+            StepArg::I32(rows as i32),
+            StepArg::real(p, h),
+            StepArg::I32(i32::from(t.exact_offsets)),
+            StepArg::Buffer(gx),
+            StepArg::Buffer(gy),
+        ],
+        global: grid_items(p, nx, rows),
+        local: Local::Prefer(GPU_GROUP),
+    })
 }
 
 /// A band's buffers and steps that leave a float64 field on the device, and the field's slots.

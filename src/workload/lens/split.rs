@@ -327,7 +327,7 @@ impl Split {
         6.0 * (far + self.plan.rounding_error + f64::EPSILON * h) * BUDGET_SAFETY
     }
 
-    /// Node rows of the lattice and nodes per row (device kernels).
+    /// Nodes per side of the lattice and its step in arcsec (device kernels).
     pub(super) fn lattice(&self) -> (usize, f64) {
         (self.nodes, self.cell)
     }
