@@ -250,11 +250,24 @@ pub fn time_host<T>(
     timer: &str,
     mut run: impl FnMut() -> Result<T, String>,
 ) -> Result<(T, TimeStats), RunError> {
+    time_host_prepared(opts, timer, &mut (), |_| {}, |_| run())
+}
+
+/// [`time_host`] with a state the runs share and an untimed `prepare` before each (a reused output
+/// poisoned, so a run that skips part of it cannot pass on the previous run's values).
+pub fn time_host_prepared<S, T>(
+    opts: &RunOptions,
+    timer: &str,
+    state: &mut S,
+    mut prepare: impl FnMut(&mut S),
+    mut run: impl FnMut(&mut S) -> Result<T, String>,
+) -> Result<(T, TimeStats), RunError> {
     let mut samples = Vec::new();
     let mut output = None;
     for i in 0..(opts.warmup + opts.repeats.max(1)) {
+        prepare(state);
         let start = Instant::now();
-        let value = run()?;
+        let value = run(state)?;
         if i >= opts.warmup {
             samples.push(start.elapsed().as_secs_f64());
         }
@@ -285,6 +298,23 @@ impl Field {
     pub fn stat(&self, name: &str) -> Option<f64> {
         self.stats.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
     }
+
+    /// Makes this field `count` components of `len` values, keeping the allocations it has (values are
+    /// left as they were where the sizes match), and drops its stats: an output to write in place.
+    pub fn reshape(&mut self, count: usize, len: usize) {
+        self.components.resize_with(count, Vec::new);
+        for c in &mut self.components {
+            c.resize(len, 0.0);
+        }
+        self.stats.clear();
+    }
+
+    /// Fills every value with NaN (a reused output, so that a value a run does not write fails checks).
+    pub fn poison(&mut self) {
+        for c in &mut self.components {
+            c.fill(f64::NAN);
+        }
+    }
 }
 
 /// A workload computed in one pass: the `cpu` model's Rust code, or one plan of device jobs (bands of a
@@ -293,6 +323,11 @@ pub trait SinglePass: Sync {
     type Mode: Mode;
     /// The `cpu` model's own implementation in this mode.
     fn run_cpu(&self, mode: Self::Mode) -> Field;
+    /// The same into `out`, which holds the previous run's output (poisoned) or nothing: a model that
+    /// writes in place reuses its memory, as device buffers are, instead of faulting in fresh pages.
+    fn run_cpu_into(&self, mode: Self::Mode, out: &mut Field) {
+        *out = self.run_cpu(mode);
+    }
     /// Device jobs in this mode, tiled so every job fits the budget; each job is timed with `opts`.
     fn plan(&self, mode: Self::Mode, budget: DeviceBudget, opts: &RunOptions)
         -> Vec<KernelJob<'_>>;
@@ -310,7 +345,12 @@ pub fn single_pass<S: SinglePass>(
 ) -> Result<Measured<Field>, RunError> {
     match target {
         Target::Cpu(_) => {
-            let (field, times) = time_host(opts, "host clock", || Ok(work.run_cpu(mode)))?;
+            let mut field = Field::new(vec![]);
+            let ((), times) =
+                time_host_prepared(opts, "host clock", &mut field, Field::poison, |out| {
+                    work.run_cpu_into(mode, out);
+                    Ok(())
+                })?;
             Ok(Measured::host(field, times))
         }
         Target::Device(dev) => {

@@ -296,6 +296,57 @@ fn maps_writes_fits_maps() {
     }
 }
 
+/// `--method split` asks for the near/far split on `run lens` and `maps`, beside the direct grid's
+/// `--precision` modes.
+#[test]
+fn lens_method_split_runs_beside_the_precisions() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = astroport(
+        &[
+            "run",
+            "lens",
+            "--preset",
+            "tiny",
+            "--backend",
+            "cpu",
+            "--method",
+            "direct,split",
+            "--precision",
+            "f32",
+            "--repeats",
+            "1",
+            "--out",
+            "o",
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let rows = std::fs::read_to_string(dir.path().join("o/results.jsonl")).unwrap();
+    let modes: Vec<String> = rows
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["precision"].to_string())
+        .collect();
+    assert_eq!(modes, ["\"f32\"", "\"split\""], "{rows}");
+    let (code, out, err) = astroport(
+        &[
+            "maps",
+            "--preset",
+            "tiny",
+            "--backend",
+            "cpu",
+            "--method",
+            "split",
+            "--prefix",
+            "s",
+            "--repeats",
+            "1",
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("cpu split: grid"), "{out}");
+}
+
 #[test]
 fn cubature_runs_and_refuses_bad_arguments() {
     let dir = tempfile::tempdir().unwrap();

@@ -100,11 +100,32 @@ impl ProblemArgs {
 pub struct LensArgs {
     #[command(flatten)]
     pub problem: ProblemArgs,
-    /// Modes, comma-separated or repeated: f32, f64, a mixed-precision scheme (mixed, mixed-patches,
-    /// mixed-paper, mixed-budget), or split (the near/far split within the same budget; `cpu` model only
-    /// so far); docs/lens.md.
+    /// Modes of the direct grid, comma-separated or repeated: f32, f64, or a mixed-precision scheme
+    /// (mixed, mixed-patches, mixed-paper, mixed-budget); docs/lens.md. `split` here is `--method split`.
     #[arg(long = "precision", value_delimiter = ',', default_value = "f32")]
     pub modes: Vec<LensMode>,
+    /// Grid methods, comma-separated or repeated: direct (every `--precision` mode) and/or split (the
+    /// near/far split within the paper's budget, its own precision).
+    #[arg(long = "method", value_delimiter = ',', default_value = "direct")]
+    pub methods: Vec<Method>,
+}
+
+/// The modes a `--method` list and a `--precision` list ask for: the precisions for `direct`, then the
+/// split (once) for `split`.
+fn grid_modes(methods: &[Method], precisions: &[LensMode]) -> Vec<LensMode> {
+    let mut modes: Vec<LensMode> = Vec::new();
+    for m in methods {
+        let add: &[LensMode] = match m {
+            Method::Direct => precisions,
+            Method::Split => &[LensMode::Split],
+        };
+        for &mode in add {
+            if !modes.contains(&mode) {
+                modes.push(mode);
+            }
+        }
+    }
+    modes
 }
 
 impl WorkloadArgs for LensArgs {
@@ -118,7 +139,7 @@ impl WorkloadArgs for LensArgs {
         Ok(vec![self.problem.problem()?])
     }
     fn modes(&self) -> Vec<LensMode> {
-        self.modes.clone()
+        grid_modes(&self.methods, &self.modes)
     }
 }
 
@@ -172,13 +193,7 @@ impl WorkloadArgs for Chi2Args {
         Ok(vec![Chi2Problem::new(problem, systems)?])
     }
     fn modes(&self) -> Vec<LensMode> {
-        self.methods
-            .iter()
-            .map(|m| match m {
-                Method::Direct => LensMode::BUDGET,
-                Method::Split => LensMode::Split,
-            })
-            .collect()
+        grid_modes(&self.methods, &[LensMode::BUDGET])
     }
 }
 
@@ -189,10 +204,13 @@ pub struct MapsArgs {
     pub problem: ProblemArgs,
     #[command(flatten)]
     pub backend: OneBackendArgs,
-    /// Mode of the deflection grid (f32, f64, a mixed scheme, or split: the near/far split within the
-    /// paper's budget).
+    /// Mode of the direct deflection grid (f32, f64 or a mixed scheme).
     #[arg(long = "precision", default_value = "f64")]
     pub mode: LensMode,
+    /// Grid method: direct (in `--precision`) or split (the near/far split within the paper's budget, its
+    /// own precision).
+    #[arg(long = "method", default_value = "direct")]
+    pub method: Method,
     /// Output prefix: writes PREFIX_alpha_x.fits, _alpha_y, _kappa, _gamma1, _gamma2, _mu.
     #[arg(long)]
     pub prefix: PathBuf,
@@ -216,9 +234,10 @@ impl ToolArgs for MapsArgs {
                 folder.display()
             ));
         }
+        let mode = grid_modes(&[self.method], &[self.mode])[0];
         let discovery = discover();
         let target = self.backend.target(&discovery)?;
-        let alpha = problem.deflection(target, self.mode, &self.backend.options())?;
+        let alpha = problem.deflection(target, mode, &self.backend.options())?;
         let derived = maps::derived_maps(&alpha.alpha_x, &alpha.alpha_y, problem.n, problem.pixel);
         let written = maps::write_maps(
             &self.prefix,
@@ -235,7 +254,7 @@ impl ToolArgs for MapsArgs {
             problem.preset,
             problem.describe(),
             target.id(),
-            self.mode.name(),
+            mode.name(),
             alpha.seconds * 1e3
         );
         for path in written {

@@ -769,7 +769,7 @@ pub fn evaluate(
     let dev = match target {
         Target::Cpu(_) => {
             if mode == LensMode::Split {
-                problem.split(); // made once per model, outside the timed runs
+                problem.split(super::SplitModel::Cpu); // made once per model, outside the timed runs
             }
             // Timed as on devices: the grid and the delensing; the matching of hits into images is not.
             let sources = source_barycentres(problem, systems);

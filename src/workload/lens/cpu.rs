@@ -33,37 +33,11 @@ impl LensProblem {
             .for_each(|(j, (gx_row, gy_row))| {
                 let mut ax = vec![T::ZERO; n];
                 let mut ay = vec![T::ZERO; n];
-                let fj = T::from_i32(j as i32);
                 for p in t.sie.chunks_exact(SIE_STRIDE) {
-                    let (n11, n12, n22, fx, fy, ik, jk) =
-                        (p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
-                    let dy = (fj - jk) + fy;
-                    let pixels = ax.iter_mut().zip(ay.iter_mut()).enumerate();
-                    // Where fx goes: into the row terms (exact tables) or into x (naive tables).
-                    if t.exact_offsets {
-                        let row = SieRow::new(n11, n12, n22, fx, dy);
-                        for (i, (sx, sy)) in pixels {
-                            let (gx, gy) = row.deflection_at(T::from_i32(i as i32) - ik);
-                            *sx = *sx + gx;
-                            *sy = *sy + gy;
-                        }
-                    } else {
-                        let row = SieRow::new(n11, n12, n22, T::ZERO, dy);
-                        for (i, (sx, sy)) in pixels {
-                            let (gx, gy) = row.deflection_at((T::from_i32(i as i32) - ik) + fx);
-                            *sx = *sx + gx;
-                            *sy = *sy + gy;
-                        }
-                    }
+                    add_sie_along_row(p, t.exact_offsets, j as i32, 0, &mut ax, &mut ay);
                 }
                 for p in t.dpie.chunks_exact(DPIE_STRIDE) {
-                    let dy = (fj - p[12]) * pixel + p[10];
-                    for (i, (sx, sy)) in ax.iter_mut().zip(ay.iter_mut()).enumerate() {
-                        let dx = (T::from_i32(i as i32) - p[11]) * pixel + p[9];
-                        let (a, b) = dpie_from_table(dx, dy, p);
-                        *sx = *sx + a;
-                        *sy = *sy + b;
-                    }
+                    add_dpie_along_row(p, pixel, j as i32, 0, &mut ax, &mut ay);
                 }
                 for i in 0..n {
                     gx_row[i] = ax[i].to_f64();
@@ -73,23 +47,30 @@ impl LensProblem {
         Field::new(vec![gx, gy])
     }
 
-    /// Float64 deflection at pixel (i, j) from the float64 tables (the recompute of a flagged pixel).
-    fn point64(&self, i: usize, j: usize) -> (f64, f64) {
-        let t = &self.tables64;
-        let (fi, fj, h) = (i as f64, j as f64, self.pixel);
-        let (mut ax, mut ay) = (0.0, 0.0);
+    /// Float64 deflection at several pixels (flat indices) from the float64 tables (the recompute of
+    /// flagged pixels): each pixel sums the halos in table order; the arithmetic vectorises over pixels.
+    fn points64(&self, pixels: &[usize]) -> [Vec<f64>; 2] {
+        let (t, n, h) = (&self.tables64, self.n, self.pixel);
+        let fi: Vec<f64> = pixels.iter().map(|&p| (p % n) as f64).collect();
+        let fj: Vec<f64> = pixels.iter().map(|&p| (p / n) as f64).collect();
+        let (mut ax, mut ay) = (vec![0.0; pixels.len()], vec![0.0; pixels.len()]);
         for p in t.sie.chunks_exact(SIE_STRIDE) {
-            let (dx, dy) = ((fi - p[5]) + p[3], (fj - p[6]) + p[4]);
-            let (gx, gy) = SieRow::new(p[0], p[1], p[2], 0.0, dy).deflection_at(dx);
-            ax += gx;
-            ay += gy;
+            for (q, (sx, sy)) in ax.iter_mut().zip(ay.iter_mut()).enumerate() {
+                let (dx, dy) = ((fi[q] - p[5]) + p[3], (fj[q] - p[6]) + p[4]);
+                let (gx, gy) = SieRow::new(p[0], p[1], p[2], 0.0, dy).deflection_at(dx);
+                *sx += gx;
+                *sy += gy;
+            }
         }
         for p in t.dpie.chunks_exact(DPIE_STRIDE) {
-            let (a, b) = dpie_from_table((fi - p[11]) * h + p[9], (fj - p[12]) * h + p[10], p);
-            ax += a;
-            ay += b;
+            for (q, (sx, sy)) in ax.iter_mut().zip(ay.iter_mut()).enumerate() {
+                let (a, b) =
+                    dpie_from_table((fi[q] - p[11]) * h + p[9], (fj[q] - p[12]) * h + p[10], p);
+                *sx += a;
+                *sy += b;
+            }
         }
-        (ax, ay)
+        [ax, ay]
     }
 
     /// Mixed precision on the CPU: the float32 grid, the δ flags (in float32 arithmetic, as the kernels),
@@ -104,15 +85,24 @@ impl LensProblem {
 
     /// Recomputes the pixels of `mask` in float64 and records their fraction (`recomputed_fraction`).
     pub(super) fn recompute(&self, field: &mut Field, mask: &[bool]) {
-        let n = self.n;
         let listed: Vec<usize> = (0..mask.len()).filter(|&p| mask[p]).collect();
-        let values: Vec<(f64, f64)> = listed
-            .par_iter()
-            .map(|&p| self.point64(p % n, p / n))
+        self.recompute_listed(field, &listed);
+    }
+
+    /// Recomputes the listed pixels (flat indices) in float64 and records their fraction
+    /// (`recomputed_fraction`).
+    pub(super) fn recompute_listed(&self, field: &mut Field, listed: &[usize]) {
+        let n = self.n;
+        // 64 pixels at a time (points64).
+        let values: Vec<[Vec<f64>; 2]> = listed
+            .par_chunks(64)
+            .map(|chunk| self.points64(chunk))
             .collect();
-        for (&p, (a, b)) in listed.iter().zip(values) {
-            field.components[0][p] = a;
-            field.components[1][p] = b;
+        for (chunk, [ax, ay]) in listed.chunks(64).zip(values) {
+            for (k, &p) in chunk.iter().enumerate() {
+                field.components[0][p] = ax[k];
+                field.components[1][p] = ay[k];
+            }
         }
         field.stats.push((
             "recomputed_fraction".into(),
@@ -225,6 +215,59 @@ impl<T: Real> SieRow<T> {
         let q = (self.n11 * x + self.b1) * x + self.q0;
         let r = T::ONE / q.max(T::from_f64(1e-37)).sqrt();
         (mx * r, my * r)
+    }
+}
+
+/// Adds one SIE halo (its kernel-table row `p`) at pixels i0 .. i0 + ax.len() of row j (either may lie
+/// outside the grid): the grid's loop, which vectorises.
+#[inline(always)]
+pub(super) fn add_sie_along_row<T: Real>(
+    p: &[T],
+    exact_offsets: bool,
+    j: i32,
+    i0: i32,
+    ax: &mut [T],
+    ay: &mut [T],
+) {
+    let (n11, n12, n22, fx, fy, ik, jk) = (p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
+    let dy = (T::from_i32(j) - jk) + fy;
+    let first = T::from_i32(i0) - ik;
+    let pixels = ax.iter_mut().zip(ay.iter_mut()).enumerate();
+    // Where fx goes: into the row terms (exact tables) or into x (naive tables).
+    if exact_offsets {
+        let row = SieRow::new(n11, n12, n22, fx, dy);
+        for (k, (sx, sy)) in pixels {
+            let (gx, gy) = row.deflection_at(first + T::from_i32(k as i32));
+            *sx = *sx + gx;
+            *sy = *sy + gy;
+        }
+    } else {
+        let row = SieRow::new(n11, n12, n22, T::ZERO, dy);
+        for (k, (sx, sy)) in pixels {
+            let (gx, gy) = row.deflection_at((first + T::from_i32(k as i32)) + fx);
+            *sx = *sx + gx;
+            *sy = *sy + gy;
+        }
+    }
+}
+
+/// Adds one dPIE halo (its kernel-table row `p`) at pixels i0 .. i0 + ax.len() of row j.
+#[inline(always)]
+pub(super) fn add_dpie_along_row<T: Real>(
+    p: &[T],
+    pixel: T,
+    j: i32,
+    i0: i32,
+    ax: &mut [T],
+    ay: &mut [T],
+) {
+    let dy = (T::from_i32(j) - p[12]) * pixel + p[10];
+    let first = T::from_i32(i0) - p[11];
+    for (k, (sx, sy)) in ax.iter_mut().zip(ay.iter_mut()).enumerate() {
+        let dx = (first + T::from_i32(k as i32)) * pixel + p[9];
+        let (a, b) = dpie_from_table(dx, dy, p);
+        *sx = *sx + a;
+        *sy = *sy + b;
     }
 }
 

@@ -364,7 +364,7 @@ impl LensProblem {
     /// recompute. Returned like [`Self::mixed_pipeline`]: [counter, gx, gy]
     /// come back from a gradient job; the χ² keeps the field, its next row included, on the device.
     fn split_pipeline(&self, row0: usize, rows: usize, outputs: bool) -> FieldPipeline<'_> {
-        let split = self.split();
+        let split = self.split(super::SplitModel::Device);
         let lists = split.lists(self);
         let (nodes, cell) = split.lattice();
         let step = split.plan.step;

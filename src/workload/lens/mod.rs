@@ -34,6 +34,7 @@ pub use mixed::{LensMode, MixedScheme, F32_ERROR_ULPS_DPIE, F32_ERROR_ULPS_SIE};
 pub use model::*;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
+pub use split::SplitModel;
 pub use tables::{KernelTables, DPIE_STRIDE, SIE_STRIDE};
 
 /// Seed of the halo catalogue (the paper's article number, A&C 30, 100340).
@@ -129,8 +130,9 @@ pub struct LensProblem {
     /// Caps the device memory a band of rows may use (bytes), below what the device reports: forces
     /// tiling (`--device-mem-mib`).
     pub device_mem_cap: Option<u64>,
-    /// The near/far split's geometry and bounds, made when a split run first needs them.
-    split: std::sync::OnceLock<split::Split>,
+    /// The near/far split's geometry and bounds per machine kind, made when a split run first needs them.
+    split_cpu: std::sync::OnceLock<split::Split>,
+    split_device: std::sync::OnceLock<split::Split>,
 }
 
 impl LensProblem {
@@ -234,7 +236,8 @@ impl LensProblem {
             naive32: KernelTables::default(),
             patches: [(0, vec![]), (0, vec![])],
             device_mem_cap: None,
-            split: std::sync::OnceLock::new(),
+            split_cpu: std::sync::OnceLock::new(),
+            split_device: std::sync::OnceLock::new(),
         };
         p.patches = p.patch_centres();
         p.tables32 = p.tables(|v| v as f32, false);
@@ -310,6 +313,12 @@ impl SinglePass for LensProblem {
     type Mode = LensMode;
     fn run_cpu(&self, mode: LensMode) -> Field {
         self.cpu_run(mode)
+    }
+    fn run_cpu_into(&self, mode: LensMode, out: &mut Field) {
+        match mode {
+            LensMode::Split => self.cpu_split_into(out),
+            _ => *out = self.cpu_run(mode),
+        }
     }
     fn plan(&self, mode: LensMode, budget: DeviceBudget, opts: &RunOptions) -> Vec<KernelJob<'_>> {
         self.device_plan(mode, budget, opts)
@@ -396,9 +405,13 @@ impl Workload for LensProblem {
     ) -> Result<Measured<Field>, RunError> {
         if mode == LensMode::Split {
             // The geometry, bounds and device lists are made once per model, outside the timed runs.
-            let split = self.split();
-            if let Target::Device(_) = target {
-                split.lists(self);
+            match target {
+                Target::Cpu(_) => {
+                    self.split(SplitModel::Cpu);
+                }
+                Target::Device(_) => {
+                    self.split(SplitModel::Device).lists(self);
+                }
             }
         }
         exec::single_pass(self, target, mode, opts)
@@ -449,7 +462,13 @@ impl Workload for LensProblem {
                 recomputed_fraction: result.stat("recomputed_fraction"),
                 flag_magnification: budget_scheme.then(|| self.budget_magnification()),
                 f32_error_estimate: budget_scheme.then(|| self.f32_error_estimate()),
-                split: (mode == LensMode::Split).then(|| self.split().plan.clone()),
+                split: (mode == LensMode::Split).then(|| {
+                    let model = match result.stat(split::SplitPlan::CPU_STAT) {
+                        Some(_) => SplitModel::Cpu,
+                        None => SplitModel::Device,
+                    };
+                    self.split(model).plan.clone()
+                }),
             },
         }
     }

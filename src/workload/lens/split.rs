@@ -9,20 +9,54 @@
 //! I[α_g] read from a table of g's values at the nodes around it. What is left is the interpolation error of
 //! the galaxies farther than R, bounded per coarse cell by Σ_g b_g·f(r_g/H), f the measured worst error of a
 //! unit isothermal deflection at distance r (in cells). Pixels whose magnification needs more accuracy than
-//! that bound leaves are recomputed directly, as `mixed-budget` does. The coarse field and the clusters come
-//! from the direct `cpu` grid in float32 (their estimated error joins the bound); the near terms, the
-//! interpolation and the recompute are float64.
+//! that bound leaves are recomputed directly, as `mixed-budget` does. The coarse field and the clusters are
+//! float32 (their estimated error joins the bound), the interpolation and the recompute float64; the near
+//! terms are float64 on the devices and float32 on the `cpu` model (whose plan, [`SplitModel`], is its own).
 
-use super::cpu::difference_neighbours;
+use super::cpu::{add_dpie_along_row, add_sie_along_row};
 use super::mixed::{BUDGET_SAFETY, CLUSTER_B_ARCSEC};
 use super::model::{HaloEval, Halos};
+use super::tables::{KernelTables, DPIE_STRIDE, SIE_STRIDE};
 use super::LensProblem;
 use crate::exec::Field;
 use rayon::prelude::*;
 
-/// Cost of one near correction (an exact evaluation and the interpolant of one galaxy, scalar float64)
-/// against one interaction of the vectorised direct grid, measured at `ci`.
-const NEAR_COST: f64 = 20.0;
+/// Which machine a plan is made for: the weight of one near pixel against one coarse interaction differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SplitModel {
+    /// The `cpu` model: near terms in float32 along row segments at the direct grid's vector speed, the
+    /// interpolant taken out once per cell (`Split::grid`).
+    Cpu,
+    /// The device kernels (cl/common/lens_split.h): per pixel, a float64 exact term and its 16-node
+    /// interpolant for each near galaxy.
+    Device,
+}
+
+impl SplitModel {
+    /// Cost of one near pixel of one galaxy against one interaction of the vectorised direct grid.
+    /// Device: measured at `ci` on the first `cpu` version (scalar float64 near terms), and kept: the H200
+    /// is within 3 % of its best there (docs/perf-notes.md). Cpu: measured at `ci` (docs/perf-notes.md).
+    fn near_cost(self) -> f64 {
+        match self {
+            SplitModel::Cpu => NEAR_COST_CPU,
+            SplitModel::Device => 20.0,
+        }
+    }
+
+    /// The far field's error target in units of the problem's float32 estimate. A larger target allows a
+    /// coarser lattice and smaller near discs, and flags more pixels for the float64 recompute. Devices:
+    /// 1 (the H200 figures). Cpu: 3, measured at `ci` (1: 14.6 ms, 2: 11.6, 3: 11.2, 4: 11.8, 6: 11.2;
+    /// docs/perf-notes.md).
+    fn target_factor(self) -> f64 {
+        match self {
+            SplitModel::Cpu => 3.0,
+            SplitModel::Device => 1.0,
+        }
+    }
+}
+
+/// The `cpu` model's near cost (see [`SplitModel::near_cost`]).
+const NEAR_COST_CPU: f64 = 1.0;
 
 /// Largest Σ|w| of the 4 × 4 cubic Lagrange weights (1.25 per axis, on the middle interval): how much the
 /// interpolation can amplify an error of the node values.
@@ -43,21 +77,22 @@ fn lagrange(t: f64) -> [f64; 4] {
     ]
 }
 
-/// One galaxy's values at the nodes around it: first node column and row, side, values row by row.
-type NodeTable = (i64, i64, usize, Vec<(f64, f64)>);
+/// One galaxy's values at the nodes around it (`side` × `side` from node column `a0`, row `c0`), x and y
+/// planes row by row: float32, as its share of the coarse field they are taken out of.
+struct NodeTable {
+    a0: i64,
+    c0: i64,
+    side: usize,
+    x: Vec<f32>,
+    y: Vec<f32>,
+}
 
-/// Four rows of node values combined with the weights `w`: the y-pass of the separable interpolation.
-fn fold_rows(rows: [&[(f64, f64)]; 4], w: &[f64; 4]) -> Vec<(f64, f64)> {
-    (0..rows[0].len())
-        .map(|a| {
-            let (mut sx, mut sy) = (0.0, 0.0);
-            for (r, &wr) in rows.iter().zip(w) {
-                sx += wr * r[a].0;
-                sy += wr * r[a].1;
-            }
-            (sx, sy)
-        })
-        .collect()
+/// Galaxy `galaxy` is near the pixel cells `first..=last` of a cell row.
+#[derive(Debug, Clone, Copy)]
+struct NearRun {
+    galaxy: usize,
+    first: usize,
+    last: usize,
 }
 
 /// The split's geometry, chosen for a problem from its galaxies and its error budget.
@@ -80,11 +115,18 @@ pub struct SplitPlan {
     pub direct: usize,
 }
 
+impl SplitPlan {
+    /// The stat a grid's field carries when the `cpu` model's plan made it (the verdict reports that plan).
+    pub(super) const CPU_STAT: &'static str = "split_plan_cpu";
+}
+
 /// Everything one split evaluation needs, made once per problem (the plan, the coarse lattice, the error
 /// bound per cell).
 #[derive(Debug, Clone)]
 pub struct Split {
     pub plan: SplitPlan,
+    /// The `cpu` model's near galaxies per cell row (geometry, made with the plan; empty for devices).
+    runs: Vec<Vec<NearRun>>,
     galaxies: Vec<HaloEval>,
     /// The galaxies alone on the coarse lattice (shifted so the lattice is a grid centred on 0), and the
     /// clusters alone on the problem's grid: both evaluated by the direct `cpu` grid in float32 (exact
@@ -100,7 +142,8 @@ pub struct Split {
     /// Each galaxy's node table covers `side` × `side` nodes from `reach` nodes before its own cell.
     reach: i64,
     /// The galaxies alone on the problem's grid: their float64 tables give the device kernels' near terms
-    /// and node tables (galaxy k of `galaxies` is row k of those tables: SIE rows, then dPIE rows).
+    /// and node tables, their float32 tables the `cpu` model's near terms (galaxy k of `galaxies` is row k
+    /// of those tables: SIE rows, then dPIE rows).
     pub(super) galaxy_problem: Option<Box<LensProblem>>,
     /// The device kernels' lists, made when a device first runs the split.
     lists: std::sync::OnceLock<SplitLists>,
@@ -177,7 +220,7 @@ impl Split {
     /// Builds the split of `p`: which halos are galaxies, the cell step and near radius (the cheapest pair,
     /// by a cost model, whose far-field bound stays within the target everywhere, or the most accurate one
     /// tried), the lattice and the per-cell bound.
-    pub fn new(p: &LensProblem) -> Split {
+    pub fn new(p: &LensProblem, model: SplitModel) -> Split {
         let (galaxy_index, cluster_index): (Vec<usize>, Vec<usize>) =
             (0..p.halos.len()).partition(|&k| p.halos.b[k] < CLUSTER_B_ARCSEC);
         let galaxies: Vec<HaloEval> = galaxy_index
@@ -204,21 +247,29 @@ impl Split {
                 .copied()
                 .unwrap_or_else(|| table[table.len() - 1] * (F_TABLE_CELLS / q).powi(4))
         };
-        let target = p.f32_error_estimate();
+        let target = p.f32_error_estimate() * model.target_factor();
         let n = p.n as f64;
         let mut best: Option<Split> = None;
-        for k in [2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0] {
+        'search: for k in [2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0] {
             // Cost per evaluation: coarse nodes × galaxies (the vectorised direct grid), plus near pixels
-            // (π R²/h² each, weighed NEAR_COST) per galaxy: s⁴ = n²/(NEAR_COST π k²).
-            let s = (n * n / (NEAR_COST * std::f64::consts::PI * k * k))
+            // (π R²/h² each, weighed by the model's near cost) per galaxy: s⁴ = n²/(near cost · π k²).
+            let s_cost = (n * n / (model.near_cost() * std::f64::consts::PI * k * k))
                 .powf(0.25)
                 .round()
                 .max(1.0) as usize;
-            let split = Split::with(p, &galaxies, s, k * s as f64 * p.pixel, &f, target);
-            let done = split.plan.worst_bound <= target;
-            best = Some(split);
-            if done || galaxies.is_empty() {
-                break;
+            // The bound grows with the cell (more galaxies per cell at the same k), so the `cpu` model
+            // tries cells down to 0.7 of the cost model's before a larger k, whose near discs cost more.
+            let s_least = match model {
+                SplitModel::Cpu => ((0.7 * s_cost as f64).ceil() as usize).max(1),
+                SplitModel::Device => s_cost,
+            };
+            for s in (s_least..=s_cost).rev() {
+                let split = Split::with(p, &galaxies, s, k * s as f64 * p.pixel, &f, target);
+                let done = split.plan.worst_bound <= target;
+                best = Some(split);
+                if done || galaxies.is_empty() {
+                    break 'search;
+                }
             }
         }
         let mut split = best.expect("at least one step was tried");
@@ -235,8 +286,16 @@ impl Split {
         split.plan.direct = cluster_index.len();
         let rounding =
             |q: &Option<Box<LensProblem>>| q.as_ref().map_or(0.0, |q| q.f32_error_estimate());
+        // The `cpu` model's near terms are float32 too: at most every galaxy's estimate on top.
+        let near = match model {
+            SplitModel::Cpu => rounding(&split.coarse_problem),
+            SplitModel::Device => 0.0,
+        };
+        if model == SplitModel::Cpu {
+            split.runs = split.near_runs(p);
+        }
         split.plan.rounding_error =
-            rounding(&split.cluster_problem) + LEBESGUE * rounding(&split.coarse_problem);
+            rounding(&split.cluster_problem) + LEBESGUE * rounding(&split.coarse_problem) + near;
         split
     }
 
@@ -287,6 +346,7 @@ impl Split {
                 direct: 0,
                 rounding_error: 0.0,
             },
+            runs: vec![],
             galaxies: galaxies.to_vec(),
             coarse_problem: None,
             cluster_problem: None,
@@ -323,7 +383,11 @@ impl Split {
     /// the float32 estimate of the direct parts) serves magnifications below h / (6·E·BUDGET_SAFETY), the
     /// reasoning of `budget_magnification`.
     fn flag_limit(&self, a: usize, c: usize, h: f64) -> f64 {
-        let far = self.bound[(c + 1) * self.nodes + a + 1];
+        self.flag_limit_of(self.bound[(c + 1) * self.nodes + a + 1], h)
+    }
+
+    /// The flag limit of a cell whose far-field bound is `far`.
+    fn flag_limit_of(&self, far: f64, h: f64) -> f64 {
         6.0 * (far + self.plan.rounding_error + f64::EPSILON * h) * BUDGET_SAFETY
     }
 
@@ -400,119 +464,392 @@ impl Split {
         }
     }
 
-    /// The galaxies' summed field at every node (zero without galaxies).
-    fn coarse(&self) -> Vec<(f64, f64)> {
+    /// The galaxies' summed field at every node, x and y planes (zero without galaxies).
+    fn coarse(&self) -> [Vec<f64>; 2] {
         match &self.coarse_problem {
             Some(c) => {
-                let field = c.cpu_grid(&c.tables32);
-                let [gx, gy] = [&field.components[0], &field.components[1]];
-                gx.iter().zip(gy).map(|(&x, &y)| (x, y)).collect()
+                let mut field = c.cpu_grid(&c.tables32);
+                let y = field.components.pop().expect("two components");
+                [field.components.pop().expect("two components"), y]
             }
-            None => vec![(0.0, 0.0); self.nodes * self.nodes],
+            None => [0, 1].map(|_| vec![0.0; self.nodes * self.nodes]),
         }
     }
 
-    /// The deflection at every pixel of `p`.
-    pub fn grid(&self, p: &LensProblem) -> Field {
-        let n = p.n;
-        let step = self.plan.step;
-        let nodes = self.nodes;
-        let coarse = self.coarse();
-        // Per galaxy, the nodes around it: a box of nodes covering every cell a near pixel can be in,
-        // with the 4 × 4 stencil's reach, and g's values there.
-        let tables: Vec<NodeTable> = self
-            .galaxies
+    /// Each galaxy's values at the nodes around it (every cell a near pixel can be in, with the 4 × 4
+    /// stencil's reach), from the coarse problem's float32 tables: node (a, c) is its pixel (a, c).
+    fn node_tables(&self) -> Vec<NodeTable> {
+        let side = self.side();
+        let Some(coarse) = self.coarse_problem.as_deref() else {
+            return vec![];
+        };
+        let t = &coarse.tables32;
+        let cell = self.cell as f32;
+        self.galaxies
             .par_iter()
-            .map(|g| {
+            .enumerate()
+            .map(|(k, g)| {
                 let (a0, c0) = self.table_origin(g);
-                let side = self.side();
-                let values = (0..side * side)
-                    .map(|q| {
-                        let x = self.origin + (a0 + (q % side) as i64) as f64 * self.cell;
-                        let y = self.origin + (c0 + (q / side) as i64) as f64 * self.cell;
-                        g.at(x, y)
-                    })
-                    .collect();
-                (a0, c0, side, values)
+                let (mut x, mut y) = (vec![0.0; side * side], vec![0.0; side * side]);
+                for (r, (xr, yr)) in x.chunks_mut(side).zip(y.chunks_mut(side)).enumerate() {
+                    let (i0, j) = (a0 as i32, (c0 + r as i64) as i32);
+                    match k.checked_sub(t.n_sie) {
+                        None => {
+                            let h = &t.sie[k * SIE_STRIDE..][..SIE_STRIDE];
+                            add_sie_along_row(h, true, j, i0, xr, yr);
+                        }
+                        Some(d) => {
+                            let h = &t.dpie[d * DPIE_STRIDE..][..DPIE_STRIDE];
+                            add_dpie_along_row(h, cell, j, i0, xr, yr);
+                        }
+                    }
+                }
+                NodeTable { a0, c0, side, x, y }
+            })
+            .collect()
+    }
+
+    /// Per cell row (`step` pixel rows), the galaxies near its cells: a galaxy within R of any pixel of a
+    /// cell is near that cell, so one that is not is farther than R from all of its pixels (the per-cell
+    /// bound's premise).
+    fn near_runs(&self, p: &LensProblem) -> Vec<Vec<NearRun>> {
+        let (n, step, radius) = (p.n, self.plan.step, self.plan.radius);
+        let mut runs = vec![Vec::new(); (n - 1) / step + 1];
+        let rows = runs.len();
+        for (galaxy, g) in self.galaxies.iter().enumerate() {
+            // The cell rows within R of the galaxy (one more each side against rounding).
+            let row_of = |y: f64| ((y - p.coord(0)) / (p.pixel * step as f64)).floor();
+            let c_lo = row_of(g.y0 - radius).max(1.0) as usize - 1;
+            let c_hi = (row_of(g.y0 + radius) + 1.0).clamp(0.0, rows as f64) as usize;
+            for (c, list) in runs.iter_mut().enumerate().take(c_hi).skip(c_lo) {
+                let (y_lo, y_hi) = (p.coord(c * step), p.coord(((c + 1) * step).min(n) - 1));
+                let dy = (y_lo - g.y0).max(g.y0 - y_hi).max(0.0);
+                if dy > radius {
+                    continue;
+                }
+                let half = (radius * radius - dy * dy).sqrt();
+                let first = ((g.x0 - half - p.coord(0)) / p.pixel).ceil().max(0.0);
+                let last = ((g.x0 + half - p.coord(0)) / p.pixel)
+                    .floor()
+                    .min((n - 1) as f64);
+                if last >= first {
+                    list.push(NearRun {
+                        galaxy,
+                        first: first as usize / step,
+                        last: last as usize / step,
+                    });
+                }
+            }
+        }
+        runs
+    }
+
+    /// The deflection at every pixel of `p` on the `cpu` model. Per cell row: each cell's 4 × 4 node
+    /// stencil of the coarse field, with the node values of the galaxies near that cell taken out (what
+    /// stays is the far field, whose interpolant the bound covers). Per pixel row: that interpolant in
+    /// float64, plus the clusters and the near galaxies' exact terms in float32 along row segments (the
+    /// direct grid's vectorised loops).
+    pub fn grid(&self, p: &LensProblem) -> Field {
+        let mut out = Field::new(vec![]);
+        self.grid_into(p, &mut out);
+        out
+    }
+
+    /// [`Self::grid`] into `out`, reusing its memory.
+    pub fn grid_into(&self, p: &LensProblem, out: &mut Field) {
+        let (n, step, nodes) = (p.n, self.plan.step, self.nodes);
+        let cells = (n - 1) / step + 1;
+        let [coarse_x, coarse_y] = self.coarse();
+        let tables = self.node_tables();
+        let weights = self.weights();
+        // The x-pass weights four pixel offsets at a time: x_weights[q][d][l] weighs node d for offset 4q + l.
+        let x_weights: Vec<[[f64; 4]; 4]> = (0..step.div_ceil(4))
+            .map(|q| {
+                std::array::from_fn(|d| {
+                    std::array::from_fn(|l| weights.get(4 * q + l).map_or(0.0, |w| w[d]))
+                })
             })
             .collect();
-        let radius = self.plan.radius;
-        let weights = self.weights();
-        // The clusters, directly at every pixel; the galaxies' terms are added to them.
-        let (mut gx, mut gy) = match &self.cluster_problem {
-            Some(c) => {
-                let mut field = c.cpu_grid(&c.tables32);
-                let gy = field.components.pop().expect("two components");
-                (field.components.pop().expect("two components"), gy)
-            }
-            None => (vec![0.0; n * n], vec![0.0; n * n]),
+        let no_halos = KernelTables::<f32>::default();
+        let clusters = self
+            .cluster_problem
+            .as_deref()
+            .map_or(&no_halos, |c| &c.tables32);
+        let exact = self
+            .galaxy_problem
+            .as_deref()
+            .map_or(&no_halos, |g| &g.tables32);
+        let pixel = p.pixel as f32;
+        out.reshape(2, n * n);
+        let [gx, gy] = &mut out.components[..] else {
+            unreachable!("reshaped to two components")
         };
-        gx.par_chunks_mut(n)
-            .zip(gy.par_chunks_mut(n))
+        let band = Band {
+            n,
+            step,
+            cells,
+            nodes,
+            pixel,
+            coarse: [&coarse_x, &coarse_y],
+            tables: &tables,
+            clusters,
+            exact,
+            weights: &weights,
+            x_weights: &x_weights,
+        };
+        gx.par_chunks_mut(n * step)
+            .zip(gy.par_chunks_mut(n * step))
+            .zip(&self.runs)
             .enumerate()
-            .for_each(|(j, (gx_row, gy_row))| {
-                let y = p.coord(j);
-                // Pixel j lies in node row c = j / step + 1 at fraction (j % step) / step; pixel i in node
-                // column i / step + 1. The interpolation is separable: first along y for every node column
-                // (4 rows into one), then along x per pixel.
-                let c = j / step + 1;
-                let wy = weights[j % step];
-                let along_x = |line: &[(f64, f64)], a: usize, wx: &[f64; 4]| {
-                    let (mut sx, mut sy) = (0.0, 0.0);
-                    for (v, &w) in line[a - 1..a + 3].iter().zip(wx) {
-                        sx += w * v.0;
-                        sy += w * v.1;
-                    }
-                    (sx, sy)
+            .for_each(|(c, ((band_x, band_y), runs))| {
+                let far = band.far_stencils(c, runs);
+                let mut scratch = RowScratch {
+                    direct: [0, 1, 2, 3].map(|_| vec![0.0f32; n]),
+                    line: vec![0.0; 8 * cells],
+                    spread: vec![0.0; 2 * (cells * step + 4)],
                 };
-                let line = fold_rows(
-                    std::array::from_fn(|d| &coarse[(c + d - 1) * nodes..][..nodes]),
-                    &wy,
-                );
-                for i in 0..n {
-                    let (ax, ay) = along_x(&line, i / step + 1, &weights[i % step]);
-                    gx_row[i] += ax;
-                    gy_row[i] += ay;
-                }
-                // The near galaxies: on the pixels of this row within R, g's exact deflection replaces its
-                // interpolant.
-                for (g, (a0, c0, side, values)) in self.galaxies.iter().zip(&tables) {
-                    let dy = y - g.y0;
-                    if dy.abs() > radius {
-                        continue;
-                    }
-                    let half = (radius * radius - dy * dy).sqrt();
-                    let first = ((g.x0 - half - p.coord(0)) / p.pixel).ceil().max(0.0) as usize;
-                    let last = ((g.x0 + half - p.coord(0)) / p.pixel).floor();
-                    if last < 0.0 || first >= n {
-                        continue;
-                    }
-                    let last = (last as usize).min(n - 1);
-                    let row0 = (c as i64 - 1 - c0) as usize;
-                    let own = fold_rows(
-                        std::array::from_fn(|d| &values[(row0 + d) * side..][..*side]),
-                        &wy,
-                    );
-                    // The exact term over the segment (one loop the compiler vectorises for an SIE), then
-                    // the interpolant taken out cell by cell (pixel i is in node column i / step + 1).
-                    let (sx, sy) = (&mut gx_row[first..=last], &mut gy_row[first..=last]);
-                    g.add_along_row(p.coord(first), p.pixel, y, sx, sy);
-                    for i in first..=last {
-                        let a = (i / step + 1) as i64 - a0;
-                        let (ix, iy) = along_x(&own, a as usize, &weights[i % step]);
-                        gx_row[i] -= ix;
-                        gy_row[i] -= iy;
-                    }
+                for (r, (row_x, row_y)) in
+                    band_x.chunks_mut(n).zip(band_y.chunks_mut(n)).enumerate()
+                {
+                    band.direct_row(c * step + r, runs, &mut scratch.direct);
+                    band.interpolate_row(r, &far, &mut scratch, row_x, row_y);
                 }
             });
-        Field::new(vec![gx, gy])
+    }
+
+    /// The pixels (flat indices, ascending) whose magnification the bound cannot serve (see
+    /// [`LensProblem::cpu_split`]), flagged row by row.
+    fn flags(&self, p: &LensProblem, field: &Field) -> Vec<usize> {
+        let (n, h, step) = (p.n, p.pixel, self.plan.step);
+        if n < 2 {
+            return vec![];
+        }
+        let (gx, gy) = (&field.components[0], &field.components[1]);
+        let bands: Vec<Vec<usize>> = (0..(n - 1) / step + 1)
+            .into_par_iter()
+            .map(|c| {
+                let mut listed = Vec::new();
+                let mut flags = vec![false; n];
+                let cell = &self.bound[(c + 1) * self.nodes + 1..];
+                let limits: Vec<f64> = (0..n)
+                    .map(|i| self.flag_limit_of(cell[i / step], h))
+                    .collect();
+                for j in c * step..((c + 1) * step).min(n) {
+                    // Forward differences, backward on the last row (difference_neighbours).
+                    let (next, sy) = if j + 1 < n {
+                        (j + 1, 1.0)
+                    } else {
+                        (j - 1, -1.0)
+                    };
+                    let rows = [(gx, j), (gy, j), (gx, next), (gy, next)]
+                        .map(|(g, q): (&Vec<f64>, usize)| &g[q * n..][..n]);
+                    flag_row(h, sy, &limits, rows, &mut flags);
+                    listed.extend((0..n).filter(|&i| flags[i]).map(|i| j * n + i));
+                }
+                listed
+            })
+            .collect();
+        bands.concat()
+    }
+}
+
+/// The flags of one pixel row (the rule of [`LensProblem::cpu_split`]) from its deflection and the next
+/// row's (`rows`: x, y, next x, next y; `sy` −1 when the next row is the one before).
+#[inline(never)]
+fn flag_row(h: f64, sy: f64, limits: &[f64], rows: [&[f64]; 4], flags: &mut [bool]) {
+    let [x0, y0, x1, y1] = rows;
+    let n = flags.len();
+    let flag = |dx1: f64, dy1: f64, dx2: f64, dy2: f64, sx: f64, limit: f64| {
+        let (d1, d4) = (sx * dx1, sx * dy1);
+        let (d2, d3) = (sy * dy2, sy * dx2);
+        let (a, b, c) = (h - d1, -0.5 * (d3 + d4), h - d2);
+        let (mean, half) = (0.5 * (a + c), 0.5 * (a - c));
+        let radius = (half * half + b * b).sqrt();
+        let eig = (mean - radius).abs().min((mean + radius).abs());
+        (a.abs() < limit) | (c.abs() < limit) | (eig < limit)
+    };
+    // One loop over the pixels with a right neighbour (it vectorises), then the last column.
+    for i in 0..n - 1 {
+        flags[i] = flag(
+            x0[i + 1] - x0[i],
+            y0[i + 1] - y0[i],
+            x1[i] - x0[i],
+            y1[i] - y0[i],
+            1.0,
+            limits[i],
+        );
+    }
+    let i = n - 1;
+    flags[i] = flag(
+        x0[i - 1] - x0[i],
+        y0[i - 1] - y0[i],
+        x1[i] - x0[i],
+        y1[i] - y0[i],
+        -1.0,
+        limits[i],
+    );
+}
+
+/// One worker's rows for a pixel row of the `cpu` model's split grid.
+struct RowScratch {
+    /// The float32 parts: clusters x, y, near terms x, y.
+    direct: [Vec<f32>; 4],
+    /// The y-pass per cell: line[(4·comp + dx)·cells + a].
+    line: Vec<f64>,
+    /// The interpolant along the row, x then y, each cells × step pixels with room for the last cell's
+    /// rounding up to 4.
+    spread: Vec<f64>,
+}
+
+/// What one cell row of the `cpu` model's split grid reads ([`Split::grid`]).
+struct Band<'a> {
+    n: usize,
+    step: usize,
+    /// Pixel cells per row, and nodes per lattice row.
+    cells: usize,
+    nodes: usize,
+    pixel: f32,
+    coarse: [&'a [f64]; 2],
+    tables: &'a [NodeTable],
+    clusters: &'a KernelTables<f32>,
+    /// The galaxies' own float32 tables (row k: galaxy k), for their exact near terms.
+    exact: &'a KernelTables<f32>,
+    weights: &'a [[f64; 4]],
+    /// x_weights[q][d][l] weighs node d for pixel offset 4q + l within a cell (0 past the step).
+    x_weights: &'a [[[f64; 4]; 4]],
+}
+
+impl Band<'_> {
+    /// far[(16·comp + 4·dy + dx)·cells + a]: node (a + dx, c + dy) of the coarse field, less the node values
+    /// of the galaxies near cell a. Pixel cell (a, c) interpolates from those 4 × 4.
+    #[inline(never)]
+    fn far_stencils(&self, c: usize, runs: &[NearRun]) -> Vec<f64> {
+        let cells = self.cells;
+        let mut far = vec![0.0; 32 * cells];
+        for (k, plane) in far.chunks_mut(cells).enumerate() {
+            let (comp, dy, dx) = (k / 16, k % 16 / 4, k % 4);
+            let at = (c + dy) * self.nodes + dx;
+            plane.copy_from_slice(&self.coarse[comp][at..at + cells]);
+        }
+        for run in runs {
+            let t = &self.tables[run.galaxy];
+            let len = run.last + 1 - run.first;
+            for (k, plane) in far.chunks_mut(cells).enumerate() {
+                let (comp, dy, dx) = (k / 16, k % 16 / 4, k % 4);
+                let values = if comp == 0 { &t.x } else { &t.y };
+                let row = (c + dy) as i64 - t.c0;
+                let at = (row * t.side as i64 + (run.first + dx) as i64 - t.a0) as usize;
+                for (f, &v) in plane[run.first..][..len]
+                    .iter_mut()
+                    .zip(&values[at..at + len])
+                {
+                    *f -= f64::from(v);
+                }
+            }
+        }
+        far
+    }
+
+    /// The float32 parts of pixel row j: the clusters (direct[0], [1]) and the near galaxies' exact terms
+    /// (direct[2], [3]), in separate rows so the near terms' rounding stays at their own small scale.
+    #[inline(never)]
+    fn direct_row(&self, j: usize, runs: &[NearRun], direct: &mut [Vec<f32>; 4]) {
+        for v in direct.iter_mut() {
+            v.fill(0.0);
+        }
+        let [cl_x, cl_y, near_x, near_y] = direct;
+        let (clusters, exact, j) = (self.clusters, self.exact, j as i32);
+        for h in clusters.sie.chunks_exact(SIE_STRIDE) {
+            add_sie_along_row(h, true, j, 0, cl_x, cl_y);
+        }
+        for h in clusters.dpie.chunks_exact(DPIE_STRIDE) {
+            add_dpie_along_row(h, self.pixel, j, 0, cl_x, cl_y);
+        }
+        for run in runs {
+            let (i0, i1) = (
+                run.first * self.step,
+                ((run.last + 1) * self.step).min(self.n),
+            );
+            let (sx, sy) = (&mut near_x[i0..i1], &mut near_y[i0..i1]);
+            match run.galaxy.checked_sub(exact.n_sie) {
+                None => {
+                    let h = &exact.sie[run.galaxy * SIE_STRIDE..][..SIE_STRIDE];
+                    add_sie_along_row(h, true, j, i0 as i32, sx, sy);
+                }
+                Some(k) => {
+                    let h = &exact.dpie[k * DPIE_STRIDE..][..DPIE_STRIDE];
+                    add_dpie_along_row(h, self.pixel, j, i0 as i32, sx, sy);
+                }
+            }
+        }
+    }
+
+    /// Pixel row r of the band: the far field's interpolant (the y-pass for every cell at once into
+    /// `line`, then the x-pass four pixels at a time) plus the float32 parts.
+    #[inline(never)]
+    fn interpolate_row(
+        &self,
+        r: usize,
+        far: &[f64],
+        scratch: &mut RowScratch,
+        row_x: &mut [f64],
+        row_y: &mut [f64],
+    ) {
+        let RowScratch {
+            direct,
+            line,
+            spread,
+        } = scratch;
+        let (cells, step, n) = (self.cells, self.step, self.n);
+        let wy = &self.weights[r];
+        // line[(4·comp + dx)·cells + a]
+        for (q, out) in line.chunks_mut(cells).enumerate() {
+            let (comp, dx) = (q / 4, q % 4);
+            out.fill(0.0);
+            for (dy, &w) in wy.iter().enumerate() {
+                let plane = &far[(16 * comp + 4 * dy + dx) * cells..][..cells];
+                for (o, &f) in out.iter_mut().zip(plane) {
+                    *o += w * f;
+                }
+            }
+        }
+        // Four pixels at a time into `spread` (step rounded up to 4 per cell: a cell's extra pixels are
+        // overwritten by the next cell's), then the direct parts added along the row.
+        let half = spread.len() / 2;
+        let (spread_x, spread_y) = spread.split_at_mut(half);
+        for a in 0..cells {
+            let lx: [f64; 4] = std::array::from_fn(|d| line[d * cells + a]);
+            let ly: [f64; 4] = std::array::from_fn(|d| line[(4 + d) * cells + a]);
+            for (q, w) in self.x_weights.iter().enumerate() {
+                let (mut ox, mut oy) = ([0.0; 4], [0.0; 4]);
+                for d in 0..4 {
+                    for l in 0..4 {
+                        ox[l] += w[d][l] * lx[d];
+                        oy[l] += w[d][l] * ly[d];
+                    }
+                }
+                let at = a * step + 4 * q;
+                spread_x[at..at + 4].copy_from_slice(&ox);
+                spread_y[at..at + 4].copy_from_slice(&oy);
+            }
+        }
+        let [cl_x, cl_y, near_x, near_y] = direct;
+        for i in 0..n {
+            row_x[i] = spread_x[i] + f64::from(cl_x[i]) + f64::from(near_x[i]);
+            row_y[i] = spread_y[i] + f64::from(cl_y[i]) + f64::from(near_y[i]);
+        }
     }
 }
 
 impl LensProblem {
-    /// The split's geometry and error bounds for this problem (made once; not part of an evaluation).
-    pub fn split(&self) -> &Split {
-        self.split.get_or_init(|| Split::new(self))
+    /// The split's geometry and error bounds for this problem and machine kind (made once; not part of an
+    /// evaluation).
+    pub fn split(&self, model: SplitModel) -> &Split {
+        let cell = match model {
+            SplitModel::Cpu => &self.split_cpu,
+            SplitModel::Device => &self.split_device,
+        };
+        cell.get_or_init(|| Split::new(self, model))
     }
 
     /// The split grid on the `cpu` model, with the pixels whose magnification its error bound cannot serve
@@ -520,33 +857,18 @@ impl LensProblem {
     /// estimate of the direct parts) is fine while its axis and directional magnifications stay below
     /// h / (6·E·BUDGET_SAFETY) (the reasoning of `budget_magnification`).
     pub(super) fn cpu_split(&self) -> Field {
-        let split = self.split();
-        let mut field = split.grid(self);
-        let n = self.n;
-        let h = self.pixel;
-        let mask: Vec<bool> = (0..n * n)
-            .into_par_iter()
-            .map(|q| {
-                if n < 2 {
-                    return false;
-                }
-                let step = split.plan.step;
-                let limit = split.flag_limit(q % n / step, q / n / step, h);
-                let ((qx, sx), (qy, sy)) = difference_neighbours(q % n, q / n, n);
-                let (gx, gy) = (&field.components[0], &field.components[1]);
-                let d1 = sx * (gx[qx] - gx[q]);
-                let d4 = sx * (gy[qx] - gy[q]);
-                let d2 = sy * (gy[qy] - gy[q]);
-                let d3 = sy * (gx[qy] - gx[q]);
-                let (a, b, c) = (h - d1, -0.5 * (d3 + d4), h - d2);
-                let (mean, half) = (0.5 * (a + c), 0.5 * (a - c));
-                let radius = (half * half + b * b).sqrt();
-                let eig = (mean - radius).abs().min((mean + radius).abs());
-                a.abs() < limit || c.abs() < limit || eig < limit
-            })
-            .collect();
-        self.recompute(&mut field, &mask);
+        let mut field = Field::new(vec![]);
+        self.cpu_split_into(&mut field);
         field
+    }
+
+    /// [`Self::cpu_split`] into `field`, reusing its memory.
+    pub(super) fn cpu_split_into(&self, field: &mut Field) {
+        let split = self.split(SplitModel::Cpu);
+        split.grid_into(self, field);
+        let listed = split.flags(self, field);
+        self.recompute_listed(field, &listed);
+        field.stats.push((SplitPlan::CPU_STAT.into(), 1.0));
     }
 }
 
