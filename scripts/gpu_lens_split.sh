@@ -21,10 +21,10 @@ part() {
 # PARTS picks some of: grid realistic chi2 dpie (default all).
 for p in ${PARTS:-grid realistic chi2 dpie}; do
   case $p in
-    grid) part grid run lens --preset hff --precision f32,mixed-budget,split ;;
-    realistic) part grid-realistic run lens --preset hff --galaxy-sigma 110,130 --precision f32,split ;;
+    grid) part grid run lens --preset hff --precision f32,mixed-budget --method direct,split ;;
+    realistic) part grid-realistic run lens --preset hff --galaxy-sigma 110,130 --precision f32 --method direct,split ;;
     chi2) part chi2 run lens-chi2 --preset hff --method direct,split ;;
-    dpie) part grid-dpie run lens --preset hff --profile dpie --precision f32,split ;;
+    dpie) part grid-dpie run lens --preset hff --profile dpie --precision f32 --method direct,split ;;
   esac
 done
 command -v cuobjdump > /dev/null && cuobjdump -res-usage "$bin" 2>&1 | grep -A1 lens_split > "$out/res-usage.txt"
