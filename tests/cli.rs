@@ -16,6 +16,15 @@ fn astroport(args: &[&str], out: &std::path::Path) -> (i32, String, String) {
     )
 }
 
+/// One field of every row of a results.jsonl, as JSON text.
+fn row_values(path: &std::path::Path, key: &str) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()[key].to_string())
+        .collect()
+}
+
 #[test]
 fn devices_lists_every_model() {
     let dir = tempfile::tempdir().unwrap();
@@ -321,12 +330,8 @@ fn lens_method_split_runs_beside_the_precisions() {
         dir.path(),
     );
     assert_eq!(code, 0, "{out}\n{err}");
-    let rows = std::fs::read_to_string(dir.path().join("o/results.jsonl")).unwrap();
-    let modes: Vec<String> = rows
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["precision"].to_string())
-        .collect();
-    assert_eq!(modes, ["\"f32\"", "\"split\""], "{rows}");
+    let modes = row_values(&dir.path().join("o/results.jsonl"), "precision");
+    assert_eq!(modes, ["\"f32\"", "\"split\""]);
     let (code, out, err) = astroport(
         &[
             "maps",
@@ -583,11 +588,7 @@ fn cubature_auto_method_picks_by_dimension() {
         dir.path(),
     );
     assert_eq!(code, 0, "{out}\n{err}");
-    let text = std::fs::read_to_string(dir.path().join("rows/results.jsonl")).unwrap();
-    let sizes: Vec<String> = text
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["size"].to_string())
-        .collect();
+    let sizes = row_values(&dir.path().join("rows/results.jsonl"), "size");
     assert_eq!(
         sizes,
         [
