@@ -66,6 +66,13 @@ __kernel void lens_split_lines(const int nodes, const int rows, const int row0, 
     lens_split_lines_item(get_global_id(0), nodes, rows, row0, step, c_first, coarse_gx, coarse_gy, weights, lines);
 }
 
+__kernel void lens_split_lines_f64(const int nodes, const int rows, const int row0, const int step, const int c_first,
+                                   __global const double *restrict coarse_gx, __global const double *restrict coarse_gy,
+                                   __global const double *restrict weights, __global double *restrict lines)
+{
+    lens_split_lines_f64_item(get_global_id(0), nodes, rows, row0, step, c_first, coarse_gx, coarse_gy, weights, lines);
+}
+
 __kernel void lens_split_pixel(LENS_SPLIT_PIXEL_PARAMS)
 {
     lens_split_pixel_item(get_global_id(0), LENS_SPLIT_PIXEL_ARGS);

@@ -41,36 +41,37 @@ ASTRO_FN void lens_split_nodes_item(size_t gid, int n_galaxies, int side, int st
 
 /* The y-pass of the separable interpolation, once per pixel row: item gid is node column a of band row r
  * (gid = r nodes + a), line = sum over v of wy[v] * coarse(a, c - 1 + v) with c = j / step + 1 the node row of
- * pixel row j = row0 + r (coarse holds the lattice's float32 field from node row c_first), stored as a float64
- * (x, y) pair. The pixels of the row then read 4 pairs each instead of 16. */
-ASTRO_FN void lens_split_lines_item(size_t gid, int nodes, int rows, int row0, int step, int c_first,
-                                    ASTRO_GLOBAL const float *ASTRO_RESTRICT coarse_gx,
-                                    ASTRO_GLOBAL const float *ASTRO_RESTRICT coarse_gy,
-                                    ASTRO_GLOBAL const double *ASTRO_RESTRICT weights,
-                                    ASTRO_GLOBAL double *ASTRO_RESTRICT lines)
-{
-    if (gid >= (size_t)nodes * (size_t)rows) return;
-    const unsigned int q = (unsigned int)gid, r = q / (unsigned int)nodes, a = q - r * (unsigned int)nodes;
-    const int j = row0 + (int)r, c = j / step + 1;
-    ASTRO_GLOBAL const double *wy = weights + 4 * (j - (c - 1) * step);
-    double sx = 0, sy = 0;
-    for (int v = 0; v < 4; ++v) {
-        const size_t at = (size_t)(c - 1 + v - c_first) * (size_t)nodes + a;
-        sx += wy[v] * (double)coarse_gx[at];
-        sy += wy[v] * (double)coarse_gy[at];
+ * pixel row j = row0 + r (coarse holds the lattice's field from node row c_first, float32 or float64 as the
+ * plan chose), stored as a float64 (x, y) pair. The pixels of the row then read 4 pairs each instead of 16. */
+#define LENS_SPLIT_LINES_ITEM(NAME, T)                                                                          \
+    ASTRO_FN void NAME(size_t gid, int nodes, int rows, int row0, int step, int c_first,                        \
+                       ASTRO_GLOBAL const T *ASTRO_RESTRICT coarse_gx, ASTRO_GLOBAL const T *ASTRO_RESTRICT coarse_gy, \
+                       ASTRO_GLOBAL const double *ASTRO_RESTRICT weights, ASTRO_GLOBAL double *ASTRO_RESTRICT lines) \
+    {                                                                                                           \
+        if (gid >= (size_t)nodes * (size_t)rows) return;                                                       \
+        const unsigned int q = (unsigned int)gid, r = q / (unsigned int)nodes, a = q - r * (unsigned int)nodes; \
+        const int j = row0 + (int)r, c = j / step + 1;                                                          \
+        ASTRO_GLOBAL const double *wy = weights + 4 * (j - (c - 1) * step);                                    \
+        double sx = 0, sy = 0;                                                                                  \
+        for (int v = 0; v < 4; ++v) {                                                                           \
+            const size_t at = (size_t)(c - 1 + v - c_first) * (size_t)nodes + a;                               \
+            sx += wy[v] * (double)coarse_gx[at];                                                                \
+            sy += wy[v] * (double)coarse_gy[at];                                                                \
+        }                                                                                                       \
+        lines[2 * gid] = sx;                                                                                    \
+        lines[2 * gid + 1] = sy;                                                                                \
     }
-    lines[2 * gid] = sx;
-    lines[2 * gid + 1] = sy;
-}
+LENS_SPLIT_LINES_ITEM(lens_split_lines_item, float)
+LENS_SPLIT_LINES_ITEM(lens_split_lines_f64_item, double)
 
 /* Pixel gid of a band of `rows` rows starting at grid row row0 (x fastest):
- *   clusters (float32 tables cl_sie, cl_dpie) + the interpolant of the coarse galaxy field (the x-pass over the
+ *   clusters (float64 tables cl_sie, cl_dpie) + the interpolant of the coarse galaxy field (the x-pass over the
  *   row's line, `nodes` pairs per band row), then for each galaxy of the pixel's cell list within `radius` arcsec:
  *   + its exact deflection - the interpolant of its own node table. Sums in float64. */
 #define LENS_SPLIT_PIXEL_PARAMS                                                                                  \
     int nx, int rows, int row0, int step, int nodes,                                                 \
-        ASTRO_GLOBAL const double *ASTRO_RESTRICT lines, ASTRO_GLOBAL const float *ASTRO_RESTRICT cl_sie,     \
-        int n_cl_sie, ASTRO_GLOBAL const float *ASTRO_RESTRICT cl_dpie, int n_cl_dpie,                         \
+        ASTRO_GLOBAL const double *ASTRO_RESTRICT lines, ASTRO_GLOBAL const double *ASTRO_RESTRICT cl_sie,    \
+        int n_cl_sie, ASTRO_GLOBAL const double *ASTRO_RESTRICT cl_dpie, int n_cl_dpie,                        \
         ASTRO_GLOBAL const double *ASTRO_RESTRICT weights, int cells_x,                                        \
         ASTRO_GLOBAL const int *ASTRO_RESTRICT cell_start, ASTRO_GLOBAL const int *ASTRO_RESTRICT cell_galaxies, \
         ASTRO_GLOBAL const double *ASTRO_RESTRICT info, ASTRO_GLOBAL const double *ASTRO_RESTRICT table,       \
@@ -91,10 +92,11 @@ ASTRO_FN_INLINED void lens_split_pixel_body(size_t gid, LENS_SPLIT_PIXEL_PARAMS,
     const int i = (int)ui, j = row0 + (int)r;
     const int a = i / step + 1, c = j / step + 1;
     ASTRO_GLOBAL const double *wx = weights + 4 * (i - (a - 1) * step), *wy = weights + 4 * (j - (c - 1) * step);
-    float cx = 0, cy = 0;
+    /* The clusters in float64: the few halos with the largest deflections, whose float32 rounding would
+     * otherwise be most of the pixel's error bound. */
+    double gx = 0, gy = 0;
     for (int k = 0; k < n_cl_sie + n_cl_dpie; ++k)
-        lens_halo_add_f32(k, (float)i, (float)j, cl_sie, n_cl_sie, cl_dpie, (float)h, &cx, &cy, with_dpie);
-    double gx = (double)cx, gy = (double)cy;
+        lens_halo_add_f64(k, (double)i, (double)j, cl_sie, n_cl_sie, cl_dpie, h, &gx, &gy, with_dpie);
     ASTRO_GLOBAL const double *line = lines + 2 * ((size_t)r * (size_t)nodes + (size_t)(a - 1));
     for (int u = 0; u < 4; ++u) {
         gx += wx[u] * line[2 * u];

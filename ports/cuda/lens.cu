@@ -59,6 +59,13 @@ __global__ void lens_split_lines(int nodes, int rows, int row0, int step, int c_
     lens_split_lines_item(global_id(), nodes, rows, row0, step, c_first, coarse_gx, coarse_gy, weights, lines);
 }
 
+__global__ void lens_split_lines_f64(int nodes, int rows, int row0, int step, int c_first,
+                                     const double *__restrict__ coarse_gx, const double *__restrict__ coarse_gy,
+                                     const double *__restrict__ weights, double *__restrict__ lines)
+{
+    lens_split_lines_f64_item(global_id(), nodes, rows, row0, step, c_first, coarse_gx, coarse_gy, weights, lines);
+}
+
 __global__ void lens_split_pixel(LENS_SPLIT_PIXEL_PARAMS) { lens_split_pixel_item(global_id(), LENS_SPLIT_PIXEL_ARGS); }
 __global__ void lens_split_pixel_sie(LENS_SPLIT_PIXEL_PARAMS) { lens_split_pixel_sie_item(global_id(), LENS_SPLIT_PIXEL_ARGS); }
 
@@ -77,7 +84,7 @@ extern const KernelEntry lens_kernels[] = {
     LENS_ENTRY(lens_grid_f32),        LENS_ENTRY(lens_grid_f64),     LENS_ENTRY(lens_delens_f32),
     LENS_ENTRY(lens_delens_f64),      LENS_ENTRY(lens_flag),         LENS_ENTRY(lens_patch),
     LENS_ENTRY(lens_recompute),       LENS_ENTRY(lens_recompute_sie), LENS_ENTRY(lens_split_nodes),
-    LENS_ENTRY(lens_split_lines),     LENS_ENTRY(lens_split_pixel),  LENS_ENTRY(lens_split_pixel_sie),
+    LENS_ENTRY(lens_split_lines),     LENS_ENTRY(lens_split_lines_f64), LENS_ENTRY(lens_split_pixel),  LENS_ENTRY(lens_split_pixel_sie),
     LENS_ENTRY(lens_split_flag),
 };
 #undef LENS_ENTRY

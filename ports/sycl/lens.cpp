@@ -61,6 +61,12 @@ LENS_KERNEL lens_split_lines(int nodes, int rows, int row0, int step, int c_firs
     lens_split_lines_item(global_id(), nodes, rows, row0, step, c_first, coarse_gx, coarse_gy, weights, lines);
 }
 
+LENS_KERNEL lens_split_lines_f64(int nodes, int rows, int row0, int step, int c_first, const double *coarse_gx,
+                                 const double *coarse_gy, const double *weights, double *lines)
+{
+    lens_split_lines_f64_item(global_id(), nodes, rows, row0, step, c_first, coarse_gx, coarse_gy, weights, lines);
+}
+
 LENS_KERNEL lens_split_pixel(LENS_SPLIT_PIXEL_PARAMS) { lens_split_pixel_item(global_id(), LENS_SPLIT_PIXEL_ARGS); }
 LENS_KERNEL lens_split_pixel_sie(LENS_SPLIT_PIXEL_PARAMS) { lens_split_pixel_sie_item(global_id(), LENS_SPLIT_PIXEL_ARGS); }
 

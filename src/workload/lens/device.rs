@@ -358,9 +358,8 @@ impl LensProblem {
     }
 
     /// Slots and steps of one band of the near/far split (cl/common/lens_split.h): the coarse galaxy field
-    /// on the node rows the band needs (float32 grid) and its y-pass per pixel row, the galaxies' node
-    /// tables, the pixels of the band plus its next row (clusters in float32, the x-pass and near terms in
-    /// float64), the flags against each cell's bound (listing the flagged pixels) and their float64
+    /// on the node rows the band needs (its grid in the plan's precision) and its y-pass per pixel row, the galaxies' node
+    /// tables, the pixels of the band plus its next row (clusters, the x-pass and near terms, all float64), the flags against each cell's bound (listing the flagged pixels) and their float64
     /// recompute. Returned like [`Self::mixed_pipeline`]: [counter, gx, gy]
     /// come back from a gradient job; the χ² keeps the field, its next row included, on the device.
     fn split_pipeline(&self, row0: usize, rows: usize, outputs: bool) -> FieldPipeline<'_> {
@@ -374,14 +373,15 @@ impl LensProblem {
         // Node rows c - 1 .. c + 2 around every pixel row j of the band (c = j / step + 1).
         let c_first = row0 / step;
         let c_rows = (row0 + ext - 1) / step + 4 - c_first;
-        let coarse = split
-            .coarse_problem
-            .as_deref()
-            .map_or(&NO_HALOS32, |c| &c.tables32);
+        let coarse = split.coarse_problem.as_deref();
+        let coarse32 = coarse.map_or(&NO_HALOS32, |c| &c.tables32);
+        let coarse64 = coarse.map_or(&NO_HALOS64, |c| &c.tables64);
+        let coarse_f64 = split.plan.coarse_f64;
+        let coarse_dtype = if coarse_f64 { DType::F64 } else { DType::F32 };
         let clusters = split
             .cluster_problem
             .as_deref()
-            .map_or(&NO_HALOS32, |c| &c.tables32);
+            .map_or(&NO_HALOS64, |c| &c.tables64);
         let galaxies = split
             .galaxy_problem
             .as_deref()
@@ -398,12 +398,20 @@ impl LensProblem {
         let scratch = |dtype, len| BufferSpec::Scratch { dtype, len };
         use split_slot as s;
         let buffers = vec![
-            BufferSpec::Input(HostSlice::F32(&clusters.sie)),
-            BufferSpec::Input(HostSlice::F32(&clusters.dpie)),
+            BufferSpec::Input(HostSlice::F64(&clusters.sie)),
+            BufferSpec::Input(HostSlice::F64(&clusters.dpie)),
             BufferSpec::Input(HostSlice::F64(&self.tables64.sie)),
             BufferSpec::Input(HostSlice::F64(&self.tables64.dpie)),
-            BufferSpec::Input(HostSlice::F32(&coarse.sie)),
-            BufferSpec::Input(HostSlice::F32(&coarse.dpie)),
+            BufferSpec::Input(if coarse_f64 {
+                HostSlice::F64(&coarse64.sie)
+            } else {
+                HostSlice::F32(&coarse32.sie)
+            }),
+            BufferSpec::Input(if coarse_f64 {
+                HostSlice::F64(&coarse64.dpie)
+            } else {
+                HostSlice::F32(&coarse32.dpie)
+            }),
             BufferSpec::Input(HostSlice::F64(&galaxies.sie)),
             BufferSpec::Input(HostSlice::F64(&galaxies.dpie)),
             BufferSpec::Input(HostSlice::F64(&lists.info)),
@@ -411,8 +419,8 @@ impl LensProblem {
             BufferSpec::Input(HostSlice::I32(&lists.cell_galaxies)),
             BufferSpec::Input(HostSlice::F64(&lists.limit)),
             BufferSpec::Input(HostSlice::F64(&lists.weights)),
-            scratch(DType::F32, c_rows * nodes),
-            scratch(DType::F32, c_rows * nodes),
+            scratch(coarse_dtype, c_rows * nodes),
+            scratch(coarse_dtype, c_rows * nodes),
             scratch(DType::F64, 2 * ext * nodes),
             scratch(DType::F64, 2 * n_galaxies * side * side),
             scratch(DType::F64, n),
@@ -422,17 +430,22 @@ impl LensProblem {
             kept(DType::F64, main_rows * n),
             kept(DType::F64, main_rows * n),
         ];
+        let coarse_step = |slots, rows| {
+            if coarse_f64 {
+                grid_step(coarse64, slots, [s::COARSE_GX, s::COARSE_GY], nodes, rows, cell)
+            } else {
+                grid_step(coarse32, slots, [s::COARSE_GX, s::COARSE_GY], nodes, rows, cell)
+            }
+        };
         let mut steps = vec![
-            grid_step(
-                coarse,
-                [s::CO_SIE32, s::CO_DPIE32],
-                [s::COARSE_GX, s::COARSE_GY],
-                nodes,
-                (c_first, c_rows),
-                cell,
-            ),
+            coarse_step([s::CO_SIE, s::CO_DPIE], (c_first, c_rows)),
             Step::Launch(Launch {
-                kernel: "lens_split_lines".into(),
+                kernel: if coarse_f64 {
+                    "lens_split_lines_f64"
+                } else {
+                    "lens_split_lines"
+                }
+                .into(),
                 args: vec![
                     StepArg::I32(nodes as i32),
                     StepArg::I32(ext as i32),
@@ -482,9 +495,9 @@ impl LensProblem {
                     StepArg::I32(step as i32),
                     StepArg::I32(nodes as i32),
                     StepArg::Buffer(s::LINES),
-                    StepArg::Buffer(s::CL_SIE32),
+                    StepArg::Buffer(s::CL_SIE64),
                     StepArg::I32(clusters.n_sie as i32),
-                    StepArg::Buffer(s::CL_DPIE32),
+                    StepArg::Buffer(s::CL_DPIE64),
                     StepArg::I32(clusters.n_dpie as i32),
                     StepArg::Buffer(s::WEIGHTS),
                     StepArg::I32(lists.cells_x as i32),
@@ -619,14 +632,15 @@ static NO_HALOS64: KernelTables<f64> = KernelTables {
 
 /// The slots of a split band's buffers, in the order split_pipeline declares them.
 mod split_slot {
-    /// Cluster tables (float32 grid), the whole catalogue in float64 (recompute), the galaxies shifted to
-    /// the coarse lattice (float32 grid) and on the problem's grid (float64 near terms and node tables).
-    pub const CL_SIE32: usize = 0;
-    pub const CL_DPIE32: usize = 1;
+    /// Tables: the clusters and the whole catalogue (float64: pixels, recompute), the galaxies shifted to
+    /// the coarse lattice (its grid, in the plan's precision) and on the problem's grid (float64 near terms
+    /// and node tables).
+    pub const CL_SIE64: usize = 0;
+    pub const CL_DPIE64: usize = 1;
     pub const SIE64: usize = 2;
     pub const DPIE64: usize = 3;
-    pub const CO_SIE32: usize = 4;
-    pub const CO_DPIE32: usize = 5;
+    pub const CO_SIE: usize = 4;
+    pub const CO_DPIE: usize = 5;
     pub const GAL_SIE64: usize = 6;
     pub const GAL_DPIE64: usize = 7;
     /// SplitLists: galaxy info, the per-cell galaxy lists, the per-cell flag limits, the weights.
@@ -635,7 +649,7 @@ mod split_slot {
     pub const CELL_GALAXIES: usize = 10;
     pub const LIMIT: usize = 11;
     pub const WEIGHTS: usize = 12;
-    /// The coarse field (float32), its y-pass per band row (float64 pairs), the galaxies' node tables, the
+    /// The coarse field (the plan's precision), its y-pass per band row (float64 pairs), the galaxies' node tables, the
     /// next row apart.
     pub const COARSE_GX: usize = 13;
     pub const COARSE_GY: usize = 14;

@@ -27,8 +27,9 @@ pub enum SplitModel {
     /// The `cpu` model: near terms in float32 along row segments at the direct grid's vector speed, the
     /// interpolant taken out once per cell (`Split::grid`).
     Cpu,
-    /// The device kernels (cl/common/lens_split.h): per pixel, a float64 exact term and its 16-node
-    /// interpolant for each near galaxy.
+    /// The device kernels (cl/common/lens_split.h): the clusters in float64, the coarse lattice in float64
+    /// when its float32 rounding would outweigh the far-field bound (`SplitPlan::coarse_f64`), per pixel a
+    /// float64 exact term and its 16-node interpolant for each near galaxy.
     Device,
 }
 
@@ -42,6 +43,7 @@ impl SplitModel {
             SplitModel::Device => 20.0,
         }
     }
+
 
     /// The far field's error target in units of the problem's float32 estimate. A larger target allows a
     /// coarser lattice and smaller near discs, and flags more pixels for the float64 recompute. Devices:
@@ -113,6 +115,8 @@ pub struct SplitPlan {
     /// Halos in the near/far treatment (b below CLUSTER_B_ARCSEC) and summed directly.
     pub galaxies: usize,
     pub direct: usize,
+    /// The devices evaluate the coarse lattice in float64 (the `cpu` model never does).
+    pub coarse_f64: bool,
 }
 
 impl SplitPlan {
@@ -294,8 +298,27 @@ impl Split {
         if model == SplitModel::Cpu {
             split.runs = split.near_runs(p);
         }
-        split.plan.rounding_error =
-            rounding(&split.cluster_problem) + LEBESGUE * rounding(&split.coarse_problem) + near;
+        split.plan.rounding_error = match model {
+            SplitModel::Cpu => {
+                rounding(&split.cluster_problem) + LEBESGUE * rounding(&split.coarse_problem) + near
+            }
+            SplitModel::Device => {
+                // The clusters are float64 on the devices; the coarse lattice too where its float32
+                // rounding would be the larger part of a pixel's bound (realistic galaxy masses, dPIE
+                // galaxies): the float64 lattice costs about twice the float32 one on the H200, and the
+                // recompute it saves is then most of the time (docs/perf-notes.md).
+                let coarse32 = LEBESGUE * rounding(&split.coarse_problem);
+                split.plan.coarse_f64 = coarse32 > split.plan.worst_bound;
+                let coarse = if split.plan.coarse_f64 { 0.0 } else { coarse32 };
+                // Float64 rounding: float32's scaled by the units' ratio, taken 16 times over for the
+                // float64 routines' own few-ulp errors (~1e-13″, far below any far-field bound).
+                let f64_scale = 16.0 * f64::EPSILON / f64::from(f32::EPSILON);
+                coarse
+                    + f64_scale
+                        * (rounding(&split.cluster_problem)
+                            + LEBESGUE * rounding(&split.coarse_problem))
+            }
+        };
         split
     }
 
@@ -345,6 +368,7 @@ impl Split {
                 galaxies: galaxies.len(),
                 direct: 0,
                 rounding_error: 0.0,
+                coarse_f64: false,
             },
             runs: vec![],
             galaxies: galaxies.to_vec(),
