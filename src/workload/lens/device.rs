@@ -432,9 +432,23 @@ impl LensProblem {
         ];
         let coarse_step = |slots, rows| {
             if coarse_f64 {
-                grid_step(coarse64, slots, [s::COARSE_GX, s::COARSE_GY], nodes, rows, cell)
+                grid_step(
+                    coarse64,
+                    slots,
+                    [s::COARSE_GX, s::COARSE_GY],
+                    nodes,
+                    rows,
+                    cell,
+                )
             } else {
-                grid_step(coarse32, slots, [s::COARSE_GX, s::COARSE_GY], nodes, rows, cell)
+                grid_step(
+                    coarse32,
+                    slots,
+                    [s::COARSE_GX, s::COARSE_GY],
+                    nodes,
+                    rows,
+                    cell,
+                )
             }
         };
         let mut steps = vec![

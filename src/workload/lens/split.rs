@@ -44,7 +44,6 @@ impl SplitModel {
         }
     }
 
-
     /// The far field's error target in units of the problem's float32 estimate. A larger target allows a
     /// coarser lattice and smaller near discs, and flags more pixels for the float64 recompute. Devices:
     /// 1 (the H200 figures). Cpu: 3, measured at `ci` (1: 14.6 ms, 2: 11.6, 3: 11.2, 4: 11.8, 6: 11.2;
