@@ -109,22 +109,29 @@ fn the_split_meets_the_budget_on_an_untuned_grid() {
 fn the_split_runs_on_every_device_within_the_budget() {
     let d = discover();
     let devices = common::devices(&d);
-    for profile in [HaloProfile::Sie, HaloProfile::Dpie] {
+    // 40-90 km/s galaxies make the devices' plan take the float64 lattice (its float32 rounding would exceed
+    // the far-field bound); the paper's 10-15 km/s keep the float32 one: both paths run.
+    let cases = [
+        (HaloProfile::Sie, (40.0, 90.0), true),
+        (HaloProfile::Dpie, (40.0, 90.0), true),
+        (HaloProfile::Sie, (10.0, 15.0), false),
+    ];
+    for (profile, galaxy_sigma, coarse_f64) in cases {
         let opts = LensOptions {
             n: Some(640),
-            galaxy_sigma: (40.0, 90.0),
+            galaxy_sigma,
             profile,
             ..LensOptions::default()
         };
         let mut p = LensProblem::preset(Preset::Ci, &opts).unwrap();
-        check_split(&p, "640², 40-90 km/s");
+        check_split(&p, &format!("640², {galaxy_sigma:?} km/s"));
         let mut first_fraction = None;
         for cap in [None, Some(400 << 10)] {
             p.device_mem_cap = cap;
             let choices: Vec<Choice> = devices.iter().map(|t| Choice::Run(t)).collect();
             let rows = run_split(&p, &choices, &devices);
             for r in &rows {
-                let what = format!("{} {profile:?} cap {cap:?}", r.backend);
+                let what = format!("{} {profile:?} {galaxy_sigma:?} cap {cap:?}", r.backend);
                 assert_eq!(r.status, Status::Ok, "{what}: {}", r.reason);
                 assert!(
                     r.accuracy.as_ref().unwrap().pass,
@@ -137,6 +144,12 @@ fn the_split_runs_on_every_device_within_the_budget() {
                 assert!(
                     (fraction - first).abs() <= 1e-3 && fraction > 0.0,
                     "{what}: recomputes {fraction}, the first device in one band {first}"
+                );
+                let plan = &r.details.as_ref().unwrap()["split"];
+                assert_eq!(
+                    plan["coarse_f64"].as_bool(),
+                    Some(coarse_f64),
+                    "{what}: {plan}"
                 );
                 let bands = r.launch.as_ref().map_or(0, |l| l.bands);
                 assert_eq!(bands > 1, cap.is_some(), "{what}: {bands} bands");
