@@ -128,7 +128,7 @@ impl SplitPlan {
 #[derive(Debug, Clone)]
 pub struct Split {
     pub plan: SplitPlan,
-    /// The `cpu` model's near galaxies per cell row (geometry, made with the plan; empty for devices).
+    /// The near galaxies per cell row, for [`Split::grid`] (geometry, made with the plan).
     runs: Vec<Vec<NearRun>>,
     galaxies: Vec<HaloEval>,
     /// The galaxies alone on the coarse lattice (shifted so the lattice is a grid centred on 0), and the
@@ -294,9 +294,7 @@ impl Split {
             SplitModel::Cpu => rounding(&split.coarse_problem),
             SplitModel::Device => 0.0,
         };
-        if model == SplitModel::Cpu {
-            split.runs = split.near_runs(p);
-        }
+        split.runs = split.near_runs(p);
         split.plan.rounding_error = match model {
             SplitModel::Cpu => {
                 rounding(&split.cluster_problem) + LEBESGUE * rounding(&split.coarse_problem) + near
