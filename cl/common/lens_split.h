@@ -2,12 +2,13 @@
  * split"), shared by the three dialects. Include astro_dialect.h and lens_model.h for both precisions first.
  *
  * Steps of one band (the host builds the sequence; src/workload/lens/device.rs):
- *   1. lens_grid_f32 on the coarse lattice: the galaxies alone at the node rows the band needs, then
- *      lens_split_lines_item: the y-pass of the interpolation for every pixel row (float64 pairs);
+ *   1. lens_grid_f32 (lens_grid_f64 where the plan chose a float64 lattice) on the coarse lattice: the
+ *      galaxies alone at the node rows the band needs, then lens_split_lines_item (_f64_item): the y-pass of
+ *      the interpolation for every pixel row (float64 pairs);
  *   2. lens_split_nodes_item: each galaxy's own float64 values on the box of nodes around it;
- *   3. lens_split_pixel_item (lens_split_pixel_sie_item when no halo is a dPIE): per pixel of the band (plus its next row), the cluster halos (float32, as the
- *      grid kernels) + the cubic interpolant of the coarse field, and for every galaxy within R of the pixel
- *      its exact deflection in place of its interpolant;
+ *   3. lens_split_pixel_item (lens_split_pixel_sie_item when no halo is a dPIE): per pixel of the band (plus
+ *      its next row), the cluster halos (float64) + the cubic interpolant of the coarse field, and for every
+ *      galaxy within R of the pixel its exact deflection in place of its interpolant;
  *   4. lens_split_flag_item: flags the pixels whose magnification the cell's error bound cannot serve;
  *   5. lens_recompute_item (lens_mixed.h): float64 for the flagged pixels, which the flags listed.
  * The cubic Lagrange weights of nodes -1, 0, 1, 2 at fraction t / step of a cell come from the host

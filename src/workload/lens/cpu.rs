@@ -251,6 +251,31 @@ pub(super) fn add_sie_along_row<T: Real>(
     }
 }
 
+/// Adds halo k of a pair of tables with exact offsets (SIE rows first, then dPIE rows; pixel `pixel`) at
+/// pixels i0 .. i0 + ax.len() of row j.
+#[inline(always)]
+pub(super) fn add_halo_along_row<T: Real>(
+    t: &KernelTables<T>,
+    k: usize,
+    pixel: T,
+    j: i32,
+    i0: i32,
+    ax: &mut [T],
+    ay: &mut [T],
+) {
+    match k.checked_sub(t.n_sie) {
+        None => add_sie_along_row(&t.sie[k * SIE_STRIDE..][..SIE_STRIDE], true, j, i0, ax, ay),
+        Some(d) => add_dpie_along_row(
+            &t.dpie[d * DPIE_STRIDE..][..DPIE_STRIDE],
+            pixel,
+            j,
+            i0,
+            ax,
+            ay,
+        ),
+    }
+}
+
 /// Adds one dPIE halo (its kernel-table row `p`) at pixels i0 .. i0 + ax.len() of row j.
 #[inline(always)]
 pub(super) fn add_dpie_along_row<T: Real>(

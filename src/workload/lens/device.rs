@@ -3,6 +3,7 @@
 //! patches, compaction, float64 recompute) and the χ² delensing, in bands of rows that fit the device.
 
 use super::mixed::{LensMode, MixedScheme};
+use super::split::{tables32, tables64};
 use super::tables::KernelTables;
 use super::LensProblem;
 use crate::backend::{
@@ -373,19 +374,15 @@ impl LensProblem {
         // Node rows c - 1 .. c + 2 around every pixel row j of the band (c = j / step + 1).
         let c_first = row0 / step;
         let c_rows = (row0 + ext - 1) / step + 4 - c_first;
-        let coarse = split.coarse_problem.as_deref();
-        let coarse32 = coarse.map_or(&NO_HALOS32, |c| &c.tables32);
-        let coarse64 = coarse.map_or(&NO_HALOS64, |c| &c.tables64);
-        let coarse_f64 = split.plan.coarse_f64;
-        let coarse_dtype = if coarse_f64 { DType::F64 } else { DType::F32 };
-        let clusters = split
-            .cluster_problem
-            .as_deref()
-            .map_or(&NO_HALOS64, |c| &c.tables64);
-        let galaxies = split
-            .galaxy_problem
-            .as_deref()
-            .map_or(&NO_HALOS64, |g| &g.tables64);
+        use split_slot as s;
+        let (out, rows_c) = ([s::COARSE_GX, s::COARSE_GY], (c_first, c_rows));
+        let coarse_lattice = if split.plan.coarse_f64 {
+            Lattice::of(tables64(&split.coarse_problem), out, nodes, rows_c, cell)
+        } else {
+            Lattice::of(tables32(&split.coarse_problem), out, nodes, rows_c, cell)
+        };
+        let clusters = tables64(&split.cluster_problem);
+        let galaxies = tables64(&split.galaxy_problem);
         let n_galaxies = galaxies.n_sie + galaxies.n_dpie;
         let side = split.side();
         let kept = |dtype, len| {
@@ -396,22 +393,14 @@ impl LensProblem {
             }
         };
         let scratch = |dtype, len| BufferSpec::Scratch { dtype, len };
-        use split_slot as s;
+        let [co_sie, co_dpie] = coarse_lattice.tables;
         let buffers = vec![
             BufferSpec::Input(HostSlice::F64(&clusters.sie)),
             BufferSpec::Input(HostSlice::F64(&clusters.dpie)),
             BufferSpec::Input(HostSlice::F64(&self.tables64.sie)),
             BufferSpec::Input(HostSlice::F64(&self.tables64.dpie)),
-            BufferSpec::Input(if coarse_f64 {
-                HostSlice::F64(&coarse64.sie)
-            } else {
-                HostSlice::F32(&coarse32.sie)
-            }),
-            BufferSpec::Input(if coarse_f64 {
-                HostSlice::F64(&coarse64.dpie)
-            } else {
-                HostSlice::F32(&coarse32.dpie)
-            }),
+            BufferSpec::Input(co_sie),
+            BufferSpec::Input(co_dpie),
             BufferSpec::Input(HostSlice::F64(&galaxies.sie)),
             BufferSpec::Input(HostSlice::F64(&galaxies.dpie)),
             BufferSpec::Input(HostSlice::F64(&lists.info)),
@@ -419,8 +408,8 @@ impl LensProblem {
             BufferSpec::Input(HostSlice::I32(&lists.cell_galaxies)),
             BufferSpec::Input(HostSlice::F64(&lists.limit)),
             BufferSpec::Input(HostSlice::F64(&lists.weights)),
-            scratch(coarse_dtype, c_rows * nodes),
-            scratch(coarse_dtype, c_rows * nodes),
+            scratch(coarse_lattice.dtype, c_rows * nodes),
+            scratch(coarse_lattice.dtype, c_rows * nodes),
             scratch(DType::F64, 2 * ext * nodes),
             scratch(DType::F64, 2 * n_galaxies * side * side),
             scratch(DType::F64, n),
@@ -430,31 +419,10 @@ impl LensProblem {
             kept(DType::F64, main_rows * n),
             kept(DType::F64, main_rows * n),
         ];
-        let coarse_step = |slots, rows| {
-            if coarse_f64 {
-                grid_step(
-                    coarse64,
-                    slots,
-                    [s::COARSE_GX, s::COARSE_GY],
-                    nodes,
-                    rows,
-                    cell,
-                )
-            } else {
-                grid_step(
-                    coarse32,
-                    slots,
-                    [s::COARSE_GX, s::COARSE_GY],
-                    nodes,
-                    rows,
-                    cell,
-                )
-            }
-        };
         let mut steps = vec![
-            coarse_step([s::CO_SIE, s::CO_DPIE], (c_first, c_rows)),
+            coarse_lattice.step,
             Step::Launch(Launch {
-                kernel: if coarse_f64 {
+                kernel: if split.plan.coarse_f64 {
                     "lens_split_lines_f64"
                 } else {
                     "lens_split_lines"
@@ -612,6 +580,37 @@ fn grid_step<T: crate::real::Real>(
     })
 }
 
+/// The split's coarse lattice in its tables' precision: the tables to upload (slots CO_SIE, CO_DPIE), the
+/// dtype of the field it writes, and its grid step.
+struct Lattice<'a> {
+    tables: [HostSlice<'a>; 2],
+    dtype: DType,
+    step: Step,
+}
+
+impl<'a> Lattice<'a> {
+    fn of<T: crate::real::Real>(
+        t: &'a KernelTables<T>,
+        out: [usize; 2],
+        nodes: usize,
+        rows: (usize, usize),
+        cell: f64,
+    ) -> Self
+    where
+        &'a [T]: Into<HostSlice<'a>>,
+    {
+        use split_slot as s;
+        Lattice {
+            tables: [t.sie.as_slice().into(), t.dpie.as_slice().into()],
+            dtype: match T::PRECISION {
+                Precision::F32 => DType::F32,
+                Precision::F64 => DType::F64,
+            },
+            step: grid_step(t, [s::CO_SIE, s::CO_DPIE], out, nodes, rows, cell),
+        }
+    }
+}
+
 /// A band's buffers and steps that leave a float64 field on the device, and the field's slots.
 struct FieldPipeline<'a> {
     buffers: Vec<BufferSpec<'a>>,
@@ -627,22 +626,6 @@ struct Recompute {
     dpie64: usize,
     field: [usize; 2],
 }
-
-/// Tables without halos: the split's clusters or galaxies when a catalogue has none (the grid writes zeros).
-static NO_HALOS32: KernelTables<f32> = KernelTables {
-    sie: Vec::new(),
-    dpie: Vec::new(),
-    n_sie: 0,
-    n_dpie: 0,
-    exact_offsets: true,
-};
-static NO_HALOS64: KernelTables<f64> = KernelTables {
-    sie: Vec::new(),
-    dpie: Vec::new(),
-    n_sie: 0,
-    n_dpie: 0,
-    exact_offsets: true,
-};
 
 /// The slots of a split band's buffers, in the order split_pipeline declares them.
 mod split_slot {

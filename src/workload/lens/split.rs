@@ -9,14 +9,16 @@
 //! I[α_g] read from a table of g's values at the nodes around it. What is left is the interpolation error of
 //! the galaxies farther than R, bounded per coarse cell by Σ_g b_g·f(r_g/H), f the measured worst error of a
 //! unit isothermal deflection at distance r (in cells). Pixels whose magnification needs more accuracy than
-//! that bound leaves are recomputed directly, as `mixed-budget` does. The coarse field and the clusters are
-//! float32 (their estimated error joins the bound), the interpolation and the recompute float64; the near
-//! terms are float64 on the devices and float32 on the `cpu` model (whose plan, [`SplitModel`], is its own).
+//! that bound leaves are recomputed directly, as `mixed-budget` does. The interpolation and the recompute are
+//! float64. The `cpu` model runs the coarse field, the clusters and the near terms in float32; the devices
+//! run the clusters and the near terms in float64, the coarse field in float64 where the plan says so
+//! (`SplitPlan::coarse_f64`). The float32 parts' estimated error joins the bound; each kind of machine has a
+//! plan of its own ([`SplitModel`]).
 
-use super::cpu::{add_dpie_along_row, add_sie_along_row};
+use super::cpu::add_halo_along_row;
 use super::mixed::{BUDGET_SAFETY, CLUSTER_B_ARCSEC};
 use super::model::{HaloEval, Halos};
-use super::tables::{KernelTables, DPIE_STRIDE, SIE_STRIDE};
+use super::tables::KernelTables;
 use super::LensProblem;
 use crate::exec::Field;
 use rayon::prelude::*;
@@ -25,7 +27,7 @@ use rayon::prelude::*;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SplitModel {
     /// The `cpu` model: near terms in float32 along row segments at the direct grid's vector speed, the
-    /// interpolant taken out once per cell (`Split::grid`).
+    /// interpolant taken out once per cell (`Split::grid_into`).
     Cpu,
     /// The device kernels (cl/common/lens_split.h): the clusters in float64, the coarse lattice in float64
     /// when its float32 rounding would outweigh the far-field bound (`SplitPlan::coarse_f64`), per pixel a
@@ -78,6 +80,33 @@ fn lagrange(t: f64) -> [f64; 4] {
     ]
 }
 
+/// Tables without halos: a split's clusters or galaxies when a catalogue has none (grids write zeros).
+static NO_HALOS32: KernelTables<f32> = KernelTables {
+    sie: Vec::new(),
+    dpie: Vec::new(),
+    n_sie: 0,
+    n_dpie: 0,
+    exact_offsets: true,
+};
+static NO_HALOS64: KernelTables<f64> = KernelTables {
+    sie: Vec::new(),
+    dpie: Vec::new(),
+    n_sie: 0,
+    n_dpie: 0,
+    exact_offsets: true,
+};
+
+/// The float32 tables of one of a split's sub-problems (clusters, galaxies, the coarse lattice), empty
+/// tables when it has no halos.
+pub(super) fn tables32(q: &Option<Box<LensProblem>>) -> &KernelTables<f32> {
+    q.as_deref().map_or(&NO_HALOS32, |q| &q.tables32)
+}
+
+/// [`tables32`] in float64.
+pub(super) fn tables64(q: &Option<Box<LensProblem>>) -> &KernelTables<f64> {
+    q.as_deref().map_or(&NO_HALOS64, |q| &q.tables64)
+}
+
 /// One galaxy's values at the nodes around it (`side` × `side` from node column `a0`, row `c0`), x and y
 /// planes row by row: float32, as its share of the coarse field they are taken out of.
 struct NodeTable {
@@ -128,7 +157,8 @@ impl SplitPlan {
 #[derive(Debug, Clone)]
 pub struct Split {
     pub plan: SplitPlan,
-    /// The near galaxies per cell row, for [`Split::grid`] (geometry, made with the plan).
+    /// The near galaxies per cell row (geometry, made with the plan): the `cpu` model's grid and the device
+    /// kernels' cell lists.
     runs: Vec<Vec<NearRun>>,
     galaxies: Vec<HaloEval>,
     /// The galaxies alone on the coarse lattice (shifted so the lattice is a grid centred on 0), and the
@@ -289,15 +319,13 @@ impl Split {
         split.plan.direct = cluster_index.len();
         let rounding =
             |q: &Option<Box<LensProblem>>| q.as_ref().map_or(0.0, |q| q.f32_error_estimate());
-        // The `cpu` model's near terms are float32 too: at most every galaxy's estimate on top.
-        let near = match model {
-            SplitModel::Cpu => rounding(&split.coarse_problem),
-            SplitModel::Device => 0.0,
-        };
         split.runs = split.near_runs(p);
         split.plan.rounding_error = match model {
+            // The coarse field through the interpolation, and the float32 near terms: at most every
+            // galaxy's estimate once more.
             SplitModel::Cpu => {
-                rounding(&split.cluster_problem) + LEBESGUE * rounding(&split.coarse_problem) + near
+                rounding(&split.cluster_problem)
+                    + (LEBESGUE + 1.0) * rounding(&split.coarse_problem)
             }
             SplitModel::Device => {
                 // The clusters are float64 on the devices; the coarse lattice too where its float32
@@ -319,7 +347,6 @@ impl Split {
         split
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn with(
         p: &LensProblem,
         galaxies: &[HaloEval],
@@ -424,45 +451,28 @@ impl Split {
     }
 
     fn make_lists(&self, p: &LensProblem) -> SplitLists {
-        let step = self.plan.step;
-        let cells_x = (p.n - 1) / step + 1;
-        let radius = self.plan.radius;
-        // Per galaxy, the range of pixel cells its near disc touches, along one axis.
-        let cells = |centre: f64| {
-            let lo = ((centre - radius - p.coord(0)) / p.pixel).ceil().max(0.0);
-            let hi = ((centre + radius - p.coord(0)) / p.pixel).floor();
-            (hi >= 0.0 && lo < p.n as f64)
-                .then(|| (lo as usize / step, (hi as usize).min(p.n - 1) / step))
-        };
-        let mut count = vec![0i32; cells_x * cells_x + 1];
-        let boxes: Vec<_> = self
-            .galaxies
-            .iter()
-            .map(|g| cells(g.x0).zip(cells(g.y0)))
+        let cells_x = (p.n - 1) / self.plan.step + 1;
+        // The cells each galaxy is near (`runs`: within R of one of their pixels) as CSR lists, each
+        // cell's galaxies in catalogue order (the runs of a cell row are).
+        let pairs: Vec<(usize, usize)> = (self.runs.iter().enumerate())
+            .flat_map(|(c, runs)| {
+                runs.iter().flat_map(move |run| {
+                    (run.first..=run.last).map(move |a| (c * cells_x + a, run.galaxy))
+                })
+            })
             .collect();
-        for &((a0, a1), (c0, c1)) in boxes.iter().flatten() {
-            for c in c0..=c1 {
-                for a in a0..=a1 {
-                    count[c * cells_x + a + 1] += 1;
-                }
-            }
+        let mut count = vec![0i32; cells_x * cells_x + 1];
+        for &(cell, _) in &pairs {
+            count[cell + 1] += 1;
         }
         for q in 1..count.len() {
             count[q] += count[q - 1];
         }
-        let mut cell_galaxies = vec![0i32; count[cells_x * cells_x] as usize];
+        let mut cell_galaxies = vec![0i32; pairs.len()];
         let mut fill = count.clone();
-        for (g, b) in boxes.iter().enumerate() {
-            let Some(((a0, a1), (c0, c1))) = *b else {
-                continue;
-            };
-            for c in c0..=c1 {
-                for a in a0..=a1 {
-                    let at = &mut fill[c * cells_x + a];
-                    cell_galaxies[*at as usize] = g as i32;
-                    *at += 1;
-                }
-            }
+        for &(cell, g) in &pairs {
+            cell_galaxies[fill[cell] as usize] = g as i32;
+            fill[cell] += 1;
         }
         let info = self
             .galaxies
@@ -513,17 +523,8 @@ impl Split {
                 let (a0, c0) = self.table_origin(g);
                 let (mut x, mut y) = (vec![0.0; side * side], vec![0.0; side * side]);
                 for (r, (xr, yr)) in x.chunks_mut(side).zip(y.chunks_mut(side)).enumerate() {
-                    let (i0, j) = (a0 as i32, (c0 + r as i64) as i32);
-                    match k.checked_sub(t.n_sie) {
-                        None => {
-                            let h = &t.sie[k * SIE_STRIDE..][..SIE_STRIDE];
-                            add_sie_along_row(h, true, j, i0, xr, yr);
-                        }
-                        Some(d) => {
-                            let h = &t.dpie[d * DPIE_STRIDE..][..DPIE_STRIDE];
-                            add_dpie_along_row(h, cell, j, i0, xr, yr);
-                        }
-                    }
+                    let j = (c0 + r as i64) as i32;
+                    add_halo_along_row(t, k, cell, j, a0 as i32, xr, yr);
                 }
                 NodeTable { a0, c0, side, x, y }
             })
@@ -565,18 +566,11 @@ impl Split {
         runs
     }
 
-    /// The deflection at every pixel of `p` on the `cpu` model. Per cell row: each cell's 4 × 4 node
-    /// stencil of the coarse field, with the node values of the galaxies near that cell taken out (what
-    /// stays is the far field, whose interpolant the bound covers). Per pixel row: that interpolant in
-    /// float64, plus the clusters and the near galaxies' exact terms in float32 along row segments (the
-    /// direct grid's vectorised loops).
-    pub fn grid(&self, p: &LensProblem) -> Field {
-        let mut out = Field::new(vec![]);
-        self.grid_into(p, &mut out);
-        out
-    }
-
-    /// [`Self::grid`] into `out`, reusing its memory.
+    /// The deflection at every pixel of `p` on the `cpu` model, into `out` (its memory reused). Per cell
+    /// row: each cell's 4 × 4 node stencil of the coarse field, with the node values of the galaxies near
+    /// that cell taken out (what stays is the far field, whose interpolant the bound covers). Per pixel row:
+    /// that interpolant in float64, plus the clusters and the near galaxies' exact terms in float32 along
+    /// row segments (the direct grid's vectorised loops).
     pub fn grid_into(&self, p: &LensProblem, out: &mut Field) {
         let (n, step, nodes) = (p.n, self.plan.step, self.nodes);
         let cells = (n - 1) / step + 1;
@@ -591,15 +585,10 @@ impl Split {
                 })
             })
             .collect();
-        let no_halos = KernelTables::<f32>::default();
-        let clusters = self
-            .cluster_problem
-            .as_deref()
-            .map_or(&no_halos, |c| &c.tables32);
-        let exact = self
-            .galaxy_problem
-            .as_deref()
-            .map_or(&no_halos, |g| &g.tables32);
+        let (clusters, exact) = (
+            tables32(&self.cluster_problem),
+            tables32(&self.galaxy_problem),
+        );
         let pixel = p.pixel as f32;
         out.reshape(2, n * n);
         let [gx, gy] = &mut out.components[..] else {
@@ -722,7 +711,7 @@ struct RowScratch {
     spread: Vec<f64>,
 }
 
-/// What one cell row of the `cpu` model's split grid reads ([`Split::grid`]).
+/// What one cell row of the `cpu` model's split grid reads ([`Split::grid_into`]).
 struct Band<'a> {
     n: usize,
     step: usize,
@@ -779,12 +768,9 @@ impl Band<'_> {
             v.fill(0.0);
         }
         let [cl_x, cl_y, near_x, near_y] = direct;
-        let (clusters, exact, j) = (self.clusters, self.exact, j as i32);
-        for h in clusters.sie.chunks_exact(SIE_STRIDE) {
-            add_sie_along_row(h, true, j, 0, cl_x, cl_y);
-        }
-        for h in clusters.dpie.chunks_exact(DPIE_STRIDE) {
-            add_dpie_along_row(h, self.pixel, j, 0, cl_x, cl_y);
+        let (clusters, j) = (self.clusters, j as i32);
+        for k in 0..clusters.n_sie + clusters.n_dpie {
+            add_halo_along_row(clusters, k, self.pixel, j, 0, cl_x, cl_y);
         }
         for run in runs {
             let (i0, i1) = (
@@ -792,16 +778,7 @@ impl Band<'_> {
                 ((run.last + 1) * self.step).min(self.n),
             );
             let (sx, sy) = (&mut near_x[i0..i1], &mut near_y[i0..i1]);
-            match run.galaxy.checked_sub(exact.n_sie) {
-                None => {
-                    let h = &exact.sie[run.galaxy * SIE_STRIDE..][..SIE_STRIDE];
-                    add_sie_along_row(h, true, j, i0 as i32, sx, sy);
-                }
-                Some(k) => {
-                    let h = &exact.dpie[k * DPIE_STRIDE..][..DPIE_STRIDE];
-                    add_dpie_along_row(h, self.pixel, j, i0 as i32, sx, sy);
-                }
-            }
+            add_halo_along_row(self.exact, run.galaxy, self.pixel, j, i0 as i32, sx, sy);
         }
     }
 
