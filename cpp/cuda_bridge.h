@@ -11,6 +11,5 @@ uint64_t cuda_free_memory(int32_t device);       // cudaMemGetInfo's free bytes
 double cuda_prepare(int32_t device);             // context, stream and pool created; seconds taken
 void cuda_release(int32_t device, rust::Slice<const uint64_t> ids);  // frees resident buffers
 NativeOutcome cuda_run_job(int32_t device, const NativeJob &job, rust::Slice<const NativeBuffer> buffers,
-                           rust::Slice<const NativeStep> steps, rust::Slice<const NativeArg> args,
-                           rust::Slice<const uint8_t> inputs, rust::Slice<uint8_t> outputs);
+                           rust::Slice<const NativeStep> steps, rust::Slice<const NativeArg> args);
 }  // namespace astroport

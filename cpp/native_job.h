@@ -5,7 +5,8 @@
 // A job is device buffers that live for the whole job plus an ordered list of steps (kernel launches and
 // buffer fills) on one in-order stream/queue. Both hosts: upload inputs once, poison outputs and scratch
 // with 0xFF, run the sequence `warmup` times, time it `repeats` times (whole sequence and each step),
-// re-poison, run it once more and copy the outputs, concatenated in buffer order, to the caller. With
+// re-poison, run it once more and copy each output to the caller's host memory. Host memory is named by
+// address (Buffer::host): the caller's arrays are read and written in place, never gathered into a blob. With
 // repeats == 0 (single-shot: one iteration of an adaptive algorithm) that last run is the timed one.
 // Resident buffers (role kResident) outlive the job: each host keeps them per (device, resident_id) until
 // released, never poisons them, and (re)allocates one that is missing or smaller than the job's count.
@@ -27,9 +28,11 @@ struct Buffer {
     uint8_t role = kInput;
     uint8_t dtype = kF32;
     uint64_t count = 0;   // elements
-    uint64_t offset = 0;  // inputs and resident initial data: byte offset into the input blob
+    // Inputs and resident initial data: address of the host data uploaded; outputs: address the last run's
+    // data are copied to. Owned by the caller, valid for the whole job.
+    uint64_t host = 0;
     uint64_t resident_id = 0;
-    uint64_t init_count = 0;  // resident: elements uploaded from the blob before the job (0: keep contents)
+    uint64_t init_count = 0;  // resident: elements uploaded from `host` before the job (0: keep contents)
     size_t bytes() const { return static_cast<size_t>(count) * dtype_bytes(dtype); }
     size_t init_bytes() const { return static_cast<size_t>(init_count) * dtype_bytes(dtype); }
 };
@@ -79,9 +82,9 @@ struct Outcome {
     std::string build_options;
 };
 
-// Checks every index and size of a job against itself and the input blob, before any device work; returns
-// the total output bytes. Written once for both hosts.
-inline size_t validate(const Job &job, size_t inputs_len, size_t max_alloc) {
+// Checks every index and size of a job against itself, before any device work; returns the total output
+// bytes. Written once for both hosts.
+inline size_t validate(const Job &job, size_t max_alloc) {
     auto fail = [](const std::string &m) -> void { throw std::runtime_error(m); };
     if (job.steps.empty()) fail("job " + job.program + " has no steps");
     if (job.header_names.size() != job.header_texts.size())
@@ -92,18 +95,16 @@ inline size_t validate(const Job &job, size_t inputs_len, size_t max_alloc) {
         const std::string name = "buffer " + std::to_string(i);
         if (b.role > kResident) fail(name + ": unknown role " + std::to_string(b.role));
         if (b.role == kResident && job.warmup + job.repeats > 0) fail(name + ": resident buffers need a single-shot job");
-        if (b.role == kResident && (b.init_count > b.count || b.offset > inputs_len ||
-                                    b.init_bytes() > inputs_len - b.offset))
-            fail(name + ": resident initial data outside the buffer or the input blob");
+        if (b.role == kResident && (b.init_count > b.count || (b.init_count > 0 && b.host == 0)))
+            fail(name + ": resident initial data larger than the buffer, or missing");
         if (b.dtype > kU64) fail(name + ": unknown dtype " + std::to_string(b.dtype));
         if (b.count > std::numeric_limits<size_t>::max() / dtype_bytes(b.dtype)) fail(name + ": count overflows");
         const size_t bytes = b.bytes();
         if (max_alloc && bytes > max_alloc)
             fail(name + ": " + std::to_string(bytes) + " bytes exceed the device's max allocation of " +
                  std::to_string(max_alloc));
-        if (b.role == kInput && (b.offset > inputs_len || bytes > inputs_len - b.offset))
-            fail(name + ": input bytes [" + std::to_string(b.offset) + ", +" + std::to_string(bytes) +
-                 ") outside the " + std::to_string(inputs_len) + "-byte input blob");
+        if ((b.role == kInput || b.role == kOutput) && bytes > 0 && b.host == 0)
+            fail(name + ": no host memory for its " + std::to_string(bytes) + " bytes");
         if (b.role == kOutput) out_total += bytes;
     }
     for (size_t s = 0; s < job.steps.size(); ++s) {

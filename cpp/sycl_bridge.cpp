@@ -17,11 +17,8 @@ void sycl_release(int32_t device, rust::Slice<const uint64_t> ids) {
 }
 
 NativeOutcome sycl_run_job(int32_t device, const NativeJob &job, rust::Slice<const NativeBuffer> buffers,
-                           rust::Slice<const NativeStep> steps, rust::Slice<const NativeArg> args,
-                           rust::Slice<const uint8_t> inputs,
-                           rust::Slice<uint8_t> outputs) {
-    return from_plain(astroport_sycl::run_job(static_cast<int>(device), to_plain(job, buffers, steps, args), inputs.data(), inputs.size(), outputs.data(),
-                                              outputs.size()));
+                           rust::Slice<const NativeStep> steps, rust::Slice<const NativeArg> args) {
+    return from_plain(astroport_sycl::run_job(static_cast<int>(device), to_plain(job, buffers, steps, args)));
 }
 
 }  // namespace astroport

@@ -15,6 +15,5 @@ rust::String sycl_runtime_version();
 // Frees resident buffers (BufferSpec::Resident) of one device.
 void sycl_release(int32_t device, rust::Slice<const uint64_t> ids);
 NativeOutcome sycl_run_job(int32_t device, const NativeJob &job, rust::Slice<const NativeBuffer> buffers,
-                           rust::Slice<const NativeStep> steps, rust::Slice<const NativeArg> args,
-                           rust::Slice<const uint8_t> inputs, rust::Slice<uint8_t> outputs);
+                           rust::Slice<const NativeStep> steps, rust::Slice<const NativeArg> args);
 }  // namespace astroport

@@ -23,9 +23,8 @@ std::string runtime_version();
 void release(int device, const std::vector<uint64_t> &ids);
 
 // Builds job.source (cached per device, program and defines for the life of the process) and runs the job
-// (semantics: cpp/native_job.h), copying the last run's outputs into `outputs` (caller-owned, exactly the
-// total output size). Throws std::runtime_error (with the build log on a failed build).
-astroport_native::Outcome run_job(int device, const astroport_native::Job &job, const uint8_t *inputs,
-                                  size_t inputs_len, uint8_t *outputs, size_t outputs_len);
+// (semantics: cpp/native_job.h), copying the last run's outputs into the caller's host memory the output
+// buffers name. Throws std::runtime_error (with the build log on a failed build).
+astroport_native::Outcome run_job(int device, const astroport_native::Job &job);
 
 }  // namespace astroport_sycl

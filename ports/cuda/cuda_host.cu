@@ -318,12 +318,11 @@ struct Resolved {
     std::vector<size_t> param_slots;  // indices into the job-wide scalar/pointer slot table
 };
 
-Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t inputs_len, uint8_t *outputs,
-                     size_t outputs_len) {
-    const size_t out_total = astroport_native::validate(job, inputs_len, 0);
-    if (outputs_len != out_total)
-        throw std::runtime_error("output buffer holds " + std::to_string(outputs_len) + " bytes, the job writes " +
-                                 std::to_string(out_total));
+// The caller's host memory, named by address in the job (cpp/native_job.h).
+const void *host_source(const astroport_native::Buffer &b) { return reinterpret_cast<const void *>(b.host); }
+
+Outcome run_job_impl(int device, const Job &job) {
+    (void)astroport_native::validate(job, 0);
 
     select_device(device);
     int max_threads_sm = 0;
@@ -349,7 +348,7 @@ Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t i
         if (b.role == astroport_native::kResident) {
             ptrs[i] = resident_buffer(device, b.resident_id, bytes);
             if (b.init_count > 0)
-                ASTRO_CUDA_CHECK(cudaMemcpyAsync(ptrs[i], inputs + b.offset, b.init_bytes(), cudaMemcpyHostToDevice,
+                ASTRO_CUDA_CHECK(cudaMemcpyAsync(ptrs[i], host_source(b), b.init_bytes(), cudaMemcpyHostToDevice,
                                                  stream));
             continue;
         }
@@ -361,7 +360,7 @@ Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t i
         }
         ptrs[i] = d.ptr;
         if (b.role == astroport_native::kInput && d.bytes > 0)
-            ASTRO_CUDA_CHECK(cudaMemcpyAsync(d.ptr, inputs + b.offset, d.bytes, cudaMemcpyHostToDevice, stream));
+            ASTRO_CUDA_CHECK(cudaMemcpyAsync(d.ptr, host_source(b), d.bytes, cudaMemcpyHostToDevice, stream));
     }
 
     // Launch parameter storage: one slot per argument of the job, sized once (params point into it).
@@ -461,12 +460,10 @@ Outcome run_job_impl(int device, const Job &job, const uint8_t *inputs, size_t i
     sequence(single_shot ? &events : nullptr);
     ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (single_shot) record();
-    size_t pos = 0;
     for (size_t i = 0; i < job.buffers.size(); ++i) {
         if (job.buffers[i].role != astroport_native::kOutput || owned[i].bytes == 0) continue;
-        ASTRO_CUDA_CHECK(cudaMemcpyAsync(outputs + pos, owned[i].ptr, owned[i].bytes, cudaMemcpyDeviceToHost,
-                                         stream));
-        pos += owned[i].bytes;
+        ASTRO_CUDA_CHECK(cudaMemcpyAsync(reinterpret_cast<void *>(job.buffers[i].host), owned[i].ptr, owned[i].bytes,
+                                         cudaMemcpyDeviceToHost, stream));
     }
     ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream));
     return out;
@@ -525,11 +522,10 @@ std::string runtime_version() {
     return "runtime " + version_text(runtime_version_int()) + ", driver " + version_text(driver_version());
 }
 
-Outcome run_job(int device, const Job &job, const uint8_t *inputs, size_t inputs_len, uint8_t *outputs,
-                size_t outputs_len) {
+Outcome run_job(int device, const Job &job) {
     try {
         std::lock_guard<std::mutex> lock(g_job_mutex);
-        return run_job_impl(device, job, inputs, inputs_len, outputs, outputs_len);
+        return run_job_impl(device, job);
     } catch (const std::runtime_error &e) {
         std::string kernels;
         for (const Step &s : job.steps)

@@ -57,10 +57,9 @@ double prepare(int device);
 // Frees the resident buffers (astroport_native::kResident) of `device` with these ids; unknown ids are ignored.
 void release(int device, const std::vector<uint64_t> &ids);
 
-// Runs one job on `device` (semantics: cpp/native_job.h): outputs are copied, concatenated in buffer order,
-// straight into `outputs` (caller-owned, exactly the total output size).
+// Runs one job on `device` (semantics: cpp/native_job.h): inputs are uploaded from, and outputs copied
+// straight into, the caller's host memory the buffers name.
 // Throws std::runtime_error (CUDA call, file:line, error string) on any failure; frees everything.
-astroport_native::Outcome run_job(int device, const astroport_native::Job &job, const uint8_t *inputs,
-                                  size_t inputs_len, uint8_t *outputs, size_t outputs_len);
+astroport_native::Outcome run_job(int device, const astroport_native::Job &job);
 
 }  // namespace astroport_cuda

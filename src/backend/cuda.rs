@@ -19,14 +19,15 @@ mod ffi {
         fn cuda_free_memory(device: i32) -> Result<u64>;
         fn cuda_prepare(device: i32) -> Result<f64>;
         fn cuda_release(device: i32, ids: &[u64]) -> Result<()>;
-        fn cuda_run_job(
+        /// # Safety
+        /// Every buffer's `host` address must be valid for its bytes (read for inputs and resident
+        /// initial data, written for outputs) until the call returns.
+        unsafe fn cuda_run_job(
             device: i32,
             job: &NativeJob,
             buffers: &[NativeBuffer],
             steps: &[NativeStep],
             args: &[NativeArg],
-            inputs: &[u8],
-            outputs: &mut [u8],
         ) -> Result<NativeOutcome>;
     }
 }

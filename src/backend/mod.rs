@@ -215,14 +215,24 @@ pub enum HostVec {
 }
 
 impl HostVec {
-    /// Decodes `count` elements of `dtype` from little-endian bytes.
-    pub fn from_bytes(dtype: DType, bytes: &[u8]) -> HostVec {
+    /// `len` zeros of `dtype` (pages the kernel maps on first write: a device's output lands in them).
+    pub fn zeroed(dtype: DType, len: usize) -> HostVec {
         match dtype {
-            DType::F32 => HostVec::F32(bytemuck::pod_collect_to_vec(bytes)),
-            DType::F64 => HostVec::F64(bytemuck::pod_collect_to_vec(bytes)),
-            DType::I32 => HostVec::I32(bytemuck::pod_collect_to_vec(bytes)),
-            DType::U32 => HostVec::U32(bytemuck::pod_collect_to_vec(bytes)),
-            DType::U64 => HostVec::U64(bytemuck::pod_collect_to_vec(bytes)),
+            DType::F32 => HostVec::F32(vec![0.0; len]),
+            DType::F64 => HostVec::F64(vec![0.0; len]),
+            DType::I32 => HostVec::I32(vec![0; len]),
+            DType::U32 => HostVec::U32(vec![0; len]),
+            DType::U64 => HostVec::U64(vec![0; len]),
+        }
+    }
+    /// The elements' bytes, for a device to copy into.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            HostVec::F32(v) => bytemuck::cast_slice_mut(v),
+            HostVec::F64(v) => bytemuck::cast_slice_mut(v),
+            HostVec::I32(v) => bytemuck::cast_slice_mut(v),
+            HostVec::U32(v) => bytemuck::cast_slice_mut(v),
+            HostVec::U64(v) => bytemuck::cast_slice_mut(v),
         }
     }
     /// Values widened to f64 (for verification).
@@ -534,29 +544,6 @@ impl<'a> KernelJob<'a> {
         }
         Ok(())
     }
-
-    /// Total bytes of the output buffers.
-    pub fn output_bytes(&self) -> usize {
-        self.buffers
-            .iter()
-            .filter(|b| matches!(b, BufferSpec::Output { .. }))
-            .map(|b| b.bytes())
-            .sum()
-    }
-
-    /// Splits concatenated output bytes (in buffer order) into typed vectors.
-    pub fn decode_outputs(&self, bytes: &[u8]) -> Vec<HostVec> {
-        let mut out = Vec::new();
-        let mut at = 0usize;
-        for b in &self.buffers {
-            if let BufferSpec::Output { dtype, .. } = b {
-                let n = b.bytes();
-                out.push(HostVec::from_bytes(*dtype, &bytes[at..at + n]));
-                at += n;
-            }
-        }
-        out
-    }
 }
 
 /// Median of the samples (0 for none).
@@ -720,16 +707,37 @@ pub struct Discovery {
 
 /// Probes all four models. Never fails: an unavailable model becomes an [`Absent`] entry.
 pub fn discover() -> Discovery {
+    discover_models(&Model::ALL)
+}
+
+/// [`discover`] limited to `models` (the `cpu` target is always there): a command given one backend does not
+/// pay for starting the other runtimes (1.5 s on the H200 machine, for PoCL, NVIDIA OpenCL and CUDA).
+pub fn discover_models(models: &[Model]) -> Discovery {
     let mut targets = vec![Target::Cpu(cpu::CpuTarget::new())];
     let mut absent = Vec::new();
     let mut add = |found: Result<Vec<Box<dyn Accelerator>>, Absent>| match found {
         Ok(list) => targets.extend(list.into_iter().map(Target::Device)),
         Err(a) => absent.push(a),
     };
-    add(opencl::discover());
-    add(discover_cuda());
-    add(discover_sycl());
+    if models.contains(&Model::Opencl) {
+        add(opencl::discover());
+    }
+    if models.contains(&Model::Cuda) {
+        add(discover_cuda());
+    }
+    if models.contains(&Model::Sycl) {
+        add(discover_sycl());
+    }
     Discovery { targets, absent }
+}
+
+/// [`discover`] limited to the models `selectors` name; every model when there are none.
+pub fn discover_for(selectors: &[Selector]) -> Discovery {
+    if selectors.is_empty() {
+        return discover();
+    }
+    let models: Vec<Model> = selectors.iter().map(|s| s.model).collect();
+    discover_models(&models)
 }
 
 /// One target chosen by a selection, or why it cannot run.
@@ -801,7 +809,7 @@ impl Discovery {
 /// or why none can run. The entry point for library users: `astroport::backend::open("cpu")?`.
 pub fn open(id: &str) -> Result<Target, String> {
     let selector: Selector = id.parse()?;
-    let mut discovery = discover();
+    let mut discovery = discover_for(std::slice::from_ref(&selector));
     match discovery
         .targets
         .iter()

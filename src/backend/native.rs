@@ -1,24 +1,27 @@
 //! Types shared by the two C++-hosted models (CUDA and SYCL).
 //!
 //! A [`KernelJob`](super::KernelJob) is flattened into a [`ffi::NativeJob`], lists of [`ffi::NativeBuffer`],
-//! [`ffi::NativeStep`] and [`ffi::NativeArg`], and one byte blob holding every input buffer, so that each model's C++ host plumbing is written once and knows
-//! nothing about workloads. The C++ side fills a [`ffi::NativeOutcome`].
+//! [`ffi::NativeStep`] and [`ffi::NativeArg`], so that each model's C++ host plumbing is written once and knows
+//! nothing about workloads. Host memory is named by address: inputs are uploaded from the caller's slices and
+//! outputs copied into freshly allocated vectors, with no copy in between (a 10k image pair is 1.6 GB). The
+//! C++ side fills a [`ffi::NativeOutcome`].
 
 #[cxx::bridge(namespace = "astroport")]
 pub mod ffi {
     /// One device buffer of the job.
     #[derive(Debug, Clone)]
     pub struct NativeBuffer {
-        /// 0 = input (uploaded from the blob), 1 = output (poisoned, returned), 2 = scratch (poisoned),
-        /// 3 = resident (kept on the device under `resident_id` across jobs; `init_count` elements uploaded
-        /// from the blob at `offset` first).
+        /// 0 = input (uploaded from `host`), 1 = output (poisoned, copied to `host`), 2 = scratch
+        /// (poisoned), 3 = resident (kept on the device under `resident_id` across jobs; `init_count`
+        /// elements uploaded from `host` first).
         pub role: u8,
         /// Element type: 0 = i32, 1 = u32, 2 = f32, 3 = f64, 4 = u64.
         pub dtype: u8,
         /// Number of elements.
         pub count: u64,
-        /// Inputs and resident initial data: byte offset into the input blob.
-        pub offset: u64,
+        /// Inputs and resident initial data: address of the host data; outputs: address of the host
+        /// memory the last run's data are copied to; 0 otherwise.
+        pub host: u64,
         /// Resident buffers: the id, and how many elements to upload (0: keep the contents).
         pub resident_id: u64,
         pub init_count: u64,
@@ -110,21 +113,22 @@ pub mod ffi {
 }
 
 use super::{
-    median, Accelerator, BackendError, BufferSpec, DType, DeviceInfo, HostSlice, JobOutput,
-    KernelJob, Model, Resources, Step, StepArg, StepReport,
+    median, Accelerator, BackendError, BufferSpec, DType, DeviceInfo, HostSlice, HostVec,
+    JobOutput, KernelJob, Model, Resources, Step, StepArg, StepReport,
 };
 
-/// Signature of a model's C++ `run_job` entry point (through cxx, C++ exceptions become `Err`).
-/// The last argument receives the verification run's outputs, concatenated in buffer order: the host
-/// copies device memory straight into this Rust-owned buffer.
-pub type RunJobFn = fn(
+/// Signature of a model's C++ `run_job` entry point (through cxx, C++ exceptions become `Err`). The
+/// verification run's outputs are copied straight into the host memory the output buffers name.
+///
+/// # Safety
+/// Every buffer's `host` address must be valid for its bytes until the call returns ([`BridgeJob`] holds
+/// the borrows that make it so).
+pub type RunJobFn = unsafe fn(
     i32,
     &ffi::NativeJob,
     &[ffi::NativeBuffer],
     &[ffi::NativeStep],
     &[ffi::NativeArg],
-    &[u8],
-    &mut [u8],
 ) -> Result<ffi::NativeOutcome, cxx::Exception>;
 
 /// Free memory of one device, bytes.
@@ -183,34 +187,60 @@ impl NativeAccelerator {
     }
 }
 
-/// A job in the bridge's types: the job, its buffers, steps and launch arguments, and one blob with
-/// every input.
-pub struct BridgeJob {
+/// A job in the bridge's types: the job, its buffers, steps and launch arguments. The buffers name host
+/// memory by address: the job's input slices (borrowed for `'a`) and `outputs`, one vector per output
+/// buffer in order, which the run fills.
+pub struct BridgeJob<'a> {
     pub job: ffi::NativeJob,
     pub buffers: Vec<ffi::NativeBuffer>,
     pub steps: Vec<ffi::NativeStep>,
     pub args: Vec<ffi::NativeArg>,
-    pub blob: Vec<u8>,
+    pub outputs: Vec<HostVec>,
+    inputs: std::marker::PhantomData<&'a [u8]>,
 }
 
-/// Flattens a job into the bridge's types.
-pub fn flatten(job: &KernelJob, source: &str) -> BridgeJob {
-    let mut blob = Vec::new();
+impl BridgeJob<'_> {
+    /// Runs the job through a model's entry point; the outputs land in `self.outputs`.
+    pub fn run(
+        &mut self,
+        device: i32,
+        run_job: RunJobFn,
+    ) -> Result<ffi::NativeOutcome, cxx::Exception> {
+        // SAFETY: every input address is a slice of the job borrowed for the BridgeJob's life, and every
+        // output address is a vector of `self.outputs` of the buffer's size, not touched until this returns.
+        unsafe { run_job(device, &self.job, &self.buffers, &self.steps, &self.args) }
+    }
+}
+
+/// Flattens a job into the bridge's types, with a vector allocated for each output.
+pub fn flatten<'a>(job: &'a KernelJob, source: &str) -> BridgeJob<'a> {
+    let mut outputs: Vec<HostVec> = job
+        .buffers
+        .iter()
+        .filter_map(|b| match b {
+            BufferSpec::Output { dtype, len } => Some(HostVec::zeroed(*dtype, *len)),
+            _ => None,
+        })
+        .collect();
+    let mut output_addresses = outputs
+        .iter_mut()
+        .map(|v| v.bytes_mut().as_mut_ptr() as u64);
     let buffers = job
         .buffers
         .iter()
         .map(|b| {
-            let mut push = |s: &HostSlice| {
-                let off = blob.len() as u64;
-                blob.extend_from_slice(s.bytes());
-                off
-            };
-            let (role, offset, resident_id, init_count) = match b {
-                BufferSpec::Input(s) => (0u8, push(s), 0, 0),
-                BufferSpec::Output { .. } => (1, 0, 0, 0),
+            let address = |s: &HostSlice| s.bytes().as_ptr() as u64;
+            let (role, host, resident_id, init_count) = match b {
+                BufferSpec::Input(s) => (0u8, address(s), 0, 0),
+                BufferSpec::Output { .. } => (
+                    1,
+                    output_addresses.next().expect("one vector per output"),
+                    0,
+                    0,
+                ),
                 BufferSpec::Scratch { .. } => (2, 0, 0, 0),
                 BufferSpec::Resident { id, init, .. } => match init {
-                    Some(s) => (3, push(s), *id, s.len() as u64),
+                    Some(s) => (3, address(s), *id, s.len() as u64),
                     None => (3, 0, *id, 0),
                 },
             };
@@ -218,7 +248,7 @@ pub fn flatten(job: &KernelJob, source: &str) -> BridgeJob {
                 role,
                 dtype: b.dtype() as u8,
                 count: b.len() as u64,
-                offset,
+                host,
                 resident_id,
                 init_count,
             }
@@ -300,12 +330,13 @@ pub fn flatten(job: &KernelJob, source: &str) -> BridgeJob {
         buffers,
         steps,
         args,
-        blob,
+        outputs,
+        inputs: std::marker::PhantomData,
     }
 }
 
-/// Turns the outcome and the concatenated output bytes into a [`JobOutput`].
-pub fn unflatten(job: &KernelJob, bytes: &[u8], outcome: ffi::NativeOutcome) -> JobOutput {
+/// Turns the outcome and the filled output vectors into a [`JobOutput`].
+pub fn unflatten(job: &KernelJob, outputs: Vec<HostVec>, outcome: ffi::NativeOutcome) -> JobOutput {
     let n_steps = job.steps.len();
     let steps = job
         .steps
@@ -333,7 +364,7 @@ pub fn unflatten(job: &KernelJob, bytes: &[u8], outcome: ffi::NativeOutcome) -> 
         })
         .collect();
     JobOutput::from_steps(
-        job.decode_outputs(bytes),
+        outputs,
         outcome.times_s,
         steps,
         outcome.build_s,
@@ -373,18 +404,8 @@ impl Accelerator for NativeAccelerator {
             Model::Sycl => job.program.sycl,
             _ => "",
         };
-        let flat = flatten(job, source);
-        let mut out_bytes = vec![0u8; job.output_bytes()];
-        let outcome = (self.fns.run_job)(
-            self.index,
-            &flat.job,
-            &flat.buffers,
-            &flat.steps,
-            &flat.args,
-            &flat.blob,
-            &mut out_bytes,
-        )
-        .map_err(|e| {
+        let mut flat = flatten(job, source);
+        let outcome = flat.run(self.index, self.fns.run_job).map_err(|e| {
             let msg = e.what().to_string();
             if msg.contains("build") || msg.contains("compil") {
                 BackendError::Build {
@@ -396,7 +417,7 @@ impl Accelerator for NativeAccelerator {
                 BackendError::Runtime(msg)
             }
         })?;
-        Ok(unflatten(job, &out_bytes, outcome))
+        Ok(unflatten(job, flat.outputs, outcome))
     }
 }
 

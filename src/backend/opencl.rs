@@ -467,14 +467,15 @@ impl OpenClDevice {
         }
         let mut outputs = Vec::new();
         for (buf, spec) in buffers.iter().zip(&job.buffers) {
-            if let BufferSpec::Output { dtype, .. } = spec {
-                let mut host = vec![0u8; spec.bytes()];
+            if let BufferSpec::Output { dtype, len } = spec {
+                // Read straight into the output's vector (at 10k one plane is 400 MB).
+                let mut host = HostVec::zeroed(*dtype, *len);
                 let ev: &[cl_event] = &[];
-                if !host.is_empty() {
-                    unsafe { q.enqueue_read_buffer(buf, CL_BLOCKING, 0, &mut host, ev) }
+                if *len > 0 {
+                    unsafe { q.enqueue_read_buffer(buf, CL_BLOCKING, 0, host.bytes_mut(), ev) }
                         .map_err(cl_err("clEnqueueReadBuffer"))?;
                 }
-                outputs.push(HostVec::from_bytes(*dtype, &host));
+                outputs.push(host);
             }
         }
         let steps = job

@@ -17,14 +17,15 @@ mod ffi {
         fn sycl_devices() -> Result<Vec<NativeDevice>>;
         fn sycl_runtime_version() -> Result<String>;
         fn sycl_release(device: i32, ids: &[u64]) -> Result<()>;
-        fn sycl_run_job(
+        /// # Safety
+        /// Every buffer's `host` address must be valid for its bytes (read for inputs and resident
+        /// initial data, written for outputs) until the call returns.
+        unsafe fn sycl_run_job(
             device: i32,
             job: &NativeJob,
             buffers: &[NativeBuffer],
             steps: &[NativeStep],
             args: &[NativeArg],
-            inputs: &[u8],
-            outputs: &mut [u8],
         ) -> Result<NativeOutcome>;
     }
 }
