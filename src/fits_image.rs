@@ -1,16 +1,18 @@
 //! FITS images in and out, for any workload: a 2-D primary image (float32, or bytes for masks) with the
-//! header cards the caller gives (WCS, units, instrument keys) and HISTORY lines, encoded in memory through
-//! cfitsio and written atomically; and the reverse, any 2-D primary image read as float32 with every header
-//! card kept as text.
+//! header cards the caller gives (WCS, units, instrument keys) and HISTORY lines, the header encoded by
+//! cfitsio and the data converted and written by all threads, atomically; and the reverse, any 2-D primary
+//! image read as float32 (or a mask's bytes) with every header card kept as text.
 
 use crate::inputs::{
     encode_fits_in_memory, fits_hdu_problem, fits_length_problem, io_error, open_fits_in_memory,
-    wrap_raw_fits, write_atomic, InputError, FITS_BLOCK,
+    wrap_raw_fits, write_atomic_with, InputError, FITS_BLOCK,
 };
 use fitsio::hdu::HduInfo;
 use fitsio::images::{ImageDescription, ImageType};
 use fitsio::{sys, FileOpenMode};
+use rayon::prelude::*;
 use std::ffi::{c_char, c_int, CString};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// A header card's value.
@@ -69,6 +71,12 @@ impl Pixels<'_> {
             Pixels::U8(p) => p.len(),
         }
     }
+    fn sample_bytes(&self) -> usize {
+        match self {
+            Pixels::F32(_) => 4,
+            Pixels::U8(_) => 1,
+        }
+    }
 }
 
 /// An image to write.
@@ -87,15 +95,15 @@ pub struct ImageOut<'a> {
 /// An image read back: the pixels as float32 and every header card as (key, value text), string values
 /// without their quotes.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ImageIn {
+pub struct ImageIn<Data = Vec<f32>> {
     pub nx: usize,
     pub ny: usize,
-    pub data: Vec<f32>,
+    pub data: Data,
     pub cards: Vec<(String, String)>,
     pub history: Vec<String>,
 }
 
-impl ImageIn {
+impl<Data> ImageIn<Data> {
     /// The value text of a card, if present.
     pub fn card(&self, key: &str) -> Option<&str> {
         self.cards
@@ -172,33 +180,60 @@ fn problem(image: &ImageOut) -> Option<String> {
         })
 }
 
+/// Pixels per part of the data unit that one thread converts and reads or writes at its offset.
+const PART: usize = 1 << 18;
+
 /// Writes `image` as a FITS file at `path`, atomically: either the whole file is there or nothing is.
+/// cfitsio writes the header; the data unit (big-endian samples, zero-padded to whole records) is converted
+/// and written in parts by all threads, each at its offset: a 10k image is 400 MB.
 pub fn write_image(path: &Path, image: &ImageOut) -> Result<(), InputError> {
     let file = path.display().to_string();
     if let Some(problem) = problem(image) {
         return Err(InputError::Map { file, problem });
     }
-    let bytes = encode(image).map_err(|e| InputError::Fits {
+    let header = encode_header(image).map_err(|e| InputError::Fits {
         file,
         message: e.to_string(),
     })?;
-    write_atomic(path, &bytes)
+    let width = image.pixels.sample_bytes();
+    let data_len = (image.pixels.len() * width) as u64;
+    let total = header.len() as u64 + data_len.div_ceil(FITS_BLOCK as u64) * FITS_BLOCK as u64;
+    write_atomic_with(path, |f| {
+        // The padding after the data is zeros: the length is set first, the parts fill the rest.
+        f.set_len(total)?;
+        f.write_all_at(&header, 0)?;
+        let start = header.len() as u64;
+        let parts = image.pixels.len().div_ceil(PART);
+        (0..parts).into_par_iter().try_for_each_init(
+            || Vec::with_capacity(PART * width),
+            |bytes: &mut Vec<u8>, part| {
+                bytes.clear();
+                let range = part * PART..((part + 1) * PART).min(image.pixels.len());
+                match image.pixels {
+                    Pixels::F32(p) => p[range.clone()]
+                        .iter()
+                        .for_each(|v| bytes.extend_from_slice(&v.to_be_bytes())),
+                    Pixels::U8(p) => bytes.extend_from_slice(&p[range.clone()]),
+                }
+                f.write_all_at(bytes, start + (range.start * width) as u64)
+            },
+        )
+    })
 }
 
-fn encode(image: &ImageOut) -> Result<Vec<u8>, fitsio::errors::Error> {
-    let bytes_per_pixel = match image.pixels {
-        Pixels::F32(_) => 4,
-        Pixels::U8(_) => 1,
-    };
-    let size_hint = image.pixels.len() * bytes_per_pixel + 8 * FITS_BLOCK;
-    encode_fits_in_memory(size_hint, |f| {
+/// The header cfitsio writes for `image`, through the END card and its padding. cfitsio is given a
+/// one-row image (writing a full one would make it fill the whole data unit in memory), and the NAXIS2 card
+/// then gets the real row count in the standard's fixed format (an integer right-justified in columns
+/// 11-30).
+fn encode_header(image: &ImageOut) -> Result<Vec<u8>, fitsio::errors::Error> {
+    let one_row = encode_fits_in_memory(8 * FITS_BLOCK, |f| {
         let description = ImageDescription {
             data_type: match image.pixels {
                 Pixels::F32(_) => ImageType::Float,
                 Pixels::U8(_) => ImageType::UnsignedByte,
             },
             // fitsio takes C order (slowest first), so NAXIS1 = nx.
-            dimensions: &[image.ny, image.nx],
+            dimensions: &[1, image.nx],
         };
         let hdu = f.create_image(image.name, &description)?;
         let mut status: c_int = 0;
@@ -251,44 +286,178 @@ fn encode(image: &ImageOut) -> Result<Vec<u8>, fitsio::errors::Error> {
             unsafe { sys::ffphis(f.as_raw(), text.as_ptr(), &mut status) };
             fitsio::errors::check_status(status)?;
         }
-        match image.pixels {
-            Pixels::F32(p) => hdu.write_image(f, p)?,
-            Pixels::U8(p) => hdu.write_image(f, p)?,
-        }
         Ok(())
-    })
+    })?;
+    let mut header = one_row[..header_length(&one_row).ok_or_else(|| {
+        fitsio::errors::Error::Message("cfitsio wrote a header without an END card".into())
+    })?]
+        .to_vec();
+    let naxis2 = header
+        .chunks_exact_mut(CARD)
+        .find(|card| card.starts_with(b"NAXIS2  = "))
+        .ok_or_else(|| fitsio::errors::Error::Message("cfitsio wrote no NAXIS2 card".into()))?;
+    naxis2[10..30].copy_from_slice(format!("{:>20}", image.ny).as_bytes());
+    Ok(header)
 }
 
-/// Reads the primary image of a FITS file (any BITPIX, scaled, as float32) with its header.
+/// Bytes of one header card.
+const CARD: usize = 80;
+
+/// The header's length (whole records through the one holding the END card), if `bytes` hold all of it.
+fn header_length(bytes: &[u8]) -> Option<usize> {
+    bytes
+        .chunks_exact(CARD)
+        .position(|card| card.starts_with(b"END") && card[3..].iter().all(|&b| b == b' '))
+        .map(|k| ((k * CARD) / FITS_BLOCK + 1) * FITS_BLOCK)
+}
+
+/// Longest header read: 10,000 records (360,000 cards).
+const MAX_HEADER_RECORDS: usize = 10_000;
+
+/// A primary image's samples as stored: masks (BITPIX 8, unscaled) keep their bytes; everything else is
+/// scaled to float32.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Samples {
+    F32(Vec<f32>),
+    U8(Vec<u8>),
+}
+
+/// Reads the primary image of a FITS file (any BITPIX, scaled by BSCALE and BZERO, as float32; integer
+/// pixels equal to BLANK become NaN) with its header.
 pub fn read_image(path: &Path) -> Result<ImageIn, InputError> {
-    let file = path.display().to_string();
-    let mut bytes = std::fs::read(path).map_err(|e| io_error(path, e))?;
-    if let Some(problem) = fits_length_problem(bytes.len()) {
-        return Err(InputError::Map { file, problem });
+    read_samples(path).map(ImageIn::floats)
+}
+
+impl ImageIn<Samples> {
+    /// The samples as float32 (a BITPIX 8 image's bytes widened).
+    pub fn floats(self) -> ImageIn {
+        let data = match self.data {
+            Samples::F32(v) => v,
+            Samples::U8(v) => v.par_iter().map(|&b| b as f32).collect(),
+        };
+        ImageIn {
+            nx: self.nx,
+            ny: self.ny,
+            data,
+            cards: self.cards,
+            history: self.history,
+        }
     }
+}
+
+/// [`read_image`] keeping a BITPIX 8 image's bytes. cfitsio reads and checks the header; the data unit is
+/// read in parts by all threads, each at its offset, and converted from big-endian where it lands.
+pub fn read_samples(path: &Path) -> Result<ImageIn<Samples>, InputError> {
+    let file = path.display().to_string();
+    let map = |problem: String| InputError::Map {
+        file: file.clone(),
+        problem,
+    };
     let fits = |e: fitsio::errors::Error| InputError::Fits {
         file: file.clone(),
         message: e.to_string(),
     };
-    let len = bytes.len();
-    let (fptr, _slot) = open_fits_in_memory(&mut bytes, c"image.fits").map_err(fits)?;
-    // SAFETY: fptr was just opened without error and is owned here.
-    let mut f = unsafe { wrap_raw_fits(fptr, FileOpenMode::READONLY) }.map_err(fits)?;
-    // SAFETY: f is open, at the primary HDU.
-    if let Some(problem) = unsafe { fits_hdu_problem(f.as_raw(), len) } {
-        return Err(InputError::Map { file, problem });
+    let f = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
+    let len = f.metadata().map_err(|e| io_error(path, e))?.len() as usize;
+    if let Some(problem) = fits_length_problem(len) {
+        return Err(map(problem));
     }
-    let hdu = f.primary_hdu().map_err(fits)?;
+    // The header: records up to the one with the END card.
+    let mut header = Vec::new();
+    loop {
+        if header.len() >= len || header.len() >= MAX_HEADER_RECORDS * FITS_BLOCK {
+            return Err(map(format!(
+                "no END card in the first {} header records: not a FITS file",
+                header.len() / FITS_BLOCK
+            )));
+        }
+        let at = header.len();
+        header.resize(at + FITS_BLOCK, 0);
+        f.read_exact_at(&mut header[at..], at as u64)
+            .map_err(|e| io_error(path, e))?;
+        if header_length(&header).is_some() {
+            break;
+        }
+    }
+    let (fptr, _slot) = open_fits_in_memory(&mut header, c"image.fits").map_err(fits)?;
+    // SAFETY: fptr was just opened without error and is owned here.
+    let mut fits_file = unsafe { wrap_raw_fits(fptr, FileOpenMode::READONLY) }.map_err(fits)?;
+    // SAFETY: fits_file is open, at the primary HDU; `len` is the whole file's length.
+    if let Some(problem) = unsafe { fits_hdu_problem(fits_file.as_raw(), len) } {
+        return Err(map(problem));
+    }
+    let hdu = fits_file.primary_hdu().map_err(fits)?;
     let (ny, nx) = match &hdu.info {
         HduInfo::ImageInfo { shape, .. } if shape.len() == 2 => (shape[0], shape[1]),
         other => {
-            return Err(InputError::Map {
-                file,
-                problem: format!("the primary HDU is not a 2-D image ({other:?})"),
-            })
+            return Err(map(format!(
+                "the primary HDU is not a 2-D image ({other:?})"
+            )))
         }
     };
-    let data: Vec<f32> = hdu.read_image(&mut f).map_err(fits)?;
+    let (cards, history) = header_cards(&mut fits_file).map_err(fits)?;
+    let (mut data_start, mut status) = (0i64, 0);
+    let (mut head, mut data_end) = (0i64, 0i64);
+    // SAFETY: fits_file is open.
+    unsafe {
+        sys::ffghadll(
+            fits_file.as_raw(),
+            &mut head,
+            &mut data_start,
+            &mut data_end,
+            &mut status,
+        )
+    };
+    fitsio::errors::check_status(status).map_err(fits)?;
+    drop(fits_file);
+    let card = |key: &str| {
+        cards
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    let number = |key: &str, default: f64| -> Result<f64, InputError> {
+        match card(key) {
+            None => Ok(default),
+            Some(v) => v
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| map(format!("header card {key} = {v:?} is not a number"))),
+        }
+    };
+    let bitpix = number("BITPIX", 0.0)? as i32;
+    let (scale, zero) = (number("BSCALE", 1.0)?, number("BZERO", 0.0)?);
+    let blank = card("BLANK").and_then(|v| v.trim().parse::<i64>().ok());
+    let layout = DataUnit {
+        start: data_start as u64,
+        count: nx * ny,
+        bitpix,
+        scale,
+        zero,
+        blank,
+    };
+    let data = layout.read(&f).map_err(|e| match e {
+        ReadProblem::Io(e) => io_error(path, e),
+        ReadProblem::Bitpix => map(format!("BITPIX = {bitpix} is not a FITS sample type")),
+    })?;
+    Ok(ImageIn {
+        nx,
+        ny,
+        data,
+        cards,
+        history,
+    })
+}
+
+/// A header's cards as (key, value text).
+type HeaderCards = Vec<(String, String)>;
+
+/// Every card of the current HDU as (key, value text) without string quotes, and the HISTORY lines.
+fn header_cards(
+    f: &mut fitsio::FitsFile,
+) -> Result<(HeaderCards, Vec<String>), fitsio::errors::Error> {
     let mut cards = Vec::new();
     let mut history = Vec::new();
     let mut status: c_int = 0;
@@ -322,14 +491,108 @@ pub fn read_image(path: &Path) -> Result<ImageIn, InputError> {
             }
         }
     }
-    fitsio::errors::check_status(status).map_err(fits)?;
-    Ok(ImageIn {
-        nx,
-        ny,
-        data,
-        cards,
-        history,
-    })
+    fitsio::errors::check_status(status)?;
+    Ok((cards, history))
+}
+
+/// Where a primary image's samples lie in its file and how they become values.
+struct DataUnit {
+    start: u64,
+    count: usize,
+    bitpix: i32,
+    scale: f64,
+    zero: f64,
+    blank: Option<i64>,
+}
+
+enum ReadProblem {
+    Io(std::io::Error),
+    Bitpix,
+}
+
+impl DataUnit {
+    fn read(&self, f: &std::fs::File) -> Result<Samples, ReadProblem> {
+        let width = match self.bitpix {
+            8 => 1,
+            16 => 2,
+            32 | -32 => 4,
+            64 | -64 => 8,
+            _ => return Err(ReadProblem::Bitpix),
+        };
+        let unscaled = self.scale == 1.0 && self.zero == 0.0;
+        if self.bitpix == 8 && unscaled && self.blank.is_none() {
+            let mut out = vec![0u8; self.count];
+            self.fill(f, &mut out, 1, |raw, out| out.copy_from_slice(raw))?;
+            return Ok(Samples::U8(out));
+        }
+        let (scale, zero, blank) = (self.scale, self.zero, self.blank);
+        // Integers: BLANK marks a missing pixel; the rest are scaled in float64, as cfitsio does.
+        let integer = move |v: i64| match blank {
+            Some(b) if v == b => f32::NAN,
+            _ => (v as f64 * scale + zero) as f32,
+        };
+        let mut out = vec![0f32; self.count];
+        let read = |convert: fn(&[u8]) -> f64| {
+            move |raw: &[u8], out: &mut [f32]| {
+                for (o, r) in out.iter_mut().zip(raw.chunks_exact(width)) {
+                    *o = (convert(r) * scale + zero) as f32;
+                }
+            }
+        };
+        match self.bitpix {
+            -32 if unscaled => self.fill(f, &mut out, 4, |raw, out| {
+                for (o, r) in out.iter_mut().zip(raw.chunks_exact(4)) {
+                    *o = f32::from_be_bytes([r[0], r[1], r[2], r[3]]);
+                }
+            }),
+            -32 => self.fill(
+                f,
+                &mut out,
+                4,
+                read(|r| be::<4, _>(r, f32::from_be_bytes) as f64),
+            ),
+            -64 => self.fill(f, &mut out, 8, read(|r| be::<8, _>(r, f64::from_be_bytes))),
+            _ => self.fill(f, &mut out, width, |raw, out| {
+                for (o, r) in out.iter_mut().zip(raw.chunks_exact(width)) {
+                    *o = integer(match width {
+                        1 => r[0] as i64,
+                        2 => be::<2, _>(r, i16::from_be_bytes) as i64,
+                        4 => be::<4, _>(r, i32::from_be_bytes) as i64,
+                        _ => be::<8, _>(r, i64::from_be_bytes),
+                    });
+                }
+            }),
+        }?;
+        Ok(Samples::F32(out))
+    }
+
+    /// Reads the samples into `out` in parts, all threads at once, each part converted by `convert` from its
+    /// raw bytes (`width` per sample).
+    fn fill<T: Send>(
+        &self,
+        f: &std::fs::File,
+        out: &mut [T],
+        width: usize,
+        convert: impl Fn(&[u8], &mut [T]) + Sync,
+    ) -> Result<(), ReadProblem> {
+        out.par_chunks_mut(PART)
+            .enumerate()
+            .try_for_each_init(
+                || vec![0u8; PART * width],
+                |raw, (part, out)| {
+                    let raw = &mut raw[..out.len() * width];
+                    f.read_exact_at(raw, self.start + (part * PART * width) as u64)?;
+                    convert(raw, out);
+                    Ok(())
+                },
+            )
+            .map_err(ReadProblem::Io)
+    }
+}
+
+/// A big-endian number from the first N bytes of `raw`.
+fn be<const N: usize, T>(raw: &[u8], from: fn([u8; N]) -> T) -> T {
+    from(raw[..N].try_into().expect("a whole sample"))
 }
 
 #[cfg(test)]
@@ -383,6 +646,214 @@ mod tests {
         )
         .unwrap();
         assert_eq!(read_image(&mpath).unwrap().data, vec![0.0, 1.0, 2.0, 255.0]);
+    }
+
+    /// A FITS file built by hand: the mandatory cards, `extra` cards (key, value), END, and the data.
+    fn raw_fits(bitpix: i32, nx: usize, ny: usize, extra: &[(&str, &str)], data: &[u8]) -> Vec<u8> {
+        let mut cards = vec![
+            ("SIMPLE".to_string(), "T".to_string()),
+            ("BITPIX".into(), bitpix.to_string()),
+            ("NAXIS".into(), "2".into()),
+            ("NAXIS1".into(), nx.to_string()),
+            ("NAXIS2".into(), ny.to_string()),
+        ];
+        cards.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let mut bytes: Vec<u8> = cards
+            .iter()
+            .flat_map(|(k, v)| format!("{k:<8}= {v:>20}{:50}", "").into_bytes())
+            .collect();
+        bytes.extend(format!("{:<80}", "END").into_bytes());
+        bytes.resize(bytes.len().div_ceil(FITS_BLOCK) * FITS_BLOCK, b' ');
+        bytes.extend_from_slice(data);
+        bytes.resize(bytes.len().div_ceil(FITS_BLOCK) * FITS_BLOCK, 0);
+        bytes
+    }
+
+    /// cfitsio's own reading of a primary image, scaled, as float32.
+    fn cfitsio_values(path: &Path) -> Vec<f32> {
+        let mut f = fitsio::FitsFile::open(path).unwrap();
+        let hdu = f.primary_hdu().unwrap();
+        hdu.read_image(&mut f).unwrap()
+    }
+
+    #[test]
+    fn every_bitpix_reads_as_cfitsio_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        // 700 × 400 pixels: more than one part of the parallel reader.
+        let (nx, ny) = (700, 400);
+        let n = nx * ny;
+        let wave = |i: usize| ((i * 7919) % 1000) as f64 - 500.0;
+        type Case = (i32, Vec<(&'static str, &'static str)>, Vec<u8>);
+        let cases: Vec<Case> = vec![
+            (8, vec![], (0..n).map(|i| (i % 251) as u8).collect()),
+            (
+                8,
+                vec![("BZERO", "-128")],
+                (0..n).map(|i| (i % 256) as u8).collect(),
+            ),
+            (
+                16,
+                vec![("BZERO", "32768"), ("BSCALE", "1")],
+                (0..n)
+                    .flat_map(|i| ((wave(i) * 60.0) as i16).to_be_bytes())
+                    .collect(),
+            ),
+            (
+                32,
+                vec![("BSCALE", "0.5"), ("BZERO", "-3")],
+                (0..n)
+                    .flat_map(|i| ((wave(i) * 1e5) as i32).to_be_bytes())
+                    .collect(),
+            ),
+            (
+                64,
+                vec![],
+                (0..n)
+                    .flat_map(|i| ((wave(i) * 1e9) as i64).to_be_bytes())
+                    .collect(),
+            ),
+            (
+                -32,
+                vec![],
+                (0..n)
+                    .flat_map(|i| ((wave(i) * 1.37) as f32).to_be_bytes())
+                    .collect(),
+            ),
+            (
+                -32,
+                vec![("BSCALE", "2.5")],
+                (0..n)
+                    .flat_map(|i| (wave(i) as f32).to_be_bytes())
+                    .collect(),
+            ),
+            (
+                -64,
+                vec![],
+                (0..n)
+                    .flat_map(|i| (wave(i) * 1.1e-3).to_be_bytes())
+                    .collect(),
+            ),
+        ];
+        for (k, (bitpix, extra, data)) in cases.into_iter().enumerate() {
+            let path = dir.path().join(format!("{k}.fits"));
+            std::fs::write(&path, raw_fits(bitpix, nx, ny, &extra, &data)).unwrap();
+            let ours = read_samples(&path).unwrap();
+            assert_eq!((ours.nx, ours.ny), (nx, ny));
+            let expected = cfitsio_values(&path);
+            let values = match ours.data {
+                Samples::U8(bytes) => {
+                    assert!(
+                        bitpix == 8 && extra.is_empty(),
+                        "case {k}: bytes kept only when unscaled"
+                    );
+                    bytes.iter().map(|&b| b as f32).collect()
+                }
+                Samples::F32(v) => {
+                    assert!(
+                        !(bitpix == 8 && extra.is_empty()),
+                        "case {k}: a mask keeps its bytes"
+                    );
+                    v
+                }
+            };
+            assert_eq!(values.len(), expected.len());
+            let bad = values
+                .iter()
+                .zip(&expected)
+                .position(|(a, b)| a.to_bits() != b.to_bits());
+            assert_eq!(
+                bad, None,
+                "case {k} (BITPIX {bitpix} {extra:?}): first pixel that differs"
+            );
+            assert_eq!(
+                read_image(&path).unwrap().data,
+                expected,
+                "case {k} as float32"
+            );
+        }
+    }
+
+    #[test]
+    fn blank_integer_pixels_read_as_not_a_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("blank.fits");
+        let raw: Vec<i16> = vec![5, -32768, 7, -32768, 9, 11];
+        let data: Vec<u8> = raw.iter().flat_map(|v| v.to_be_bytes()).collect();
+        std::fs::write(
+            &path,
+            raw_fits(16, 3, 2, &[("BLANK", "-32768"), ("BZERO", "10")], &data),
+        )
+        .unwrap();
+        let values = read_image(&path).unwrap().data;
+        assert_eq!(values[0], 15.0);
+        assert!(values[1].is_nan() && values[3].is_nan());
+        assert_eq!((values[2], values[4], values[5]), (17.0, 19.0, 21.0));
+    }
+
+    #[test]
+    fn large_images_round_trip_through_cfitsio() {
+        let dir = tempfile::tempdir().unwrap();
+        let (nx, ny) = (641, 509);
+        let data: Vec<f32> = (0..nx * ny).map(|i| (i as f32).sin() * 1e4).collect();
+        let mask: Vec<u8> = (0..nx * ny).map(|i| (i % 7) as u8).collect();
+        for (name, pixels) in [
+            ("f.fits", Pixels::F32(&data)),
+            ("m.fits", Pixels::U8(&mask)),
+        ] {
+            let path = dir.path().join(name);
+            let cards = [Card::real("GAIN", 1.5, "e/ADU")];
+            let history = vec!["round trip".to_string()];
+            let image = ImageOut {
+                nx,
+                ny,
+                pixels,
+                name: "IMG",
+                cards: &cards,
+                history: &history,
+            };
+            write_image(&path, &image).unwrap();
+            // cfitsio reads back the shape (NAXIS2 patched into its header), the values and the cards.
+            let mut f = fitsio::FitsFile::open(&path).unwrap();
+            let hdu = f.primary_hdu().unwrap();
+            match &hdu.info {
+                HduInfo::ImageInfo { shape, .. } => assert_eq!(shape, &vec![ny, nx]),
+                other => panic!("{other:?}"),
+            }
+            let gain: f64 = hdu.read_key(&mut f, "GAIN").unwrap();
+            assert_eq!(gain, 1.5);
+            let expected: Vec<f32> = match pixels {
+                Pixels::F32(p) => p.to_vec(),
+                Pixels::U8(p) => p.iter().map(|&b| b as f32).collect(),
+            };
+            assert_eq!(cfitsio_values(&path), expected);
+            let len = std::fs::metadata(&path).unwrap().len() as usize;
+            assert_eq!(len % FITS_BLOCK, 0);
+            let back = read_samples(&path).unwrap();
+            assert_eq!(back.history, history);
+            match (back.data, pixels) {
+                (Samples::F32(v), Pixels::F32(p)) => assert_eq!(v, p),
+                (Samples::U8(v), Pixels::U8(p)) => assert_eq!(v, p),
+                _ => panic!("{name}: sample type changed"),
+            }
+        }
+    }
+
+    #[test]
+    fn truncated_and_headerless_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let data: Vec<u8> = (0..1200u32)
+            .flat_map(|v| (v as f32).to_be_bytes())
+            .collect();
+        let whole = raw_fits(-32, 30, 40, &[], &data);
+        assert_eq!(whole.len(), 3 * FITS_BLOCK);
+        let cut = dir.path().join("cut.fits");
+        std::fs::write(&cut, &whole[..2 * FITS_BLOCK]).unwrap();
+        let e = read_image(&cut).unwrap_err().to_string();
+        assert!(e.contains("truncated"), "{e}");
+        let text = dir.path().join("text.fits");
+        std::fs::write(&text, vec![b'x'; FITS_BLOCK]).unwrap();
+        let e = read_image(&text).unwrap_err().to_string();
+        assert!(e.contains("not a FITS file"), "{e}");
     }
 
     #[test]

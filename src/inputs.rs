@@ -80,6 +80,26 @@ pub fn io_error(path: &Path, source: std::io::Error) -> InputError {
 /// never share one (the last rename wins). On any failure the temporary file is removed. The one atomic
 /// writer of the project: every output file goes through it or through [`append_lines`].
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), InputError> {
+    write_atomic_with(path, |f| {
+        let mut f = f;
+        f.write_all(bytes)
+    })
+}
+
+/// Time the atomic writer has spent waiting for the disk (fsync), summed over the process.
+static SYNC_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// Seconds [`write_atomic`] and [`write_atomic_with`] have waited for files to reach the disk so far.
+pub fn seconds_syncing() -> f64 {
+    SYNC_NANOS.load(Ordering::Relaxed) as f64 * 1e-9
+}
+
+/// [`write_atomic`] for a writer that fills the new file itself (`write` gets it open for writing, empty;
+/// a large image writes its parts from several threads at their offsets).
+pub fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&fs::File) -> std::io::Result<()>,
+) -> Result<(), InputError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let name = path.file_name().ok_or_else(|| {
         io_error(
@@ -99,12 +119,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), InputError> {
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     let result = (|| {
-        let mut f = fs::OpenOptions::new()
+        let f = fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&tmp)?;
-        f.write_all(bytes)?;
+        write(&f)?;
+        let sync = std::time::Instant::now();
         f.sync_all()?;
+        SYNC_NANOS.fetch_add(sync.elapsed().as_nanos() as u64, Ordering::Relaxed);
         drop(f);
         fs::rename(&tmp, path)?;
         // The rename itself is durable once the directory is synced (best effort: not every file system

@@ -5,7 +5,8 @@
 //! from GAIN and RDNOISE.
 
 use super::field::{Field, MASK_BAD_COLUMN, MASK_SATURATED};
-use crate::fits_image::{read_image, Card, ImageIn};
+use crate::fits_image::{read_samples, Card, ImageIn, Samples};
+use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 
 /// Mask bit of a pixel that was not a number in the image or its variance.
@@ -69,16 +70,20 @@ fn wcs_cards(image: &ImageIn) -> Vec<Card> {
 }
 
 /// A flag's file as an image of the expected size.
-fn read_sized(flag: &str, path: &Path, shape: Option<(usize, usize)>) -> Result<ImageIn, String> {
-    let image = read_image(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+fn read_sized(
+    flag: &str,
+    path: &Path,
+    shape: Option<(usize, usize)>,
+) -> Result<ImageIn<Samples>, String> {
+    let image = read_samples(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
     check_shape(flag, path, &image, shape)?;
     Ok(image)
 }
 
-fn check_shape(
+fn check_shape<Data>(
     flag: &str,
     path: &Path,
-    image: &ImageIn,
+    image: &ImageIn<Data>,
     shape: Option<(usize, usize)>,
 ) -> Result<(), String> {
     match shape {
@@ -105,7 +110,7 @@ impl Pair {
             ("--ref-mask", files.reference_mask.as_ref()),
             ("--sci-mask", files.science_mask.as_ref()),
         ];
-        let read: Vec<Option<Result<ImageIn, String>>> = std::thread::scope(|scope| {
+        let read: Vec<Option<Result<ImageIn<Samples>, String>>> = std::thread::scope(|scope| {
             let handles: Vec<_> = flags
                 .iter()
                 .map(|&(flag, path)| scope.spawn(move || path.map(|p| read_sized(flag, p, None))))
@@ -117,18 +122,21 @@ impl Pair {
         });
         let mut read = read.into_iter();
         let mut next = || read.next().flatten().transpose();
-        let reference = next()?.expect("--ref is required");
+        let reference = next()?.expect("--ref is required").floats();
         let shape = Some((reference.nx, reference.ny));
-        let mut sized = |flag: &str, path: Option<&PathBuf>| -> Result<Option<ImageIn>, String> {
-            let image = next()?;
-            if let (Some(image), Some(path)) = (&image, path) {
-                check_shape(flag, path, image, shape)?;
-            }
-            Ok(image)
-        };
-        let science = sized("--sci", Some(&files.science))?.expect("--sci is required");
-        let ref_var = sized("--ref-var", files.reference_variance.as_ref())?;
-        let sci_var = sized("--sci-var", files.science_variance.as_ref())?;
+        let mut sized =
+            |flag: &str, path: Option<&PathBuf>| -> Result<Option<ImageIn<Samples>>, String> {
+                let image = next()?;
+                if let (Some(image), Some(path)) = (&image, path) {
+                    check_shape(flag, path, image, shape)?;
+                }
+                Ok(image)
+            };
+        let science = sized("--sci", Some(&files.science))?
+            .expect("--sci is required")
+            .floats();
+        let ref_var = sized("--ref-var", files.reference_variance.as_ref())?.map(ImageIn::floats);
+        let sci_var = sized("--sci-var", files.science_variance.as_ref())?.map(ImageIn::floats);
         let ref_mask = sized("--ref-mask", files.reference_mask.as_ref())?;
         let sci_mask = sized("--sci-mask", files.science_mask.as_ref())?;
         let mut sources = vec![
@@ -176,28 +184,13 @@ impl Pair {
     }
 }
 
-/// One image, its variance (read or modelled) and mask, checked.
-fn plane(
-    flag: &str,
-    path: &Path,
-    image: ImageIn,
-    variance: Option<ImageIn>,
-    mask: Option<ImageIn>,
-) -> Result<Plane, String> {
-    let n = image.data.len();
-    let gain = image.real("GAIN").unwrap_or(1.0);
-    let read_noise = image.real("RDNOISE").unwrap_or(0.0);
-    if !(gain > 0.0 && gain.is_finite()) {
-        return Err(format!(
-            "{flag} {}: header card GAIN = {gain} is not a positive number",
-            path.display()
-        ));
-    }
-    let saturate = image.real("SATURATE");
-    let mut mask: Vec<u8> = match &mask {
-        Some(m) => m
-            .data
-            .iter()
+/// A mask file's values as mask bits: 0 stays 0, a whole number 1–255 keeps its bits, anything else is a bad
+/// pixel.
+fn mask_bits(mask: Option<ImageIn<Samples>>, n: usize) -> Vec<u8> {
+    match mask.map(|m| m.data) {
+        Some(Samples::U8(bytes)) => bytes,
+        Some(Samples::F32(values)) => values
+            .par_iter()
             .map(|&v| {
                 if v == 0.0 {
                     0
@@ -209,35 +202,54 @@ fn plane(
             })
             .collect(),
         None => vec![0; n],
-    };
-    let modelled;
-    let var_data: &[f32] = match &variance {
-        Some(v) => &v.data,
+    }
+}
+
+/// One image, its variance (read or modelled) and mask, checked, all three in place.
+fn plane(
+    flag: &str,
+    path: &Path,
+    image: ImageIn,
+    variance: Option<ImageIn>,
+    mask: Option<ImageIn<Samples>>,
+) -> Result<Plane, String> {
+    let n = image.data.len();
+    let gain = image.real("GAIN").unwrap_or(1.0);
+    let read_noise = image.real("RDNOISE").unwrap_or(0.0);
+    if !(gain > 0.0 && gain.is_finite()) {
+        return Err(format!(
+            "{flag} {}: header card GAIN = {gain} is not a positive number",
+            path.display()
+        ));
+    }
+    let saturate = image.real("SATURATE");
+    let mut mask = mask_bits(mask, n);
+    let mut data = image.data;
+    let mut variance = match variance {
+        Some(v) => v.data,
         None => {
             // Poisson noise of the counts (in electrons: counts × GAIN) and the read noise, in counts².
             let rn2 = (read_noise / gain).powi(2);
-            modelled = image
-                .data
-                .iter()
+            data.par_iter()
                 .map(|&d| ((d.max(0.0) as f64) / gain + rn2) as f32)
-                .collect::<Vec<f32>>();
-            &modelled
+                .collect()
         }
     };
-    let mut data = image.data;
-    let mut var = var_data.to_vec();
-    for i in 0..n {
-        if !(data[i].is_finite() && var[i].is_finite() && var[i] >= 0.0) {
-            data[i] = 0.0;
-            var[i] = 0.0;
-            mask[i] |= MASK_NOT_A_NUMBER;
-        } else if saturate.is_some_and(|s| data[i] as f64 >= s) {
-            mask[i] |= MASK_SATURATED;
-        }
-    }
+    data.par_iter_mut()
+        .zip(variance.par_iter_mut())
+        .zip(mask.par_iter_mut())
+        .for_each(|((d, v), m)| {
+            if !(d.is_finite() && v.is_finite() && *v >= 0.0) {
+                *d = 0.0;
+                *v = 0.0;
+                *m |= MASK_NOT_A_NUMBER;
+            } else if saturate.is_some_and(|s| *d as f64 >= s) {
+                *m |= MASK_SATURATED;
+            }
+        });
     Ok(Plane {
         data,
-        variance: var,
+        variance,
         mask,
     })
 }
