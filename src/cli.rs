@@ -320,7 +320,7 @@ fn run_and_report(
     if let Some(dir) = &flags.out {
         std::fs::create_dir_all(dir).map_err(|e| format!("--out {}: {e}", dir.display()))?;
     }
-    let discovery = discover();
+    let discovery = crate::backend::discover_for(&selectors);
     let choices = discovery.select(&selectors);
     let mut rows: Vec<Row> = Vec::new();
     // Each row goes to results.jsonl as soon as it exists (one locked append of one line), so an

@@ -213,13 +213,18 @@ pub struct OneBackendArgs {
 
 impl OneBackendArgs {
     /// The target to run on, from what `discovery` found.
-    pub fn target<'a>(&self, discovery: &'a Discovery) -> Result<&'a Target, String> {
-        let selectors = self
-            .backends
+    fn selectors(&self) -> Result<Vec<Selector>, String> {
+        self.backends
             .iter()
             .map(|b| b.parse::<Selector>())
-            .collect::<Result<Vec<_>, _>>()?;
-        discovery.single(&selectors)
+            .collect()
+    }
+    /// The backends of the models `--backend` names (all without it).
+    pub fn discovery(&self) -> Result<Discovery, String> {
+        Ok(crate::backend::discover_for(&self.selectors()?))
+    }
+    pub fn target<'a>(&self, discovery: &'a Discovery) -> Result<&'a Target, String> {
+        discovery.single(&self.selectors()?)
     }
     pub fn options(&self) -> RunOptions {
         RunOptions {

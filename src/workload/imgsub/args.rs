@@ -7,7 +7,7 @@ use super::io::{read_forced, write_field, write_subtraction};
 use super::pair::{Pair, PairFiles};
 use super::score::{read_truth, score};
 use super::subtract::{subtract, Direction, SubtractOptions};
-use crate::backend::{discover, Precision};
+use crate::backend::Precision;
 use crate::workload::{OneBackendArgs, Tool, ToolArgs, WorkloadArgs};
 use std::path::PathBuf;
 
@@ -205,7 +205,8 @@ impl ToolArgs for SubtractArgs {
         if !self.out.is_dir() {
             return Err(format!("--out {}: no such folder", self.out.display()));
         }
-        let read_start = std::time::Instant::now();
+        let command_start = std::time::Instant::now();
+        let read_start = command_start;
         let pair = Pair::read(&files)?;
         let (nx, ny) = (pair.nx, pair.ny);
         let forced = self
@@ -225,8 +226,10 @@ impl ToolArgs for SubtractArgs {
             env!("ASTROPORT_GIT_COMMIT")
         )];
         history.extend(pair.sources.iter().cloned());
-        let discovery = discover();
+        let discovery_start = std::time::Instant::now();
+        let discovery = self.backend.discovery()?;
         let target = self.backend.target(&discovery)?;
+        let discovery_s = discovery_start.elapsed().as_secs_f64();
         let options = SubtractOptions {
             tile: self.tile,
             threshold: self.threshold,
@@ -237,8 +240,11 @@ impl ToolArgs for SubtractArgs {
             ..SubtractOptions::default()
         };
         let sub = subtract(pair, &options, target)?;
+        let score_start = std::time::Instant::now();
         let quality = truth.as_ref().map(|t| score(&sub, t, &sub.input_mask));
+        let score_s = score_start.elapsed().as_secs_f64();
         let write_start = std::time::Instant::now();
+        let synced_before = crate::inputs::seconds_syncing();
         let written = write_subtraction(
             &sub,
             &wcs,
@@ -249,6 +255,8 @@ impl ToolArgs for SubtractArgs {
         )
         .map_err(|e| e.to_string())?;
         let write_s = write_start.elapsed().as_secs_f64();
+        let sync_s = crate::inputs::seconds_syncing() - synced_before;
+        let command_s = command_start.elapsed().as_secs_f64();
         let d = sub.diagnostics();
         let t = &sub.timings;
         println!(
@@ -273,7 +281,8 @@ impl ToolArgs for SubtractArgs {
         println!(
             "  {} detections at {}σ; time: read {read_s:.3} s, fit {:.3} s (stamp sums {:.2} ms), difference \
              {:.2} ms ({:.3} s wall), filter {:.2} ms ({:.3} s wall), host {:.3} s, subtraction {:.3} s, write \
-             {write_s:.3} s",
+             {write_s:.3} s (fsync {sync_s:.3} s, summed over the files written at once); backends found in {discovery_s:.3} s, scored in {score_s:.3} s; file to file \
+             {command_s:.3} s",
             sub.detections.len(),
             self.threshold,
             t.fit_s,
@@ -284,6 +293,14 @@ impl ToolArgs for SubtractArgs {
             t.filter_wall_s,
             t.host_s,
             t.total_s
+        );
+        println!(
+            "  steps: {}",
+            t.steps
+                .iter()
+                .map(|(name, s)| format!("{name} {s:.3}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         if let Some(q) = &quality {
             println!(

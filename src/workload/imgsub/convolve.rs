@@ -37,16 +37,16 @@ pub enum Kernel<'a, T> {
 /// C = image ⊗ K and W = variance ⊗ K² over an nx × ny image (zero outside it), in parallel over pairs of
 /// output rows: `finish(y, c, w, c_out, w_out)` receives output row y's sums (nx each) and that row of the
 /// two outputs.
-pub fn convolve<T: Real, F>(
+pub fn convolve<T: Real, O: Send, F>(
     nx: usize,
     ny: usize,
     image: &[T],
     variance: &[T],
     kernel: Kernel<'_, T>,
-    outputs: [&mut [f64]; 2],
+    outputs: [&mut [O]; 2],
     finish: F,
 ) where
-    F: Fn(usize, &[T], &[T], &mut [f64], &mut [f64]) + Sync,
+    F: Fn(usize, &[T], &[T], &mut [O], &mut [O]) + Sync,
 {
     convolve_on(
         nx,
@@ -70,17 +70,17 @@ fn avx512_here() -> bool {
 
 /// `convolve`, with the AVX-512 copy allowed or not (the tests run both).
 #[allow(clippy::too_many_arguments)]
-fn convolve_on<T: Real, F>(
+fn convolve_on<T: Real, O: Send, F>(
     nx: usize,
     ny: usize,
     image: &[T],
     variance: &[T],
     kernel: Kernel<'_, T>,
-    outputs: [&mut [f64]; 2],
+    outputs: [&mut [O]; 2],
     finish: F,
     avx512: bool,
 ) where
-    F: Fn(usize, &[T], &[T], &mut [f64], &mut [f64]) + Sync,
+    F: Fn(usize, &[T], &[T], &mut [O], &mut [O]) + Sync,
 {
     let rows = Rows {
         nx,

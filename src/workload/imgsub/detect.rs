@@ -27,12 +27,13 @@ pub struct Detection {
 }
 
 /// The significance image from the matched filter's two sums, Σ P D and Σ P² VD.
-pub fn significance(sum_pd: &[f32], sum_p2v: &[f32]) -> Vec<f32> {
+pub fn significance(mut sum_pd: Vec<f32>, sum_p2v: &[f32]) -> Vec<f32> {
+    // In place: at 10k a fresh plane is 400 MB of pages to map.
     sum_pd
-        .par_iter()
+        .par_iter_mut()
         .zip(sum_p2v)
-        .map(|(&c, &w)| if w > 0.0 { c / w.sqrt() } else { 0.0 })
-        .collect()
+        .for_each(|(c, &w)| *c = if w > 0.0 { *c / w.sqrt() } else { 0.0 });
+    sum_pd
 }
 
 /// Peaks of |S/N| ≥ `threshold` on unmasked pixels that top their 5 × 5 window (same sign), brightest first.

@@ -293,6 +293,19 @@ impl DifferenceProblem {
 
     /// The difference and its variance on the CPU in precision T (convolve.rs has the arithmetic).
     fn cpu_difference<T: Real>(&self, terms: &[T], images: [&[T]; 4]) -> Field {
+        let mut diff = vec![0.0f64; self.nx * self.ny];
+        let mut var = vec![0.0f64; self.nx * self.ny];
+        self.cpu_difference_into(terms, images, [&mut diff, &mut var]);
+        Field::new(vec![diff, var])
+    }
+
+    /// [`Self::cpu_difference`] into given planes of any precision O.
+    fn cpu_difference_into<T: Real, O: Real>(
+        &self,
+        terms: &[T],
+        images: [&[T]; 4],
+        outputs: [&mut [O]; 2],
+    ) {
         let (nx, ny) = (self.nx, self.ny);
         let [r, vr, sci, vsci] = images;
         let sx = 2.0 / (nx.max(2) - 1) as f64;
@@ -305,17 +318,14 @@ impl DifferenceProblem {
             .collect();
         let kbar = &terms[..TAPS * TERMS];
         let bg = &terms[TAPS * TERMS..];
-        let mut diff = vec![0.0f64; nx * ny];
-        let mut var = vec![0.0f64; nx * ny];
-        let outputs = [&mut diff[..], &mut var[..]];
         if self.pass == Pass::MatchedFilter {
             // A constant kernel: K = Kbar_0, as the device's filter takes it.
             let taps: Vec<T> = kbar.iter().step_by(TERMS).copied().collect();
             let kernel = Kernel::Constant { taps: &taps };
             convolve(nx, ny, r, vr, kernel, outputs, |_, c, w, d_row, v_row| {
                 for x in 0..nx {
-                    d_row[x] = c[x].to_f64();
-                    v_row[x] = w[x].to_f64();
+                    d_row[x] = O::from_f64(c[x].to_f64());
+                    v_row[x] = O::from_f64(w[x].to_f64());
                 }
             });
         } else {
@@ -328,12 +338,11 @@ impl DifferenceProblem {
                 for x in 0..nx {
                     let at = y * nx + x;
                     let background = bg[0] + (bg[1] * xh[x] + bg[2] * yh[y]);
-                    d_row[x] = sci[at].to_f64() - c[x].to_f64() - background.to_f64();
-                    v_row[x] = vsci[at].to_f64() + w[x].to_f64();
+                    d_row[x] = O::from_f64(sci[at].to_f64() - c[x].to_f64() - background.to_f64());
+                    v_row[x] = O::from_f64(vsci[at].to_f64() + w[x].to_f64());
                 }
             });
         }
-        Field::new(vec![diff, var])
     }
 
     /// The device jobs: bands of output rows, each with the reference rows its kernel reaches.
@@ -450,21 +459,34 @@ impl DifferenceProblem {
     ) -> Result<([Vec<f32>; 2], exec::TimeStats), RunError> {
         match target {
             Target::Cpu(_) => {
-                let measured = exec::single_pass(self, target, Precision::F32, opts)?;
-                let narrow = |v: &[f64]| v.par_iter().map(|&x| x as f32).collect::<Vec<f32>>();
-                let c = &measured.output.components;
-                Ok(([narrow(&c[0]), narrow(&c[1])], measured.times))
+                // Straight into float32 planes, poisoned before each run.
+                let n = self.nx * self.ny;
+                let mut planes = [vec![f32::NAN; n], vec![f32::NAN; n]];
+                let [a, b, c, d] = &self.images32;
+                let ((), times) = exec::time_host_prepared(
+                    opts,
+                    "host clock",
+                    &mut planes,
+                    |p| {
+                        p.iter_mut()
+                            .for_each(|v| v.par_iter_mut().for_each(|x| *x = f32::NAN))
+                    },
+                    |[diff, var]| {
+                        self.cpu_difference_into(&self.terms32, [a, b, c, d], [diff, var]);
+                        Ok(())
+                    },
+                )?;
+                Ok((planes, times))
             }
             Target::Device(dev) => {
                 let jobs = self.plan(Precision::F32, DeviceBudget::of(dev.info()), opts);
                 let run = exec::run_plan(dev.as_ref(), &jobs, opts.warmup)?;
-                let mut planes = [
-                    Vec::with_capacity(self.nx * self.ny),
-                    Vec::with_capacity(self.nx * self.ny),
-                ];
+                let mut planes = [Vec::new(), Vec::new()];
                 for band in run.outputs {
                     for (plane, out) in planes.iter_mut().zip(band) {
                         match out {
+                            // One band: its vector is the plane.
+                            HostVec::F32(v) if plane.is_empty() => *plane = v,
                             HostVec::F32(v) => plane.extend_from_slice(&v),
                             other => plane.extend(other.to_f64().iter().map(|&x| x as f32)),
                         }

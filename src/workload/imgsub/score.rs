@@ -19,6 +19,7 @@ use super::median;
 use super::psf::psf_flux;
 use super::subtract::Subtraction;
 use crate::inputs::{csv_rows, io_error, InputError};
+use rayon::prelude::*;
 use serde::Serialize;
 use std::path::Path;
 
@@ -118,33 +119,43 @@ pub fn score(sub: &Subtraction, truth: &[TruthRow], input_mask: &[u8]) -> Qualit
     let (nx, ny) = (sub.nx, sub.ny);
     let near =
         |a: (f64, f64), b: (f64, f64), r: f64| (a.0 - b.0).powi(2) + (a.1 - b.1).powi(2) <= r * r;
-    // Pixels away from every source.
-    let mut busy = vec![false; nx * ny];
-    for s in truth {
-        let r = if s.kind == "galaxy" {
+    // Pixels away from every source: each source's disc marked over the rows it covers, rows in parallel
+    // (sources sorted by their first row, so a row looks only at those that can reach it).
+    let reach = |s: &TruthRow| {
+        if s.kind == "galaxy" {
             5.0 + 5.0 * s.half_light_radius.unwrap_or(3.0)
         } else if s.saturated || s.reference_flux > 3e5 {
             40.0
         } else {
             5.0 + 2.5 * (s.reference_flux / 1e3).max(1.0).log10()
-        };
-        let (x0, x1) = (
-            (s.x - r).floor().max(0.0) as usize,
-            ((s.x + r).ceil() as usize).min(nx - 1),
-        );
-        let (y0, y1) = (
-            (s.y - r).floor().max(0.0) as usize,
-            ((s.y + r).ceil() as usize).min(ny - 1),
-        );
-        for y in y0..=y1 {
-            for x in x0..=x1 {
-                if near((x as f64, y as f64), (s.x, s.y), r) {
-                    busy[y * nx + x] = true;
+        }
+    };
+    let mut discs: Vec<(f64, f64, f64)> = truth.iter().map(|s| (s.x, s.y, reach(s))).collect();
+    discs.sort_by(|a, b| (a.1 - a.2).total_cmp(&(b.1 - b.2)));
+    let widest = discs.iter().map(|d| d.2).fold(0.0, f64::max);
+    let mut busy = vec![false; nx * ny];
+    busy.par_chunks_mut(nx).enumerate().for_each(|(y, row)| {
+        let yf = y as f64;
+        // Discs whose top edge is above this row and whose centre is within the widest reach of it.
+        let first = discs.partition_point(|d| d.1 - d.2 < yf - 2.0 * widest - 1.0);
+        for &(sx, sy, r) in discs[first..].iter().take_while(|d| d.1 - d.2 <= yf) {
+            let dy2 = (yf - sy).powi(2);
+            if dy2 > r * r {
+                continue;
+            }
+            let (x0, x1) = (
+                (sx - r).floor().max(0.0) as usize,
+                ((sx + r).ceil().max(0.0) as usize).min(nx - 1),
+            );
+            for (x, b) in row.iter_mut().enumerate().take(x1 + 1).skip(x0) {
+                if (x as f64 - sx).powi(2) + dy2 <= r * r {
+                    *b = true;
                 }
             }
         }
-    }
+    });
     let chi: Vec<f64> = (0..nx * ny)
+        .into_par_iter()
         .filter(|&i| !busy[i] && sub.mask[i] == 0 && sub.variance[i] > 0.0)
         .map(|i| sub.diff[i] as f64 / (sub.variance[i] as f64).sqrt())
         .filter(|c| c.abs() <= 5.0)
@@ -156,13 +167,22 @@ pub fn score(sub: &Subtraction, truth: &[TruthRow], input_mask: &[u8]) -> Qualit
     let aperture = 1.5 * sub.psf.summary().fwhm_centre;
     let mut chi2 = Vec::new();
     let mut static_stars = 0;
+    // Changers and galaxies, by row, for the crowding test (the truth has 2·10⁵ stars at 10k).
+    let mut crowders: Vec<(f64, f64)> = truth
+        .iter()
+        .filter(|o| o.is_changer() || o.kind == "galaxy")
+        .map(|o| (o.x, o.y))
+        .collect();
+    crowders.sort_by(|a, b| a.1.total_cmp(&b.1));
     for s in truth
         .iter()
         .filter(|s| s.kind == "star" && !s.saturated && s.reference_flux >= 1e4)
     {
-        let crowded = truth
+        let first = crowders.partition_point(|o| o.1 < s.y - 15.0);
+        let crowded = crowders[first..]
             .iter()
-            .any(|o| (o.is_changer() || o.kind == "galaxy") && near((o.x, o.y), (s.x, s.y), 15.0));
+            .take_while(|o| o.1 <= s.y + 15.0)
+            .any(|&o| near(o, (s.x, s.y), 15.0));
         if crowded {
             continue;
         }

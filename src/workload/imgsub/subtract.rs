@@ -90,6 +90,30 @@ pub struct Timings {
     pub host_s: f64,
     /// Wall clock of the whole subtraction, transfers and program builds included (files excluded).
     pub total_s: f64,
+    /// Wall clock of each step in order (stamps, fwhm, fit, psf, mask, background, difference,
+    /// filter_inputs, filter, detection), for a pipeline's profile.
+    pub steps: Vec<(&'static str, f64)>,
+}
+
+/// Wall clock of consecutive steps.
+struct StepClock {
+    last: Instant,
+    steps: Vec<(&'static str, f64)>,
+}
+
+impl StepClock {
+    fn new() -> Self {
+        StepClock {
+            last: Instant::now(),
+            steps: Vec::new(),
+        }
+    }
+    /// Ends the step `name` now.
+    fn done(&mut self, name: &'static str) {
+        let now = Instant::now();
+        self.steps.push((name, (now - self.last).as_secs_f64()));
+        self.last = now;
+    }
 }
 
 /// A finished subtraction.
@@ -168,20 +192,29 @@ fn fit_images<'a>(conv: &'a Plane, target: &'a Plane, nx: usize, ny: usize) -> F
     }
 }
 
-/// Grows a mask by `half` pixels in x and y (a square of side 2 half + 1), as a separable maximum.
+/// Grows a mask by `half` pixels in x and y (a square of side 2 half + 1), as a separable maximum (an OR of
+/// bits). Masks are sparse: each set pixel spreads over its row's window, and only rows with a set pixel
+/// take part in the columns' pass.
 fn grow(mask: &[u8], nx: usize, ny: usize, half: usize) -> Vec<u8> {
     let mut rows = vec![0u8; nx * ny];
-    rows.par_chunks_mut(nx).enumerate().for_each(|(y, out)| {
-        let line = &mask[y * nx..][..nx];
-        for (x, o) in out.iter_mut().enumerate() {
-            let (a, b) = (x.saturating_sub(half), (x + half).min(nx - 1));
-            *o = line[a..=b].iter().fold(0, |m, &v| m | v);
-        }
-    });
+    let busy: Vec<bool> = rows
+        .par_chunks_mut(nx)
+        .enumerate()
+        .map(|(y, out)| {
+            let line = &mask[y * nx..][..nx];
+            let mut any = false;
+            for (x, &v) in line.iter().enumerate().filter(|(_, &v)| v != 0) {
+                any = true;
+                let (a, b) = (x.saturating_sub(half), (x + half).min(nx - 1));
+                out[a..=b].iter_mut().for_each(|o| *o |= v);
+            }
+            any
+        })
+        .collect();
     let mut out = vec![0u8; nx * ny];
     out.par_chunks_mut(nx).enumerate().for_each(|(y, line)| {
         let (a, b) = (y.saturating_sub(half), (y + half).min(ny - 1));
-        for yy in a..=b {
+        for yy in (a..=b).filter(|&yy| busy[yy]) {
             for (o, &v) in line.iter_mut().zip(&rows[yy * nx..][..nx]) {
                 *o |= v;
             }
@@ -378,6 +411,7 @@ pub fn subtract(
     target: &Target,
 ) -> Result<Subtraction, String> {
     let start = Instant::now();
+    let mut clock = StepClock::new();
     let (nx, ny) = (pair.nx, pair.ny);
     // 1. Direction, from the stars the fit would use with the reference convolved.
     let probe = select_stamps(
@@ -385,6 +419,7 @@ pub fn subtract(
         &opts.fit,
     )
     .map_err(|e| e.to_string())?;
+    clock.done("stamps");
     let places: Vec<(usize, usize)> = probe
         .iter()
         .flatten()
@@ -395,6 +430,7 @@ pub fn subtract(
         median_fwhm(&pair.reference.data, nx, &places),
         median_fwhm(&pair.science.data, nx, &places),
     );
+    clock.done("fwhm");
     let direction = opts.direction.unwrap_or(if fwhm.1 < fwhm.0 {
         Direction::Science
     } else {
@@ -413,6 +449,7 @@ pub fn subtract(
     let fitted = fit_stamps(&images, &opts.fit, stamps, target, opts.device_mem_cap)
         .map_err(|e| e.to_string())?;
     let fit_s = start.elapsed().as_secs_f64();
+    clock.done("fit");
     let sums_s = fitted.sums_seconds;
     let host = Instant::now();
     // PSF stars: bright local maxima over the whole unconvolved image (measure() keeps the isolated ones).
@@ -428,6 +465,7 @@ pub fn subtract(
                 }
             )
         })?;
+    clock.done("psf");
     // 4. The mask (before the images move to the device problem).
     let input_mask: Vec<u8> = conv
         .mask
@@ -435,13 +473,10 @@ pub fn subtract(
         .zip(&unconv.mask)
         .map(|(&a, &b)| a | b)
         .collect();
-    let grown = grow(&conv.mask, nx, ny, HALF);
-    let mut mask: Vec<u8> = unconv
-        .mask
-        .par_iter()
-        .zip(&grown)
-        .map(|(&a, &b)| a | b)
-        .collect();
+    let mut mask = grow(&conv.mask, nx, ny, HALF);
+    mask.par_iter_mut()
+        .zip(&unconv.mask)
+        .for_each(|(m, &u)| *m |= u);
     let typical = |v: &[f32]| {
         let mut sample: Vec<f32> = v.iter().step_by(97).copied().collect();
         median(&mut sample)
@@ -451,19 +486,19 @@ pub fn subtract(
         typical(&conv.data),
         typical(&unconv.variance).sqrt(),
     );
-    for y in 0..ny {
-        for x in 0..nx {
+    mask.par_chunks_mut(nx).enumerate().for_each(|(y, row)| {
+        for (x, m) in row.iter_mut().enumerate() {
             if x < edge || y < edge || x + edge >= nx || y + edge >= ny {
-                mask[y * nx + x] |= MASK_EDGE;
+                *m |= MASK_EDGE;
             }
         }
-    }
+    });
     // The convolved image's noise in D is correlated over the kernel: the matched filter's variance from
     // it is VR Σ(P ⋆ K)², not the VR Σ K² Σ P² that filtering VD would give.
     let filter_taps = psf.matched_filter();
     let correlation = correlated_noise_factor(&filter_taps, &fitted.kernel);
-    let unconv_variance = unconv.variance.clone();
     let mut host_s = host.elapsed().as_secs_f64();
+    clock.done("mask");
     // 3. The difference on the device, with the background the stamps left corrected on sky samples.
     let mut kernel = fitted.kernel.clone();
     kernel.background = fitted.background;
@@ -472,6 +507,7 @@ pub fn subtract(
         *b += c;
     }
     let background = kernel.background;
+    clock.done("background");
     let mut problem = DifferenceProblem::from_images(
         "subtract",
         nx,
@@ -486,47 +522,45 @@ pub fn subtract(
         Direction::Science => -1.0,
     };
     let difference_start = Instant::now();
-    let ([diff, variance], difference_s) = run_planes(&problem, target, opts, "difference")?;
-    drop(problem);
+    let ([mut diff, variance], difference_s) = run_planes(&problem, target, opts, "difference")?;
     let difference_wall_s = difference_start.elapsed().as_secs_f64();
+    clock.done("difference");
     let host = Instant::now();
-    let diff: Vec<f32> = if sign < 0.0 {
-        diff.par_iter().map(|&d| -d).collect()
-    } else {
-        diff
-    };
+    // The convolved image's planes are spent: they take the matched filter's inputs (at 10k every fresh
+    // plane is 400 MB of pages to map).
+    let [mut filter_diff, mut filter_variance, _, unconv_variance] = problem.into_images();
+    if sign < 0.0 {
+        diff.par_iter_mut().for_each(|d| *d = -*d);
+    }
     // 5. The matched filter: D and VD with masked pixels at 0, convolved with the PSF and its square.
-    let masked = |v: &[f32]| -> Vec<f32> {
-        v.par_iter()
-            .zip(&mask)
-            .map(|(&x, &m)| if m == 0 { x } else { 0.0 })
-            .collect()
-    };
-    // The filter's variance: VD with the convolved image's share scaled for its correlated noise.
-    let filter_variance: Vec<f32> = variance
-        .par_iter()
-        .zip(&unconv_variance)
-        .zip(&mask)
-        .map(|((&vd, &vi), &m)| {
-            if m == 0 {
-                vd + (correlation as f32 - 1.0) * (vd - vi).max(0.0)
+    // The filter's variance is VD with the convolved image's share scaled for its correlated noise.
+    let corr = correlation as f32 - 1.0;
+    filter_diff
+        .par_iter_mut()
+        .zip(filter_variance.par_iter_mut())
+        .zip(diff.par_iter().zip(&variance))
+        .zip(unconv_variance.par_iter().zip(&mask))
+        .for_each(|(((fd, fv), (&d, &vd)), (&vi, &m))| {
+            (*fd, *fv) = if m == 0 {
+                (d, vd + corr * (vd - vi).max(0.0))
             } else {
-                0.0
-            }
-        })
-        .collect();
+                (0.0, 0.0)
+            };
+        });
     drop(unconv_variance);
     let mut filter =
-        DifferenceProblem::matched_filter(nx, ny, masked(&diff), filter_variance, &filter_taps);
+        DifferenceProblem::matched_filter(nx, ny, filter_diff, filter_variance, &filter_taps);
     filter.device_mem_cap = opts.device_mem_cap;
     host_s += host.elapsed().as_secs_f64();
+    clock.done("filter_inputs");
     let filter_start = Instant::now();
     let ([sum_pd, sum_p2v], filter_s) = run_planes(&filter, target, opts, "matched filter")?;
     drop(filter);
     let filter_wall_s = filter_start.elapsed().as_secs_f64();
+    clock.done("filter");
     let host = Instant::now();
-    let snr = detect::significance(&sum_pd, &sum_p2v);
-    drop((sum_pd, sum_p2v));
+    let snr = detect::significance(sum_pd, &sum_p2v);
+    drop(sum_p2v);
     let planes = Planes {
         nx,
         ny,
@@ -536,6 +570,7 @@ pub fn subtract(
     };
     let detections = detect::find(&snr, &planes, opts.threshold, &psf);
     host_s += host.elapsed().as_secs_f64();
+    clock.done("detection");
     Ok(Subtraction {
         nx,
         ny,
@@ -561,6 +596,7 @@ pub fn subtract(
             filter_wall_s,
             host_s,
             total_s: start.elapsed().as_secs_f64(),
+            steps: clock.steps,
         },
         backend: target.id(),
         precision: opts.precision,
@@ -654,6 +690,40 @@ impl Subtraction {
             timings: &self.timings,
             kbar: &self.fit.kernel.kbar,
             stamps: &self.fit.stamps,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::grow;
+
+    #[test]
+    fn grown_masks_are_the_or_over_each_square() {
+        let (nx, ny, half) = (37, 23, 3);
+        let mut mask = vec![0u8; nx * ny];
+        // Bits near edges and corners, overlapping squares, one bit set twice.
+        for (x, y, bit) in [
+            (0, 0, 1),
+            (36, 22, 2),
+            (10, 10, 4),
+            (12, 11, 8),
+            (12, 11, 1),
+            (20, 0, 2),
+        ] {
+            mask[y * nx + x] |= bit;
+        }
+        let grown = grow(&mask, nx, ny, half);
+        for y in 0..ny {
+            for x in 0..nx {
+                let mut want = 0u8;
+                for yy in y.saturating_sub(half)..=(y + half).min(ny - 1) {
+                    for xx in x.saturating_sub(half)..=(x + half).min(nx - 1) {
+                        want |= mask[yy * nx + xx];
+                    }
+                }
+                assert_eq!(grown[y * nx + x], want, "pixel ({x}, {y})");
+            }
         }
     }
 }

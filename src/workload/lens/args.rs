@@ -5,7 +5,6 @@ use super::chi2::Chi2Problem;
 use super::io::{self as lens_io, ImageSystem};
 use super::mock::{mock_systems, MockOptions};
 use super::{maps, LensMode, LensModel, LensOptions, LensProblem, Preset};
-use crate::backend::discover;
 use crate::exec::Mode;
 use crate::workload::{OneBackendArgs, Tool, ToolArgs, Workload, WorkloadArgs};
 use std::path::PathBuf;
@@ -235,7 +234,7 @@ impl ToolArgs for MapsArgs {
             ));
         }
         let mode = grid_modes(&[self.method], &[self.mode])[0];
-        let discovery = discover();
+        let discovery = self.backend.discovery()?;
         let target = self.backend.target(&discovery)?;
         let alpha = problem.deflection(target, mode, &self.backend.options())?;
         let derived = maps::derived_maps(&alpha.alpha_x, &alpha.alpha_y, problem.n, problem.pixel);

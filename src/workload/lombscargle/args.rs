@@ -6,7 +6,7 @@ use super::fap::FapMethod;
 use super::io as ls_io;
 use super::periodogram::{analyse, AnalysisOptions, FapChoice, GridChoice};
 use super::{LombScargleProblem, LsMode, Normalization, Peak, SignalModel, PRESETS};
-use crate::backend::{discover, Precision};
+use crate::backend::Precision;
 use crate::exec;
 use crate::workload::{require_positive, OneBackendArgs, Tool, ToolArgs, WorkloadArgs};
 use std::path::{Path, PathBuf};
@@ -278,7 +278,7 @@ impl ToolArgs for PeriodogramArgs {
         // Before any work: an --out that cannot be a folder is found now, not after the periodograms.
         std::fs::create_dir_all(&self.out)
             .map_err(|e| format!("--out {}: {e}", self.out.display()))?;
-        let discovery = discover();
+        let discovery = self.backend.discovery()?;
         let target = self.backend.target(&discovery)?;
         let analysis = analyse(curves, &options, target)?;
         if let Some(note) = &analysis.method_note {

@@ -6,7 +6,7 @@ use super::{
     alm2map_on, alm2map_spin2_on, map2alm_on, map2alm_spin2_on, RingGrid, ShtProblem, Transform,
     PRESETS,
 };
-use crate::backend::{discover, Precision};
+use crate::backend::Precision;
 use crate::workload::{OneBackendArgs, Tool, ToolArgs, WorkloadArgs};
 use std::path::PathBuf;
 
@@ -134,7 +134,7 @@ impl ToolArgs for ShtToolArgs {
                 }
                 warn_lmax(self.lmax, nside);
                 let grid = RingGrid::healpix(nside).map_err(|e| format!("--nside: {e}"))?;
-                let discovery = discover();
+                let discovery = self.backend.discovery()?;
                 let target = self.backend.target(&discovery)?;
                 let m = alm2map_on(target, &grid, &sets[0], &self.backend.options(), None)
                     .map_err(|e| format!("alm2map on {}: {e}", target.id()))?;
@@ -178,7 +178,7 @@ impl ToolArgs for ShtToolArgs {
                     check_analysis(&grid, pixels, self.lmax, mmax)
                         .map_err(|e| format!("{input}, column '{name}': {e}"))?;
                 }
-                let discovery = discover();
+                let discovery = self.backend.discovery()?;
                 let target = self.backend.target(&discovery)?;
                 let iter = self.iter as usize;
                 let m = map2alm_on(
