@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# File to file on the lent GPU machine (issue 15): a 10240² field generated there, then `astroport subtract`
+# as a survey pipeline calls it, one process per pair: cold (the first call of the process: runtime start,
+# kernel load) on CUDA and NVIDIA OpenCL, twice each, and the `cpu` model on the host's cores. Every run
+# prints its timeline (read, discovery, fit, device passes with their wall clock, host work, scoring, write,
+# fsync, file to file). Before that, `bench --preset tiny` checks every workload on every backend (the host
+# plumbing changed). Everything lands in $OUT/file-to-file.tgz and $OUT/summary.txt.
+# Build as docs/architecture.md says ("GPU evidence runs"); carry .carry.
+set -uo pipefail
+final="${OUT:-out/gpu}"
+mkdir -p "$final"
+export OUT=$(mktemp -d)
+source "$(dirname "$0")/gpu_common.sh"
+status=0
+work=$(mktemp -d)
+"$bin" bench --preset tiny --out "$out/bench-tiny" > "$out/bench-tiny.log" 2>&1 || status=1
+tail -5 "$out/bench-tiny.log"
+mkdir -p "$work/f10240"
+/usr/bin/time -v "$bin" field --size 10240 --out "$work/f10240" > "$out/field-10240.log" 2>&1 || status=1
+grep -E "Elapsed|field" "$out/field-10240.log"
+subtract() {  # name, then astroport subtract arguments
+  local name=$1; shift
+  mkdir -p "$out/$name"
+  /usr/bin/time -v "$bin" subtract --field "$work/f10240" --out "$out/$name" "$@" \
+    > "$out/$name/stdout.txt" 2> "$out/$name/stderr.txt" || status=1
+  rm -f "$out/$name"/*.fits
+  echo "== $name"; cat "$out/$name/stdout.txt"
+  grep -E "Elapsed|Maximum resident" "$out/$name/stderr.txt"
+}
+subtract cuda-1 --backend cuda
+subtract cuda-2 --backend cuda
+subtract opencl-1 --backend "$nv"
+subtract opencl-2 --backend "$nv"
+subtract cpu --backend cpu
+tar czf "$final/file-to-file.tgz" -C "$out" .
+{ cat "$out/machine.txt"; tail -5 "$out/bench-tiny.log"; grep -E "Elapsed|field" "$out/field-10240.log"
+  for d in "$out"/*/; do [ -f "$d/stdout.txt" ] || continue; echo "== $(basename "$d")"
+  cat "$d/stdout.txt"; grep -E "Elapsed|Maximum resident" "$d/stderr.txt"; done
+} > "$final/summary.txt" 2>&1
+exit $status
