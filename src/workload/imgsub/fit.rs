@@ -193,6 +193,14 @@ impl Basis {
                 .map(|u| raw_tap(sigma, p, 0, u, 0))
                 .collect()
         };
+        // The image window the sub-stamp's kernel reaches, in float64 once.
+        let window: Vec<f64> = (0..wh)
+            .flat_map(|row| {
+                image[(y0 + row) * nx + x0..][..wh]
+                    .iter()
+                    .map(|&v| v as f64)
+            })
+            .collect();
         // Horizontal passes, one per (Gaussian, p): H(i, row) = Σ_u f(u) R(x − half + i − u, row).
         let mut horizontal: Vec<((usize, usize), Vec<f64>)> = Vec::new();
         for k in &self.kernels {
@@ -201,15 +209,14 @@ impl Basis {
             }
             let f = filter(self.sigmas[k.gaussian], k.p);
             let mut h = vec![0.0; wh * w];
-            for row in 0..wh {
-                let line = &image[(y0 + row) * nx + x0..][..wh];
-                for i in 0..w {
-                    // Local column of x − half + i − u is i + HALF − u: u = −H..H walks it from i + 2H down to i.
-                    let mut s = 0.0;
-                    for (j, &fu) in f.iter().enumerate() {
-                        s += fu * line[i + 2 * HALF - j] as f64;
+            for (row, out) in h.chunks_exact_mut(w).enumerate() {
+                let line = &window[row * wh..][..wh];
+                // Local column of x − half + i − u is i + HALF − u: tap j (u = j − H) reads the line from
+                // 2H − j on. Taps outermost, so the pixels' loop runs over contiguous values.
+                for (j, &fu) in f.iter().enumerate() {
+                    for (o, &r) in out.iter_mut().zip(&line[2 * HALF - j..][..w]) {
+                        *o += fu * r;
                     }
-                    h[row * w + i] = s;
                 }
             }
             horizontal.push(((k.gaussian, k.p), h));
@@ -224,13 +231,13 @@ impl Basis {
                 .1;
             let f = filter(self.sigmas[k.gaussian], k.q);
             let c = &mut out[n * pixels..][..pixels];
-            for j in 0..w {
-                for i in 0..w {
-                    let mut s = 0.0;
-                    for (jv, &fv) in f.iter().enumerate() {
-                        s += fv * h[(j + 2 * HALF - jv) * w + i];
+            for (j, row) in c.chunks_exact_mut(w).enumerate() {
+                // As above, down the columns: tap jv reads the horizontal pass's row j + 2H − jv.
+                for (jv, &fv) in f.iter().enumerate() {
+                    let fa = k.alpha * fv;
+                    for (o, &v) in row.iter_mut().zip(&h[(j + 2 * HALF - jv) * w..][..w]) {
+                        *o += fa * v;
                     }
-                    c[j * w + i] = k.alpha * s;
                 }
             }
         }
@@ -625,8 +632,6 @@ pub fn fit_stamps(
         let sums: Vec<std::sync::Arc<StampSums>> =
             places_xy.iter().map(|p| summed[p].clone()).collect();
         // The global normal equations.
-        let mut a = DMatrix::<f64>::zeros(unknowns, unknowns);
-        let mut b = DVector::<f64>::zeros(unknowns);
         let places: Vec<[f64; TERMS]> = fitted
             .iter()
             .map(|&(r, k)| {
@@ -637,33 +642,7 @@ pub fn fit_stamps(
                 )
             })
             .collect();
-        let index = |c: usize, m: usize| {
-            if c < nb {
-                c * TERMS + m
-            } else {
-                nb * TERMS + (c - nb)
-            }
-        };
-        for (sum, p) in sums.iter().zip(&places) {
-            for i in 0..cols {
-                let mi = if i < nb { TERMS } else { 1 };
-                for mu in 0..mi {
-                    let wi = if i < nb { p[mu] } else { 1.0 };
-                    b[index(i, mu)] += wi * sum.rhs[i];
-                    for j in 0..cols {
-                        let g = sum.gram[i * cols + j];
-                        if g == 0.0 {
-                            continue;
-                        }
-                        let mj = if j < nb { TERMS } else { 1 };
-                        for nu in 0..mj {
-                            let wj = if j < nb { p[nu] } else { 1.0 };
-                            a[(index(i, mu), index(j, nu))] += wi * wj * g;
-                        }
-                    }
-                }
-            }
-        }
+        let (mut a, mut b) = normal_equations(&sums, &places, nb);
         if cfg.constant_scale {
             // The kernel sum is a_0 alone: hold it constant by fixing a_0's spatial terms at 0.
             for m in 1..TERMS {
@@ -760,6 +739,74 @@ pub fn fit_stamps(
             });
         }
     }
+}
+
+/// Stamps summed per chunk of the normal equations' assembly (chunks are added in order).
+const ASSEMBLY_CHUNK: usize = 16;
+
+/// The global normal equations from the stamps' sums: each stamp's Gram matrix G (basis and background
+/// columns) spread over the spatial terms p of its place, A[(i, μ), (j, ν)] += p_μ p_ν G_ij and b[(i, μ)] +=
+/// p_μ r_i (a basis column carries the six terms, a background column one). Chunks of stamps are summed on
+/// all threads and added in chunk order, so the sums are the same on any thread count.
+fn normal_equations(
+    sums: &[std::sync::Arc<StampSums>],
+    places: &[[f64; TERMS]],
+    nb: usize,
+) -> (DMatrix<f64>, DVector<f64>) {
+    let cols = nb + BACKGROUND_TERMS;
+    let unknowns = nb * TERMS + BACKGROUND_TERMS;
+    let index = |c: usize, m: usize| {
+        if c < nb {
+            c * TERMS + m
+        } else {
+            nb * TERMS + (c - nb)
+        }
+    };
+    const ONE: [f64; 1] = [1.0];
+    let partial: Vec<(Vec<f64>, Vec<f64>)> = sums
+        .par_chunks(ASSEMBLY_CHUNK)
+        .zip(places.par_chunks(ASSEMBLY_CHUNK))
+        .map(|(chunk, chunk_places)| {
+            let mut a = vec![0.0; unknowns * unknowns];
+            let mut b = vec![0.0; unknowns];
+            for (sum, p) in chunk.iter().zip(chunk_places) {
+                let terms = |c: usize| -> &[f64] {
+                    if c < nb {
+                        p
+                    } else {
+                        &ONE
+                    }
+                };
+                for i in 0..cols {
+                    for (mu, &wi) in terms(i).iter().enumerate() {
+                        let row = index(i, mu);
+                        b[row] += wi * sum.rhs[i];
+                        let a_row = &mut a[row * unknowns..][..unknowns];
+                        for j in 0..cols {
+                            let g = sum.gram[i * cols + j];
+                            if g == 0.0 {
+                                continue;
+                            }
+                            for (nu, &wj) in terms(j).iter().enumerate() {
+                                a_row[index(j, nu)] += wi * wj * g;
+                            }
+                        }
+                    }
+                }
+            }
+            (a, b)
+        })
+        .collect();
+    let mut a = vec![0.0; unknowns * unknowns];
+    let mut b = vec![0.0; unknowns];
+    for (pa, pb) in partial {
+        a.iter_mut().zip(pa).for_each(|(x, y)| *x += y);
+        b.iter_mut().zip(pb).for_each(|(x, y)| *x += y);
+    }
+    (
+        DMatrix::from_row_slice(unknowns, unknowns, &a),
+        DVector::from_vec(b),
+    )
 }
 
 /// The convolved image is noisy, so the stamps' Σ w C_n C_m hold, besides the signal, the expectation of

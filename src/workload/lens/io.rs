@@ -1394,7 +1394,10 @@ sigma_arcsec, x_arcsec, y_arcsec, z_source, system
         // A whole number of records that is not FITS: no END card, refused before cfitsio sees it.
         fs::write(&path, vec![b'x'; 2880]).unwrap();
         let e = read_map_fits(&path).unwrap_err().to_string();
-        assert!(e.contains("not.fits") && e.contains("not a FITS file"), "{e}");
+        assert!(
+            e.contains("not.fits") && e.contains("not a FITS file"),
+            "{e}"
+        );
     }
 
     /// A map cut short (on a record boundary, before the data the header promises) is refused before
