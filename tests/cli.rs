@@ -100,6 +100,60 @@ fn unavailable_backend_gets_a_row_with_a_reason() {
 }
 
 #[test]
+fn a_named_opencl_platform_is_the_only_one_opened_and_a_missing_one_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    // Platform 0 exists wherever the tests run (PoCL at least); platform 9 nowhere.
+    let (code, out, err) = astroport(
+        &[
+            "run",
+            "imgsub",
+            "--preset",
+            "tiny",
+            "--backend",
+            "opencl:0:0",
+            "--backend",
+            "opencl:9",
+            "--out",
+            "o",
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let status = row_values(&dir.path().join("o/results.jsonl"), "status");
+    let backend = row_values(&dir.path().join("o/results.jsonl"), "backend");
+    let reason = row_values(&dir.path().join("o/results.jsonl"), "reason");
+    let at = |b: &str| {
+        backend
+            .iter()
+            .position(|x| x == &format!("\"{b}\""))
+            .expect(b)
+    };
+    assert_eq!(status[at("opencl:0:0")], "\"ok\"", "{out}");
+    assert_eq!(status[at("opencl:9")], "\"no_device\"");
+    assert!(reason[at("opencl:9")].contains("opencl:9"), "{reason:?}");
+    // Alone, the missing platform is all that was asked for: the reason lists the platforms there are.
+    let (code, out, err) = astroport(
+        &[
+            "run",
+            "imgsub",
+            "--preset",
+            "tiny",
+            "--backend",
+            "opencl:9",
+            "--out",
+            "p",
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let reason = row_values(&dir.path().join("p/results.jsonl"), "reason");
+    assert!(
+        reason[0].contains("no OpenCL platform [9]: the loader lists") && reason[0].contains("0: "),
+        "{reason:?}"
+    );
+}
+
+#[test]
 fn bad_arguments_give_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let cases: &[(&[&str], &str)] = &[

@@ -713,6 +713,11 @@ pub fn discover() -> Discovery {
 /// [`discover`] limited to `models` (the `cpu` target is always there): a command given one backend does not
 /// pay for starting the other runtimes (1.5 s on the H200 machine, for PoCL, NVIDIA OpenCL and CUDA).
 pub fn discover_models(models: &[Model]) -> Discovery {
+    discover_among(models, None)
+}
+
+/// [`discover_models`], opening only the OpenCL platforms listed (`None`: all).
+fn discover_among(models: &[Model], opencl_platforms: Option<&[usize]>) -> Discovery {
     let mut targets = vec![Target::Cpu(cpu::CpuTarget::new())];
     let mut absent = Vec::new();
     let mut add = |found: Result<Vec<Box<dyn Accelerator>>, Absent>| match found {
@@ -720,7 +725,7 @@ pub fn discover_models(models: &[Model]) -> Discovery {
         Err(a) => absent.push(a),
     };
     if models.contains(&Model::Opencl) {
-        add(opencl::discover());
+        add(opencl::discover_platforms(opencl_platforms));
     }
     if models.contains(&Model::Cuda) {
         add(discover_cuda());
@@ -737,7 +742,13 @@ pub fn discover_for(selectors: &[Selector]) -> Discovery {
         return discover();
     }
     let models: Vec<Model> = selectors.iter().map(|s| s.model).collect();
-    discover_models(&models)
+    // OpenCL selectors that all name a platform (`opencl:1`, `opencl:1:0`) open only those platforms.
+    let opencl: Vec<&Selector> = selectors
+        .iter()
+        .filter(|s| s.model == Model::Opencl)
+        .collect();
+    let platforms: Option<Vec<usize>> = opencl.iter().map(|s| s.path.first().copied()).collect();
+    discover_among(&models, platforms.as_deref())
 }
 
 /// One target chosen by a selection, or why it cannot run.
