@@ -35,6 +35,8 @@ struct Buffer {
     uint64_t init_count = 0;  // resident: elements uploaded from `host` before the job (0: keep contents)
     size_t bytes() const { return static_cast<size_t>(count) * dtype_bytes(dtype); }
     size_t init_bytes() const { return static_cast<size_t>(init_count) * dtype_bytes(dtype); }
+    const void *host_source() const { return reinterpret_cast<const void *>(host); }
+    void *host_destination() const { return reinterpret_cast<void *>(host); }
 };
 
 struct Arg {
@@ -82,14 +84,12 @@ struct Outcome {
     std::string build_options;
 };
 
-// Checks every index and size of a job against itself, before any device work; returns the total output
-// bytes. Written once for both hosts.
-inline size_t validate(const Job &job, size_t max_alloc) {
+// Checks every index and size of a job against itself, before any device work. Written once for both hosts.
+inline void validate(const Job &job, size_t max_alloc) {
     auto fail = [](const std::string &m) -> void { throw std::runtime_error(m); };
     if (job.steps.empty()) fail("job " + job.program + " has no steps");
     if (job.header_names.size() != job.header_texts.size())
         fail("job " + job.program + ": header_names and header_texts differ in length");
-    size_t out_total = 0;
     for (size_t i = 0; i < job.buffers.size(); ++i) {
         const Buffer &b = job.buffers[i];
         const std::string name = "buffer " + std::to_string(i);
@@ -105,7 +105,6 @@ inline size_t validate(const Job &job, size_t max_alloc) {
                  std::to_string(max_alloc));
         if ((b.role == kInput || b.role == kOutput) && bytes > 0 && b.host == 0)
             fail(name + ": no host memory for its " + std::to_string(bytes) + " bytes");
-        if (b.role == kOutput) out_total += bytes;
     }
     for (size_t s = 0; s < job.steps.size(); ++s) {
         const Step &st = job.steps[s];
@@ -125,7 +124,6 @@ inline size_t validate(const Job &job, size_t max_alloc) {
                 fail(name + ": argument " + std::to_string(a - st.first_arg) + " has unknown dtype");
         }
     }
-    return out_total;
 }
 
 struct Device {

@@ -256,7 +256,7 @@ Outcome run_job_locked(State &st, int device, const Job &job) {
     sycl::queue &q = *ds.queue;
     Outcome out;
     const uint64_t max_alloc = ds.dev.get_info<sycl::info::device::max_mem_alloc_size>();
-    (void)astroport_native::validate(job, max_alloc);
+    astroport_native::validate(job, max_alloc);
 
     // ---- build (cached per device, program and defines) ----
     std::vector<std::string> opts;
@@ -367,13 +367,13 @@ Outcome run_job_locked(State &st, int device, const Job &job) {
             UsmBuffer &kept = st.resident[{device, a.resident_id}];
             if (!kept.ptr || kept.bytes < bytes) kept = allocate(i, bytes, a.dtype);
             ptrs[i] = kept.ptr;
-            if (a.init_count) q.memcpy(kept.ptr, reinterpret_cast<const void *>(a.host), a.init_bytes());
+            if (a.init_count) q.memcpy(kept.ptr, a.host_source(), a.init_bytes());
             buffers.emplace_back();
             continue;
         }
         UsmBuffer b = allocate(i, bytes, a.dtype);
         ptrs[i] = b.ptr;
-        if (a.role == astroport_native::kInput && bytes) q.memcpy(b.ptr, reinterpret_cast<const void *>(a.host), bytes);
+        if (a.role == astroport_native::kInput && bytes) q.memcpy(b.ptr, a.host_source(), bytes);
         buffers.push_back(std::move(b));
     }
     std::vector<LaunchArg> largs(job.args.size());
@@ -448,7 +448,7 @@ Outcome run_job_locked(State &st, int device, const Job &job) {
     }
     for (size_t i = 0; i < job.buffers.size(); ++i) {
         if (job.buffers[i].role != astroport_native::kOutput) continue;
-        if (buffers[i].bytes) q.memcpy(reinterpret_cast<void *>(job.buffers[i].host), buffers[i].ptr, buffers[i].bytes);
+        if (buffers[i].bytes) q.memcpy(job.buffers[i].host_destination(), buffers[i].ptr, buffers[i].bytes);
     }
     ds.sync("verification run");
     return out;

@@ -318,11 +318,8 @@ struct Resolved {
     std::vector<size_t> param_slots;  // indices into the job-wide scalar/pointer slot table
 };
 
-// The caller's host memory, named by address in the job (cpp/native_job.h).
-const void *host_source(const astroport_native::Buffer &b) { return reinterpret_cast<const void *>(b.host); }
-
 Outcome run_job_impl(int device, const Job &job) {
-    (void)astroport_native::validate(job, 0);
+    astroport_native::validate(job, 0);
 
     select_device(device);
     int max_threads_sm = 0;
@@ -348,7 +345,7 @@ Outcome run_job_impl(int device, const Job &job) {
         if (b.role == astroport_native::kResident) {
             ptrs[i] = resident_buffer(device, b.resident_id, bytes);
             if (b.init_count > 0)
-                ASTRO_CUDA_CHECK(cudaMemcpyAsync(ptrs[i], host_source(b), b.init_bytes(), cudaMemcpyHostToDevice,
+                ASTRO_CUDA_CHECK(cudaMemcpyAsync(ptrs[i], b.host_source(), b.init_bytes(), cudaMemcpyHostToDevice,
                                                  stream));
             continue;
         }
@@ -360,7 +357,7 @@ Outcome run_job_impl(int device, const Job &job) {
         }
         ptrs[i] = d.ptr;
         if (b.role == astroport_native::kInput && d.bytes > 0)
-            ASTRO_CUDA_CHECK(cudaMemcpyAsync(d.ptr, host_source(b), d.bytes, cudaMemcpyHostToDevice, stream));
+            ASTRO_CUDA_CHECK(cudaMemcpyAsync(d.ptr, b.host_source(), d.bytes, cudaMemcpyHostToDevice, stream));
     }
 
     // Launch parameter storage: one slot per argument of the job, sized once (params point into it).
@@ -462,7 +459,7 @@ Outcome run_job_impl(int device, const Job &job) {
     if (single_shot) record();
     for (size_t i = 0; i < job.buffers.size(); ++i) {
         if (job.buffers[i].role != astroport_native::kOutput || owned[i].bytes == 0) continue;
-        ASTRO_CUDA_CHECK(cudaMemcpyAsync(reinterpret_cast<void *>(job.buffers[i].host), owned[i].ptr, owned[i].bytes,
+        ASTRO_CUDA_CHECK(cudaMemcpyAsync(job.buffers[i].host_destination(), owned[i].ptr, owned[i].bytes,
                                          cudaMemcpyDeviceToHost, stream));
     }
     ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream));

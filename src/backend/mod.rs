@@ -707,16 +707,12 @@ pub struct Discovery {
 
 /// Probes all four models. Never fails: an unavailable model becomes an [`Absent`] entry.
 pub fn discover() -> Discovery {
-    discover_models(&Model::ALL)
+    discover_among(&Model::ALL, None)
 }
 
-/// [`discover`] limited to `models` (the `cpu` target is always there): a command given one backend does not
-/// pay for starting the other runtimes (1.5 s on the H200 machine, for PoCL, NVIDIA OpenCL and CUDA).
-pub fn discover_models(models: &[Model]) -> Discovery {
-    discover_among(models, None)
-}
-
-/// [`discover_models`], opening only the OpenCL platforms listed (`None`: all).
+/// [`discover`] limited to `models` (the `cpu` target is always there), opening only the OpenCL platforms
+/// listed (`None`: all): a command given one backend does not pay for starting the other runtimes (1.5 s on
+/// the H200 machine, for PoCL, NVIDIA OpenCL and CUDA).
 fn discover_among(models: &[Model], opencl_platforms: Option<&[usize]>) -> Discovery {
     let mut targets = vec![Target::Cpu(cpu::CpuTarget::new())];
     let mut absent = Vec::new();
