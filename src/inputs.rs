@@ -483,3 +483,10 @@ fn line_of_record(text: &[u8], line_starts: &[usize], mut pos: usize) -> u64 {
     }
     line_starts.partition_point(|&s| s <= pos) as u64
 }
+
+/// Commands report errors as text (exit 2 with the message).
+impl From<InputError> for String {
+    fn from(e: InputError) -> String {
+        e.to_string()
+    }
+}

@@ -210,28 +210,37 @@ impl OpenClDevice {
         if !cache.contains_key(&key) {
             let source = job.program.inline_headers(job.program.opencl);
             let start = Instant::now();
-            let mut program = ClProgram::create_from_source(&self.context, &source)
-                .map_err(|e| BackendError::Runtime(format!("clCreateProgramWithSource: {e}")))?;
-            let built = program.build(self.context.devices(), &options);
-            let log = program
-                .get_build_log(self.context.default_device())
-                .unwrap_or_default();
-            if let Err(e) = built {
-                return Err(BackendError::Build {
-                    program: job.program.name.into(),
-                    device: format!("{} ({})", self.id, self.info.name),
-                    log: format!("{e}; options: {options}\n{log}"),
-                });
-            }
+            let disk_key = binary_cache::key(&self.info, &options, &source);
+            let program = match self.load_cached_binary(&disk_key, &options) {
+                Some(program) => program,
+                None => {
+                    let mut program = ClProgram::create_from_source(&self.context, &source)
+                        .map_err(|e| {
+                            BackendError::Runtime(format!("clCreateProgramWithSource: {e}"))
+                        })?;
+                    let built = program.build(self.context.devices(), &options);
+                    let log = program
+                        .get_build_log(self.context.default_device())
+                        .unwrap_or_default();
+                    if let Err(e) = built {
+                        return Err(BackendError::Build {
+                            program: job.program.name.into(),
+                            device: format!("{} ({})", self.id, self.info.name),
+                            log: format!("{e}; options: {options}\n{log}"),
+                        });
+                    }
+                    if let Ok([binary]) = program.get_binaries().as_deref() {
+                        binary_cache::store(&disk_key, &log, binary);
+                    }
+                    BuiltProgram {
+                        program,
+                        options: options.clone(),
+                        log,
+                    }
+                }
+            };
             build_s = start.elapsed().as_secs_f64();
-            cache.insert(
-                key.clone(),
-                BuiltProgram {
-                    program,
-                    options: options.clone(),
-                    log,
-                },
-            );
+            cache.insert(key.clone(), program);
         }
         let built = &cache[&key];
         let mut kernels = Vec::with_capacity(job.steps.len());
@@ -249,6 +258,23 @@ impl OpenClDevice {
             });
         }
         Ok((kernels, build_s, built.options.clone(), built.log.clone()))
+    }
+
+    /// The program built from the binary an earlier process stored under `key`, with that build's log (the
+    /// registers NVIDIA reports are in it); `None` when there is none or the device refuses it.
+    fn load_cached_binary(&self, key: &str, options: &str) -> Option<BuiltProgram> {
+        let (log, binary) = binary_cache::load(key)?;
+        // SAFETY: one device, one binary, as clCreateProgramWithBinary requires.
+        let mut program = unsafe {
+            ClProgram::create_from_binary(&self.context, self.context.devices(), &[&binary])
+        }
+        .ok()?;
+        program.build(self.context.devices(), options).ok()?;
+        Some(BuiltProgram {
+            program,
+            options: format!("{options} (binary cached by an earlier run)"),
+            log,
+        })
     }
 
     fn resources(&self, kernel: &str, log: &str, local: usize) -> Resources {
@@ -525,5 +551,128 @@ impl OpenClDevice {
         Ok(JobOutput::from_steps(
             outputs, times, steps, build_s, options,
         ))
+    }
+}
+
+/// Built programs kept on disk between processes: NVIDIA's OpenCL compiles a program in 0.7-3 s every time a
+/// process first uses it (no cache of its own), which a pipeline calling `astroport subtract` once per image
+/// pays on every call. Files live in `$ASTROPORT_CACHE_DIR` (`off` disables the cache), else
+/// `$XDG_CACHE_HOME/astroport/opencl`, else `~/.cache/astroport/opencl`; each holds its full key (device,
+/// driver, platform, options, source), checked on load, so a hash collision or a driver update is a miss,
+/// and a file that cannot be read or built from is ignored. Nothing here can fail a run.
+mod binary_cache {
+    use super::DeviceInfo;
+    use std::hash::{Hash, Hasher};
+    use std::path::{Path, PathBuf};
+
+    const MAGIC: &[u8] = b"astroport-opencl-binary/1\n";
+
+    fn folder() -> Option<PathBuf> {
+        match std::env::var_os("ASTROPORT_CACHE_DIR") {
+            Some(dir) if dir == "off" => None,
+            Some(dir) => Some(PathBuf::from(dir).join("opencl")),
+            None => std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .map(|d| d.join("astroport").join("opencl")),
+        }
+    }
+
+    /// Everything the binary depends on.
+    pub fn key(info: &DeviceInfo, options: &str, source: &str) -> String {
+        format!(
+            "{}\n{}\n{}\n{}\n{options}\n{source}",
+            info.platform, info.vendor, info.name, info.driver
+        )
+    }
+
+    fn path(dir: &Path, key: &str) -> PathBuf {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        key.hash(&mut h);
+        dir.join(format!("{:016x}.bin", h.finish()))
+    }
+
+    /// The file's three parts, each after its length as 8 little-endian bytes: key, build log, binary.
+    fn parts(bytes: &[u8]) -> Option<[&[u8]; 3]> {
+        let mut rest = bytes.strip_prefix(MAGIC)?;
+        let mut take = || {
+            let (len, tail) = rest.split_at_checked(8)?;
+            let len = usize::try_from(u64::from_le_bytes(len.try_into().ok()?)).ok()?;
+            let (part, tail) = tail.split_at_checked(len)?;
+            rest = tail;
+            Some(part)
+        };
+        Some([take()?, take()?, take()?])
+    }
+
+    pub fn load(key: &str) -> Option<(String, Vec<u8>)> {
+        load_in(&folder()?, key)
+    }
+
+    pub fn store(key: &str, log: &str, binary: &[u8]) {
+        if let Some(dir) = folder() {
+            store_in(&dir, key, log, binary);
+        }
+    }
+
+    fn load_in(dir: &Path, key: &str) -> Option<(String, Vec<u8>)> {
+        let bytes = std::fs::read(path(dir, key)).ok()?;
+        let [stored, log, binary] = parts(&bytes)?;
+        (stored == key.as_bytes() && !binary.is_empty())
+            .then(|| (String::from_utf8_lossy(log).into_owned(), binary.to_vec()))
+    }
+
+    /// Written to a temporary name and renamed, so a reader never sees half a file.
+    fn store_in(dir: &Path, key: &str, log: &str, binary: &[u8]) {
+        let path = path(dir, key);
+        if std::fs::create_dir_all(dir).is_err() {
+            return;
+        }
+        let mut bytes = MAGIC.to_vec();
+        for part in [key.as_bytes(), log.as_bytes(), binary] {
+            bytes.extend((part.len() as u64).to_le_bytes());
+            bytes.extend(part);
+        }
+        let temporary = path.with_extension(format!("{}.tmp", std::process::id()));
+        if std::fs::write(&temporary, &bytes).is_ok() && std::fs::rename(&temporary, &path).is_err()
+        {
+            let _ = std::fs::remove_file(&temporary);
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// A stored entry comes back whole; a different key, or a truncated file, is a miss.
+        #[test]
+        fn entries_round_trip_and_damage_is_a_miss() {
+            let dir = tempfile::tempdir().unwrap();
+            let dir = dir.path();
+            let info = DeviceInfo {
+                name: "dev".into(),
+                vendor: "v".into(),
+                platform: "p".into(),
+                driver: "1".into(),
+                is_gpu: true,
+                compute_units: 1,
+                global_mem_bytes: 1,
+                max_alloc_bytes: 1,
+                fp64: true,
+            };
+            let key = key(&info, "-cl-std=CL1.2", "kernel void k() {}");
+            assert!(load_in(dir, &key).is_none());
+            store_in(dir, &key, "log", b"binary");
+            assert_eq!(
+                load_in(dir, &key),
+                Some(("log".to_string(), b"binary".to_vec()))
+            );
+            let other = key.replace("dev", "dev2");
+            assert!(load_in(dir, &other).is_none());
+            let file = path(dir, &key);
+            let bytes = std::fs::read(&file).unwrap();
+            std::fs::write(&file, &bytes[..bytes.len() - 1]).unwrap();
+            assert!(load_in(dir, &key).is_none());
+        }
     }
 }

@@ -3,10 +3,13 @@
 
 use super::difference::{DifferenceProblem, PRESETS};
 use super::field::{generate, FieldSpec, Kind};
-use super::io::{read_forced, write_field, write_subtraction};
+use super::io::{
+    read_forced, subtraction_cards, subtraction_files, write_all_or_none, write_field,
+    write_planes, write_tables, PlaneSet,
+};
 use super::pair::{Pair, PairFiles};
 use super::score::{read_truth, score};
-use super::subtract::{subtract, Direction, SubtractOptions};
+use super::subtract::{subtract_streaming, Direction, SubtractOptions};
 use crate::backend::Precision;
 use crate::workload::{OneBackendArgs, Tool, ToolArgs, WorkloadArgs};
 use std::path::PathBuf;
@@ -206,9 +209,25 @@ impl ToolArgs for SubtractArgs {
             return Err(format!("--out {}: no such folder", self.out.display()));
         }
         let command_start = std::time::Instant::now();
-        let read_start = command_start;
-        let pair = Pair::read(&files)?;
+        // The backend starts (a GPU runtime: 0.2-2 s) while the files are read.
+        let (pair, discovery) = std::thread::scope(|scope| {
+            let discovery = scope.spawn(|| {
+                let started = std::time::Instant::now();
+                let found = self.backend.discovery();
+                (found, started.elapsed().as_secs_f64())
+            });
+            let pair = Pair::read(&files);
+            let read_s = command_start.elapsed().as_secs_f64();
+            (
+                pair.map(|p| (p, read_s)),
+                discovery.join().expect("backend discovery panicked"),
+            )
+        });
+        let (pair, mut read_s) = pair?;
+        let (discovery, discovery_s) = discovery;
+        let discovery = discovery?;
         let (nx, ny) = (pair.nx, pair.ny);
+        let truth_start = std::time::Instant::now();
         let forced = self
             .forced
             .as_ref()
@@ -218,7 +237,7 @@ impl ToolArgs for SubtractArgs {
             .as_ref()
             .map(|p| read_truth(p).map_err(|e| e.to_string()))
             .transpose()?;
-        let read_s = read_start.elapsed().as_secs_f64();
+        read_s += truth_start.elapsed().as_secs_f64();
         let wcs = pair.wcs.clone();
         let mut history = vec![format!(
             "astroport {} subtract (commit {})",
@@ -226,10 +245,7 @@ impl ToolArgs for SubtractArgs {
             env!("ASTROPORT_GIT_COMMIT")
         )];
         history.extend(pair.sources.iter().cloned());
-        let discovery_start = std::time::Instant::now();
-        let discovery = self.backend.discovery()?;
         let target = self.backend.target(&discovery)?;
-        let discovery_s = discovery_start.elapsed().as_secs_f64();
         let options = SubtractOptions {
             tile: self.tile,
             threshold: self.threshold,
@@ -239,22 +255,38 @@ impl ToolArgs for SubtractArgs {
             device_mem_cap: crate::workload::mib_flag("--device-mem-mib", self.device_mem_mib)?,
             ..SubtractOptions::default()
         };
-        let sub = subtract(pair, &options, target)?;
-        let score_start = std::time::Instant::now();
-        let quality = truth.as_ref().map(|t| score(&sub, t, &sub.input_mask));
-        let score_s = score_start.elapsed().as_secs_f64();
-        let write_start = std::time::Instant::now();
         let synced_before = crate::inputs::seconds_syncing();
-        let written = write_subtraction(
-            &sub,
-            &wcs,
-            &history,
-            forced.as_deref(),
-            quality.as_ref(),
-            &self.out,
-        )
-        .map_err(|e| e.to_string())?;
-        let write_s = write_start.elapsed().as_secs_f64();
+        let names = subtraction_files(forced.is_some(), truth.is_some());
+        // All files or none: the difference, its variance and mask are written while the matched filter and
+        // detection run, the significance while the scores are computed.
+        let ((sub, quality, score_s, planes_s, tail_s), written) =
+            write_all_or_none(&self.out, "subtract", &names, |staging| {
+                let planes_s = std::sync::Mutex::new(0.0);
+                let write = |sub: &super::subtract::Subtraction, set: PlaneSet| {
+                    let started = std::time::Instant::now();
+                    let cards = subtraction_cards(sub, &wcs);
+                    let written = write_planes(sub, set, &cards, &history, staging);
+                    *planes_s.lock().unwrap() += started.elapsed().as_secs_f64();
+                    written.map_err(|e| e.to_string())
+                };
+                let sub = subtract_streaming(pair, &options, target, |sub| {
+                    write(sub, PlaneSet::Difference)
+                })?;
+                let tail = std::time::Instant::now();
+                let (quality, score_s, snr_written) = std::thread::scope(|scope| {
+                    let snr = scope.spawn(|| write(&sub, PlaneSet::Significance));
+                    let started = std::time::Instant::now();
+                    let quality = truth.as_ref().map(|t| score(&sub, t, &sub.input_mask));
+                    let score_s = started.elapsed().as_secs_f64();
+                    (quality, score_s, snr.join().expect("the writer panicked"))
+                });
+                snr_written?;
+                write_tables(&sub, forced.as_deref(), quality.as_ref(), staging)
+                    .map_err(|e| e.to_string())?;
+                let tail_s = tail.elapsed().as_secs_f64();
+                let planes_s = *planes_s.lock().unwrap();
+                Ok::<_, String>((sub, quality, score_s, planes_s, tail_s))
+            })?;
         let sync_s = crate::inputs::seconds_syncing() - synced_before;
         let command_s = command_start.elapsed().as_secs_f64();
         let d = sub.diagnostics();
@@ -280,9 +312,10 @@ impl ToolArgs for SubtractArgs {
         );
         println!(
             "  {} detections at {}σ; time: read {read_s:.3} s, fit {:.3} s (stamp sums {:.2} ms), difference \
-             {:.2} ms ({:.3} s wall), filter {:.2} ms ({:.3} s wall), host {:.3} s, subtraction {:.3} s, write \
-             {write_s:.3} s (fsync {sync_s:.3} s, summed over the files written at once); backends found in {discovery_s:.3} s, scored in {score_s:.3} s; file to file \
-             {command_s:.3} s",
+             {:.2} ms ({:.3} s wall), filter {:.2} ms ({:.3} s wall), host {:.3} s, subtraction {:.3} s; \
+             backends found in {discovery_s:.3} s (beside the read); planes written in {planes_s:.3} s (fsync \
+             {sync_s:.3} s, summed over the files written at once; beside detection and scoring), scored in \
+             {score_s:.3} s, after detection {tail_s:.3} s; file to file {command_s:.3} s",
             sub.detections.len(),
             self.threshold,
             t.fit_s,

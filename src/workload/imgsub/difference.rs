@@ -272,6 +272,11 @@ impl DifferenceProblem {
         problem
     }
 
+    /// The four float32 images (convolved image, its variance, the image it is subtracted from, its variance).
+    pub fn images(&self) -> &[Vec<f32>; 4] {
+        &self.images32
+    }
+
     /// The outputs' pixels, and the images given back (`subtract` writes them without a copy).
     pub fn into_images(self) -> [Vec<f32>; 4] {
         self.images32

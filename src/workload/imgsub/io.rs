@@ -161,29 +161,33 @@ pub fn truth_csv(field: &Field, file: &str) -> Result<Vec<u8>, InputError> {
 /// Writes files named `names` into `dir` (which must exist) through `write`, which puts them in the folder
 /// it is given: a hidden staging folder inside `dir`, whose files are moved into place only when all were
 /// written. A failure leaves none of them.
-pub fn write_all_or_none(
+/// `write` may compute as it writes (`subtract` writes the difference while detecting): its value comes
+/// back with the files' places.
+pub fn write_all_or_none<T, E: From<InputError>>(
     dir: &Path,
     tag: &str,
     names: &[&str],
-    write: impl FnOnce(&Path) -> Result<(), InputError>,
-) -> Result<Vec<PathBuf>, InputError> {
+    write: impl FnOnce(&Path) -> Result<T, E>,
+) -> Result<(T, Vec<PathBuf>), E> {
     if !dir.is_dir() {
         return Err(io_error(
             dir,
             std::io::Error::new(std::io::ErrorKind::NotFound, "--out: no such folder"),
-        ));
+        )
+        .into());
     }
     let staging = dir.join(format!(".{tag}-{}.partial", std::process::id()));
     std::fs::create_dir_all(&staging).map_err(|e| io_error(&staging, e))?;
-    let result = write(&staging).and_then(|()| {
-        names
+    let result = write(&staging).and_then(|value| {
+        let places = names
             .iter()
             .map(|name| {
                 let target = dir.join(name);
                 std::fs::rename(staging.join(name), &target).map_err(|e| io_error(&target, e))?;
                 Ok(target)
             })
-            .collect::<Result<Vec<_>, _>>()
+            .collect::<Result<Vec<_>, InputError>>()?;
+        Ok((value, places))
     });
     let _ = std::fs::remove_dir_all(&staging);
     result
@@ -192,6 +196,7 @@ pub fn write_all_or_none(
 /// Writes the field's seven files into `dir` (which must exist): all of them, or none.
 pub fn write_field(field: &Field, dir: &Path) -> Result<Vec<PathBuf>, InputError> {
     write_all_or_none(dir, "field", &FILES, |staging| write_into(field, staging))
+        .map(|((), places)| places)
 }
 
 fn write_into(field: &Field, dir: &Path) -> Result<(), InputError> {
@@ -302,18 +307,10 @@ pub fn read_forced(path: &Path, nx: usize, ny: usize) -> Result<Vec<ForcedPlace>
         .collect()
 }
 
-/// Writes a subtraction into `dir`, all files or none: the difference, its variance, mask and
-/// significance as FITS (float32, 8-bit mask) with the science image's WCS, the fit in the header and
-/// `history` as HISTORY; the detections (`catalogue.csv`); the fit's diagnostics (`kernel.json`); and,
-/// when given, forced photometry (`forced.csv`) and the scores (`quality.json`).
-pub fn write_subtraction(
-    sub: &super::subtract::Subtraction,
-    wcs: &[Card],
-    history: &[String],
-    forced: Option<&[ForcedPlace]>,
-    quality: Option<&super::score::Quality>,
-    dir: &Path,
-) -> Result<Vec<PathBuf>, InputError> {
+/// The header cards of the four planes `subtract` writes: the science image's WCS, then the fit (direction,
+/// kernel sum, background, stamps, χ², condition number, FWHMs, tile, backend, precision). All are known
+/// once the difference is, so the planes can be written while detection runs.
+pub fn subtraction_cards(sub: &super::subtract::Subtraction, wcs: &[Card]) -> Vec<Card> {
     let diagnostics = sub.diagnostics();
     let mut cards = wcs.to_vec();
     let centre = diagnostics.kernel_sum_grid[12];
@@ -394,107 +391,163 @@ pub fn write_subtraction(
         Card::text("BACKEND", &sub.backend, "where the convolution ran"),
         Card::text("PRECISN", sub.precision.name(), "convolution arithmetic"),
     ]);
+    cards
+}
+
+/// The files `subtract` writes into `dir`: [`SUBTRACTION_FILES`], then `forced.csv` and `quality.json` when
+/// asked for.
+pub fn subtraction_files(forced: bool, quality: bool) -> Vec<&'static str> {
     let mut names: Vec<&str> = SUBTRACTION_FILES.to_vec();
-    if forced.is_some() {
+    if forced {
         names.push("forced.csv");
     }
-    if quality.is_some() {
+    if quality {
         names.push("quality.json");
     }
-    write_all_or_none(dir, "subtract", &names, |staging| {
-        let planes = [
+    names
+}
+
+/// The planes a subtraction writes as FITS: those known with the difference, and the significance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlaneSet {
+    /// `diff.fits`, `diff.var.fits`, `diff.mask.fits`.
+    Difference,
+    /// `diff.snr.fits`.
+    Significance,
+}
+
+/// Writes `set` into `dir` as FITS (float32, 8-bit mask) with `cards` and `history`, all at once
+/// (cfitsio is built reentrant; at 10k each plane is 400 MB).
+pub fn write_planes(
+    sub: &super::subtract::Subtraction,
+    set: PlaneSet,
+    cards: &[Card],
+    history: &[String],
+    dir: &Path,
+) -> Result<(), InputError> {
+    let planes = match set {
+        PlaneSet::Difference => vec![
             ("diff.fits", "DIFF", Pixels::F32(&sub.diff)),
             ("diff.var.fits", "DIFF_VAR", Pixels::F32(&sub.variance)),
             ("diff.mask.fits", "DIFF_MASK", Pixels::U8(&sub.mask)),
-            ("diff.snr.fits", "DIFF_SNR", Pixels::F32(&sub.snr)),
-        ];
-        // Written at once (cfitsio is built reentrant): at 10k these are 1.3 GB.
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = planes
-                .into_iter()
-                .map(|(file, name, pixels)| {
-                    let cards = &cards;
-                    scope.spawn(move || {
-                        write_image(
-                            &staging.join(file),
-                            &ImageOut {
-                                nx: sub.nx,
-                                ny: sub.ny,
-                                pixels,
-                                name,
-                                cards,
-                                history,
-                            },
-                        )
-                    })
+        ],
+        PlaneSet::Significance => vec![("diff.snr.fits", "DIFF_SNR", Pixels::F32(&sub.snr))],
+    };
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = planes
+            .into_iter()
+            .map(|(file, name, pixels)| {
+                scope.spawn(move || {
+                    write_image(
+                        &dir.join(file),
+                        &ImageOut {
+                            nx: sub.nx,
+                            ny: sub.ny,
+                            pixels,
+                            name,
+                            cards,
+                            history,
+                        },
+                    )
                 })
-                .collect();
-            handles
-                .into_iter()
-                .try_for_each(|h| h.join().expect("a writer thread panicked"))
-        })?;
-        let path = staging.join("catalogue.csv");
+            })
+            .collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().expect("a writer thread panicked"))
+    })
+}
+
+/// Writes a subtraction's tables into `dir`: the detections (`catalogue.csv`), the fit's diagnostics
+/// (`kernel.json`) and, when given, forced photometry (`forced.csv`) and the scores (`quality.json`).
+pub fn write_tables(
+    sub: &super::subtract::Subtraction,
+    forced: Option<&[ForcedPlace]>,
+    quality: Option<&super::score::Quality>,
+    staging: &Path,
+) -> Result<(), InputError> {
+    let diagnostics = sub.diagnostics();
+    let path = staging.join("catalogue.csv");
+    let mut w = csv_writer();
+    let result = (|| {
+        w.write_record([
+            "id",
+            "x",
+            "y",
+            "snr",
+            "flux",
+            "flux_err",
+            "masked_fraction",
+            "near_mask",
+        ])?;
+        for d in &sub.detections {
+            let (f, e, m) = match d.psf {
+                Some(p) => (float(p.flux), float(p.error), float(p.masked_fraction)),
+                None => (String::new(), String::new(), String::new()),
+            };
+            w.write_record([
+                d.id.to_string(),
+                float(d.x),
+                float(d.y),
+                float(d.snr),
+                f,
+                e,
+                m,
+                u8::from(d.near_mask).to_string(),
+            ])?;
+        }
+        Ok(())
+    })();
+    write_atomic(&path, &finish_csv(w, result, "catalogue.csv")?)?;
+    let json = serde_json::to_vec_pretty(&diagnostics).expect("diagnostics serialise");
+    write_atomic(&staging.join("kernel.json"), &json)?;
+    if let Some(places) = forced {
         let mut w = csv_writer();
         let result = (|| {
-            w.write_record([
-                "id",
-                "x",
-                "y",
-                "snr",
-                "flux",
-                "flux_err",
-                "masked_fraction",
-                "near_mask",
-            ])?;
-            for d in &sub.detections {
-                let (f, e, m) = match d.psf {
-                    Some(p) => (float(p.flux), float(p.error), float(p.masked_fraction)),
-                    None => (String::new(), String::new(), String::new()),
+            w.write_record(["id", "x", "y", "flux", "flux_err", "snr", "masked_fraction"])?;
+            for p in places {
+                let f = super::psf::psf_flux(&sub.psf, &sub.planes(), p.x, p.y);
+                let (flux, err, snr, m) = match f {
+                    Some(f) => (
+                        float(f.flux),
+                        float(f.error),
+                        float(f.flux / f.error),
+                        float(f.masked_fraction),
+                    ),
+                    None => (String::new(), String::new(), String::new(), "1".into()),
                 };
-                w.write_record([
-                    d.id.to_string(),
-                    float(d.x),
-                    float(d.y),
-                    float(d.snr),
-                    f,
-                    e,
-                    m,
-                    u8::from(d.near_mask).to_string(),
-                ])?;
+                w.write_record([p.id.clone(), float(p.x), float(p.y), flux, err, snr, m])?;
             }
             Ok(())
         })();
-        write_atomic(&path, &finish_csv(w, result, "catalogue.csv")?)?;
-        let json = serde_json::to_vec_pretty(&diagnostics).expect("diagnostics serialise");
-        write_atomic(&staging.join("kernel.json"), &json)?;
-        if let Some(places) = forced {
-            let mut w = csv_writer();
-            let result = (|| {
-                w.write_record(["id", "x", "y", "flux", "flux_err", "snr", "masked_fraction"])?;
-                for p in places {
-                    let f = super::psf::psf_flux(&sub.psf, &sub.planes(), p.x, p.y);
-                    let (flux, err, snr, m) = match f {
-                        Some(f) => (
-                            float(f.flux),
-                            float(f.error),
-                            float(f.flux / f.error),
-                            float(f.masked_fraction),
-                        ),
-                        None => (String::new(), String::new(), String::new(), "1".into()),
-                    };
-                    w.write_record([p.id.clone(), float(p.x), float(p.y), flux, err, snr, m])?;
-                }
-                Ok(())
-            })();
-            write_atomic(
-                &staging.join("forced.csv"),
-                &finish_csv(w, result, "forced.csv")?,
-            )?;
-        }
-        if let Some(q) = quality {
-            let json = serde_json::to_vec_pretty(q).expect("scores serialise");
-            write_atomic(&staging.join("quality.json"), &json)?;
-        }
-        Ok(())
+        write_atomic(
+            &staging.join("forced.csv"),
+            &finish_csv(w, result, "forced.csv")?,
+        )?;
+    }
+    if let Some(q) = quality {
+        let json = serde_json::to_vec_pretty(q).expect("scores serialise");
+        write_atomic(&staging.join("quality.json"), &json)?;
+    }
+    Ok(())
+}
+
+/// Writes a subtraction into `dir`, all files or none: the four planes ([`write_planes`]) with the science
+/// image's WCS, the fit in the header and `history` as HISTORY, and the tables ([`write_tables`]).
+pub fn write_subtraction(
+    sub: &super::subtract::Subtraction,
+    wcs: &[Card],
+    history: &[String],
+    forced: Option<&[ForcedPlace]>,
+    quality: Option<&super::score::Quality>,
+    dir: &Path,
+) -> Result<Vec<PathBuf>, InputError> {
+    let cards = subtraction_cards(sub, wcs);
+    let names = subtraction_files(forced.is_some(), quality.is_some());
+    write_all_or_none(dir, "subtract", &names, |staging| {
+        write_planes(sub, PlaneSet::Difference, &cards, history, staging)?;
+        write_planes(sub, PlaneSet::Significance, &cards, history, staging)?;
+        write_tables(sub, forced, quality, staging)
     })
+    .map(|((), places)| places)
 }

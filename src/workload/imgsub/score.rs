@@ -114,6 +114,20 @@ pub struct Quality {
     pub photometry_mad: f64,
 }
 
+/// Two samples' (count, mean, sum of squared deviations) as one (Chan, Golub & LeVeque 1979).
+fn merge_moments(a: (f64, f64, f64), b: (f64, f64, f64)) -> (f64, f64, f64) {
+    let n = a.0 + b.0;
+    if n == 0.0 {
+        return a;
+    }
+    let delta = b.1 - a.1;
+    (
+        n,
+        a.1 + delta * b.0 / n,
+        a.2 + b.2 + delta * delta * a.0 * b.0 / n,
+    )
+}
+
 /// Scores `sub` against `truth`; `input_mask` is the union of the two input masks (before growing).
 pub fn score(sub: &Subtraction, truth: &[TruthRow], input_mask: &[u8]) -> Quality {
     let (nx, ny) = (sub.nx, sub.ny);
@@ -133,36 +147,46 @@ pub fn score(sub: &Subtraction, truth: &[TruthRow], input_mask: &[u8]) -> Qualit
     let mut discs: Vec<(f64, f64, f64)> = truth.iter().map(|s| (s.x, s.y, reach(s))).collect();
     discs.sort_by(|a, b| (a.1 - a.2).total_cmp(&(b.1 - b.2)));
     let widest = discs.iter().map(|d| d.2).fold(0.0, f64::max);
-    let mut busy = vec![false; nx * ny];
-    busy.par_chunks_mut(nx).enumerate().for_each(|(y, row)| {
-        let yf = y as f64;
-        // Discs whose top edge is above this row and whose centre is within the widest reach of it.
-        let first = discs.partition_point(|d| d.1 - d.2 < yf - 2.0 * widest - 1.0);
-        for &(sx, sy, r) in discs[first..].iter().take_while(|d| d.1 - d.2 <= yf) {
-            let dy2 = (yf - sy).powi(2);
-            if dy2 > r * r {
-                continue;
-            }
-            let (x0, x1) = (
-                (sx - r).floor().max(0.0) as usize,
-                ((sx + r).ceil().max(0.0) as usize).min(nx - 1),
-            );
-            for (x, b) in row.iter_mut().enumerate().take(x1 + 1).skip(x0) {
-                if (x as f64 - sx).powi(2) + dy2 <= r * r {
-                    *b = true;
-                }
-            }
-        }
-    });
-    let chi: Vec<f64> = (0..nx * ny)
+    // Per row: its free pixels (a row-long scratch per thread, not a plane: at 10k the pixels are 10⁸), then
+    // the count, mean and squared deviations of their clipped D/√VD, merged in row order below
+    // (deterministic, and stable: Chan et al.'s pairwise update).
+    let rows: Vec<(f64, f64, f64)> = (0..ny)
         .into_par_iter()
-        .filter(|&i| !busy[i] && sub.mask[i] == 0 && sub.variance[i] > 0.0)
-        .map(|i| sub.diff[i] as f64 / (sub.variance[i] as f64).sqrt())
-        .filter(|c| c.abs() <= 5.0)
+        .map_init(
+            || vec![false; nx],
+            |busy, y| {
+                busy.fill(false);
+                let yf = y as f64;
+                // Discs whose top edge is above this row and whose centre is within the widest reach of it.
+                let first = discs.partition_point(|d| d.1 - d.2 < yf - 2.0 * widest - 1.0);
+                for &(sx, sy, r) in discs[first..].iter().take_while(|d| d.1 - d.2 <= yf) {
+                    let dy2 = (yf - sy).powi(2);
+                    if dy2 > r * r {
+                        continue;
+                    }
+                    let (x0, x1) = (
+                        (sx - r).floor().max(0.0) as usize,
+                        ((sx + r).ceil().max(0.0) as usize).min(nx - 1),
+                    );
+                    for (x, b) in busy.iter_mut().enumerate().take(x1 + 1).skip(x0) {
+                        if (x as f64 - sx).powi(2) + dy2 <= r * r {
+                            *b = true;
+                        }
+                    }
+                }
+                let at = y * nx;
+                let chi = (0..nx)
+                    .filter(|&x| !busy[x] && sub.mask[at + x] == 0 && sub.variance[at + x] > 0.0)
+                    .map(|x| sub.diff[at + x] as f64 / (sub.variance[at + x] as f64).sqrt())
+                    .filter(|c| c.abs() <= 5.0);
+                let (n, sum) = chi.clone().fold((0.0, 0.0), |(n, s), c| (n + 1.0, s + c));
+                let mean = if n > 0.0 { sum / n } else { 0.0 };
+                (n, mean, chi.map(|c| (c - mean).powi(2)).sum())
+            },
+        )
         .collect();
-    let mean = chi.iter().sum::<f64>() / chi.len().max(1) as f64;
-    let sky_noise_ratio =
-        (chi.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / chi.len().max(2) as f64).sqrt();
+    let (sky_pixels, _, squares) = rows.into_iter().fold((0.0, 0.0, 0.0), merge_moments);
+    let sky_noise_ratio = (squares / sky_pixels.max(2.0)).sqrt();
     // Static NRMS.
     let aperture = 1.5 * sub.psf.summary().fwhm_centre;
     let mut chi2 = Vec::new();
@@ -271,7 +295,7 @@ pub fn score(sub: &Subtraction, truth: &[TruthRow], input_mask: &[u8]) -> Qualit
     let mut dev: Vec<f64> = rel.iter().map(|r| (r - bias).abs()).collect();
     Quality {
         sky_noise_ratio,
-        sky_pixels: chi.len(),
+        sky_pixels: sky_pixels as usize,
         static_nrms,
         static_stars,
         changers: changers.len(),
@@ -285,5 +309,43 @@ pub fn score(sub: &Subtraction, truth: &[TruthRow], input_mask: &[u8]) -> Qualit
         photometry_stars,
         photometry_bias: bias,
         photometry_mad: median(&mut dev),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merge_moments;
+
+    /// Moments merged part by part (empty parts included) equal the two-pass mean and squared deviations
+    /// of the whole sample.
+    #[test]
+    fn merged_moments_equal_the_whole_samples() {
+        let values: Vec<f64> = (0..1000)
+            .map(|i| ((i * 7919) % 613) as f64 * 0.01 - 3.0)
+            .collect();
+        let moments = |part: &[f64]| {
+            let n = part.len() as f64;
+            let mean = if n > 0.0 {
+                part.iter().sum::<f64>() / n
+            } else {
+                0.0
+            };
+            (
+                n,
+                mean,
+                part.iter().map(|v| (v - mean).powi(2)).sum::<f64>(),
+            )
+        };
+        let whole = moments(&values);
+        let merged = [0, 0, 17, 300, 301, 640, 1000]
+            .windows(2)
+            .map(|w| moments(&values[w[0]..w[1]]))
+            .fold((0.0, 0.0, 0.0), merge_moments);
+        assert_eq!(merged.0, whole.0);
+        assert!((merged.1 - whole.1).abs() < 1e-12, "{merged:?} {whole:?}");
+        assert!(
+            (merged.2 - whole.2).abs() < 1e-9 * whole.2,
+            "{merged:?} {whole:?}"
+        );
     }
 }

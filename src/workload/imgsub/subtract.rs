@@ -90,8 +90,11 @@ pub struct Timings {
     pub host_s: f64,
     /// Wall clock of the whole subtraction, transfers and program builds included (files excluded).
     pub total_s: f64,
-    /// Wall clock of each step in order (stamps, fwhm, fit, psf, mask, background, difference,
-    /// filter_inputs, filter, detection), for a pipeline's profile.
+    /// Wall clock of each step in order (stamps, fwhm, fit, mask, background, psf_beside_difference,
+    /// difference, filter_inputs, filter, detection, waiting_for_caller), for a pipeline's profile. The PSF is
+    /// measured on the host while the device computes the difference, so its time is inside the next step's;
+    /// the last is how long the caller's use of the difference (writing it) outlasted the filter and
+    /// detection.
     pub steps: Vec<(&'static str, f64)>,
 }
 
@@ -107,6 +110,15 @@ impl StepClock {
             last: Instant::now(),
             steps: Vec::new(),
         }
+    }
+    /// A step of `seconds` run beside the next one (its time is inside that step's too).
+    fn beside(&mut self, name: &'static str, seconds: f64) {
+        self.steps.push((name, seconds));
+    }
+    /// A step of `seconds` that ended at `last` + `seconds`.
+    fn add(&mut self, name: &'static str, seconds: f64) {
+        self.steps.push((name, seconds));
+        self.last += std::time::Duration::from_secs_f64(seconds);
     }
     /// Ends the step `name` now.
     fn done(&mut self, name: &'static str) {
@@ -410,6 +422,18 @@ pub fn subtract(
     opts: &SubtractOptions,
     target: &Target,
 ) -> Result<Subtraction, String> {
+    subtract_streaming(pair, opts, target, |_| Ok(()))
+}
+
+/// Runs the subtraction and hands it to `on_difference` as soon as the difference, its variance and mask
+/// are known (`snr` and `detections` still empty): a pipeline writes those planes while the matched filter
+/// and detection run. Its error, if any, is the subtraction's.
+pub fn subtract_streaming(
+    pair: Pair,
+    opts: &SubtractOptions,
+    target: &Target,
+    on_difference: impl FnOnce(&Subtraction) -> Result<(), String> + Send,
+) -> Result<Subtraction, String> {
     let start = Instant::now();
     let mut clock = StepClock::new();
     let (nx, ny) = (pair.nx, pair.ny);
@@ -452,20 +476,6 @@ pub fn subtract(
     clock.done("fit");
     let sums_s = fitted.sums_seconds;
     let host = Instant::now();
-    // PSF stars: bright local maxima over the whole unconvolved image (measure() keeps the isolated ones).
-    let stars = super::psf::candidates(&unconv.data, &unconv.mask, nx, ny);
-    let psf = PsfModel::measure(&unconv.data, &unconv.variance, &unconv.mask, nx, ny, &stars)
-        .ok_or_else(|| {
-            format!(
-                "PSF model: fewer than 3 of the {} candidate stars could be measured in the {} image",
-                stars.len(),
-                match direction {
-                    Direction::Reference => "science",
-                    Direction::Science => "reference",
-                }
-            )
-        })?;
-    clock.done("psf");
     // 4. The mask (before the images move to the device problem).
     let input_mask: Vec<u8> = conv
         .mask
@@ -493,10 +503,6 @@ pub fn subtract(
             }
         }
     });
-    // The convolved image's noise in D is correlated over the kernel: the matched filter's variance from
-    // it is VR Σ(P ⋆ K)², not the VR Σ K² Σ P² that filtering VD would give.
-    let filter_taps = psf.matched_filter();
-    let correlation = correlated_noise_factor(&filter_taps, &fitted.kernel);
     let mut host_s = host.elapsed().as_secs_f64();
     clock.done("mask");
     // 3. The difference on the device, with the background the stamps left corrected on sky samples.
@@ -521,25 +527,80 @@ pub fn subtract(
         Direction::Reference => 1.0,
         Direction::Science => -1.0,
     };
-    let difference_start = Instant::now();
-    let ([mut diff, variance], difference_s) = run_planes(&problem, target, opts, "difference")?;
-    let difference_wall_s = difference_start.elapsed().as_secs_f64();
+    // The PSF of D is measured on the unconvolved image while the device computes the difference: the two
+    // share no output, and the device pass is mostly transfers that leave the host's cores idle.
+    let (psf, difference) = std::thread::scope(|scope| {
+        let device = scope.spawn(|| {
+            let started = Instant::now();
+            let planes = run_planes(&problem, target, opts, "difference");
+            (planes, started.elapsed().as_secs_f64())
+        });
+        let started = Instant::now();
+        let [_, _, unconv_data, unconv_variance] = problem.images();
+        // PSF stars: bright local maxima over the whole unconvolved image (measure() keeps the isolated ones).
+        let stars = super::psf::candidates(unconv_data, &unconv.mask, nx, ny);
+        let psf = PsfModel::measure(unconv_data, unconv_variance, &unconv.mask, nx, ny, &stars)
+            .ok_or_else(|| {
+                format!(
+                    "PSF model: fewer than 3 of the {} candidate stars could be measured in the {} image",
+                    stars.len(),
+                    match direction {
+                        Direction::Reference => "science",
+                        Direction::Science => "reference",
+                    }
+                )
+            });
+        let psf_s = started.elapsed().as_secs_f64();
+        let difference = device.join().expect("the difference pass panicked");
+        (psf.map(|p| (p, psf_s)), difference)
+    });
+    let (psf, psf_s) = psf?;
+    host_s += psf_s;
+    let (planes, difference_wall_s) = difference;
+    let ([mut diff, variance], difference_s) = planes?;
+    // Two steps at once: the difference's wall clock is the longer of the two.
+    clock.beside("psf_beside_difference", psf_s);
     clock.done("difference");
     let host = Instant::now();
+    // The convolved image's noise in D is correlated over the kernel: the matched filter's variance from
+    // it is VR Σ(P ⋆ K)², not the VR Σ K² Σ P² that filtering VD would give.
+    let filter_taps = psf.matched_filter();
+    let correlation = correlated_noise_factor(&filter_taps, &fitted.kernel);
     // The convolved image's planes are spent: they take the matched filter's inputs (at 10k every fresh
     // plane is 400 MB of pages to map).
     let [mut filter_diff, mut filter_variance, _, unconv_variance] = problem.into_images();
     if sign < 0.0 {
         diff.par_iter_mut().for_each(|d| *d = -*d);
     }
+    let mut sub = Subtraction {
+        nx,
+        ny,
+        diff,
+        variance,
+        mask,
+        input_mask,
+        snr: Vec::new(),
+        fit: fitted,
+        direction,
+        fwhm,
+        psf,
+        correlation,
+        background,
+        background_correction: correction,
+        detections: Vec::new(),
+        timings: Timings::default(),
+        backend: target.id(),
+        precision: opts.precision,
+        tile: opts.tile,
+    };
     // 5. The matched filter: D and VD with masked pixels at 0, convolved with the PSF and its square.
     // The filter's variance is VD with the convolved image's share scaled for its correlated noise.
     let corr = correlation as f32 - 1.0;
     filter_diff
         .par_iter_mut()
         .zip(filter_variance.par_iter_mut())
-        .zip(diff.par_iter().zip(&variance))
-        .zip(unconv_variance.par_iter().zip(&mask))
+        .zip(sub.diff.par_iter().zip(&sub.variance))
+        .zip(unconv_variance.par_iter().zip(&sub.mask))
         .for_each(|(((fd, fv), (&d, &vd)), (&vi, &m))| {
             (*fd, *fv) = if m == 0 {
                 (d, vd + corr * (vd - vi).max(0.0))
@@ -553,55 +614,50 @@ pub fn subtract(
     filter.device_mem_cap = opts.device_mem_cap;
     host_s += host.elapsed().as_secs_f64();
     clock.done("filter_inputs");
-    let filter_start = Instant::now();
-    let ([sum_pd, sum_p2v], filter_s) = run_planes(&filter, target, opts, "matched filter")?;
+    // The caller's use of the difference (writing it) runs beside the filter and detection.
+    let (detected, handed) = std::thread::scope(|scope| {
+        let view = &sub;
+        let handed = scope.spawn(move || on_difference(view));
+        let detected = (|| {
+            let filter_start = Instant::now();
+            let ([sum_pd, sum_p2v], filter_s) =
+                run_planes(&filter, target, opts, "matched filter")?;
+            let filter_wall_s = filter_start.elapsed().as_secs_f64();
+            let host = Instant::now();
+            let snr = detect::significance(sum_pd, &sum_p2v);
+            drop(sum_p2v);
+            let detections = detect::find(&snr, &view.planes(), opts.threshold, &view.psf);
+            let detect_s = host.elapsed().as_secs_f64();
+            Ok::<_, String>((snr, detections, filter_s, filter_wall_s, detect_s))
+        })();
+        (
+            detected,
+            handed
+                .join()
+                .expect("the caller's difference writer panicked"),
+        )
+    });
     drop(filter);
-    let filter_wall_s = filter_start.elapsed().as_secs_f64();
-    clock.done("filter");
-    let host = Instant::now();
-    let snr = detect::significance(sum_pd, &sum_p2v);
-    drop(sum_p2v);
-    let planes = Planes {
-        nx,
-        ny,
-        diff: &diff,
-        variance: &variance,
-        mask: &mask,
+    let (snr, detections, filter_s, filter_wall_s, detect_s) = detected?;
+    handed?;
+    clock.add("filter", filter_wall_s);
+    clock.add("detection", detect_s);
+    clock.done("waiting_for_caller");
+    host_s += detect_s;
+    sub.snr = snr;
+    sub.detections = detections;
+    sub.timings = Timings {
+        fit_s,
+        stamp_sums_s: sums_s,
+        difference_s,
+        filter_s,
+        difference_wall_s,
+        filter_wall_s,
+        host_s,
+        total_s: start.elapsed().as_secs_f64(),
+        steps: clock.steps,
     };
-    let detections = detect::find(&snr, &planes, opts.threshold, &psf);
-    host_s += host.elapsed().as_secs_f64();
-    clock.done("detection");
-    Ok(Subtraction {
-        nx,
-        ny,
-        diff,
-        variance,
-        mask,
-        input_mask,
-        snr,
-        fit: fitted,
-        direction,
-        fwhm,
-        psf,
-        correlation,
-        background,
-        background_correction: correction,
-        detections,
-        timings: Timings {
-            fit_s,
-            stamp_sums_s: sums_s,
-            difference_s,
-            filter_s,
-            difference_wall_s,
-            filter_wall_s,
-            host_s,
-            total_s: start.elapsed().as_secs_f64(),
-            steps: clock.steps,
-        },
-        backend: target.id(),
-        precision: opts.precision,
-        tile: opts.tile,
-    })
+    Ok(sub)
 }
 
 /// The fit's diagnostics as written to `kernel.json`.
