@@ -262,10 +262,12 @@ impl ToolArgs for SubtractArgs {
         let ((sub, quality, score_s, planes_s, tail_s), written) =
             write_all_or_none(&self.out, "subtract", &names, |staging| {
                 let planes_s = std::sync::Mutex::new(0.0);
+                // The cards are final with the difference: made once for the four planes.
+                let cards = std::sync::OnceLock::new();
                 let write = |sub: &super::subtract::Subtraction, set: PlaneSet| {
                     let started = std::time::Instant::now();
-                    let cards = subtraction_cards(sub, &wcs);
-                    let written = write_planes(sub, set, &cards, &history, staging);
+                    let cards = cards.get_or_init(|| subtraction_cards(sub, &wcs));
+                    let written = write_planes(sub, set, cards, &history, staging);
                     *planes_s.lock().unwrap() += started.elapsed().as_secs_f64();
                     written.map_err(|e| e.to_string())
                 };

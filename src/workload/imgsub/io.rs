@@ -531,23 +531,3 @@ pub fn write_tables(
     }
     Ok(())
 }
-
-/// Writes a subtraction into `dir`, all files or none: the four planes ([`write_planes`]) with the science
-/// image's WCS, the fit in the header and `history` as HISTORY, and the tables ([`write_tables`]).
-pub fn write_subtraction(
-    sub: &super::subtract::Subtraction,
-    wcs: &[Card],
-    history: &[String],
-    forced: Option<&[ForcedPlace]>,
-    quality: Option<&super::score::Quality>,
-    dir: &Path,
-) -> Result<Vec<PathBuf>, InputError> {
-    let cards = subtraction_cards(sub, wcs);
-    let names = subtraction_files(forced.is_some(), quality.is_some());
-    write_all_or_none(dir, "subtract", &names, |staging| {
-        write_planes(sub, PlaneSet::Difference, &cards, history, staging)?;
-        write_planes(sub, PlaneSet::Significance, &cards, history, staging)?;
-        write_tables(sub, forced, quality, staging)
-    })
-    .map(|((), places)| places)
-}
