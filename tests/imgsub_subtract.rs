@@ -718,3 +718,99 @@ fn the_sharper_science_image_is_convolved_and_the_sign_kept() {
         assert!(d.snr < 0.0, "transient at ({x:.1}, {y:.1}): S/N {}", d.snr);
     }
 }
+
+/// Another tool's difference image (`--difference`, `SubtractOptions::external_difference`) replaces ours
+/// before detection: our own D given back finds the same sources; a source added to it is found; its NaN
+/// pixels are masked and found nothing; a file of another shape is refused with exit 2 and no output.
+#[test]
+fn another_tools_difference_is_detected_in_place_of_ours() {
+    let spec = FieldSpec::new(384, 5).unwrap();
+    let ours = subtract(truth_of(&spec).0, &SubtractOptions::default(), &cpu()).unwrap();
+    assert!(!ours.detections.is_empty());
+    let with = |d: Vec<f32>| {
+        let opts = SubtractOptions {
+            external_difference: Some(std::sync::Arc::new(d)),
+            ..SubtractOptions::default()
+        };
+        subtract(truth_of(&spec).0, &opts, &cpu()).unwrap()
+    };
+    let again = with(ours.diff.clone());
+    let places = |s: &Subtraction| s.detections.iter().map(|d| (d.x, d.y)).collect::<Vec<_>>();
+    assert_eq!(places(&again), places(&ours));
+    // A point source of 20σ (a PSF-shaped blob) at a quiet place, and a NaN block elsewhere.
+    let (nx, sx, sy) = (384usize, 300usize, 60usize);
+    let free = |x: usize, y: usize| {
+        ours.detections
+            .iter()
+            .all(|d| (d.x - x as f64).abs() > 20.0 || (d.y - y as f64).abs() > 20.0)
+    };
+    assert!(free(sx, sy) && free(100, 300));
+    let mut other = ours.diff.clone();
+    let sigma = ours.variance[sy * nx + sx].sqrt();
+    for j in -4i64..=4 {
+        for i in -4i64..=4 {
+            let at = (sy as i64 + j) as usize * nx + (sx as i64 + i) as usize;
+            other[at] += 20.0 * sigma * (-((i * i + j * j) as f32) / 4.5).exp();
+        }
+    }
+    for y in 290..310 {
+        for x in 90..110 {
+            other[y * nx + x] = f32::NAN;
+        }
+    }
+    let theirs = with(other);
+    let near = |s: &Subtraction, x: f64, y: f64, r: f64| {
+        s.detections
+            .iter()
+            .any(|d| (d.x - x).abs() <= r && (d.y - y).abs() <= r)
+    };
+    assert!(near(&theirs, sx as f64, sy as f64, 2.0));
+    assert!(!near(&ours, sx as f64, sy as f64, 2.0));
+    assert!(!near(&theirs, 100.0, 300.0, 12.0));
+    assert!(
+        theirs.mask[300 * nx + 100] & astroport::workload::imgsub::pair::MASK_NOT_A_NUMBER != 0
+    );
+    assert_eq!(theirs.diff[300 * nx + 100], 0.0);
+    assert_eq!(
+        theirs.diff[sy * nx + sx],
+        ours.diff[sy * nx + sx] + 20.0 * sigma
+    );
+    // The command refuses a difference image of another shape, naming the flag and the file.
+    let dir = tempfile::tempdir().unwrap();
+    let (field, out) = (dir.path().join("field"), dir.path().join("out"));
+    std::fs::create_dir(&field).unwrap();
+    std::fs::create_dir(&out).unwrap();
+    let (code, _, err) =
+        common::astroport(&["field", "--size", "256", "--out", field.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let small = dir.path().join("small.fits");
+    write_image(
+        &small,
+        &ImageOut {
+            nx: 100,
+            ny: 100,
+            pixels: Pixels::F32(&vec![0.0; 100 * 100]),
+            name: "DIFF",
+            cards: &[],
+            history: &[],
+        },
+    )
+    .unwrap();
+    let (code, _, err) = common::astroport(&[
+        "subtract",
+        "--field",
+        field.to_str().unwrap(),
+        "--difference",
+        small.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--difference") && err.contains("small.fits") && err.contains("100×100"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
+}

@@ -157,6 +157,11 @@ pub struct SubtractArgs {
     /// Existing folder for the outputs.
     #[arg(long)]
     pub out: PathBuf,
+    /// Another tool's difference image (FITS on the pair's grid: science minus the matched reference, in
+    /// the science image's units; NaN = masked). It replaces astroport's before detection, so that it is
+    /// detected and scored with astroport's variance, mask, PSF model and detector: only D differs.
+    #[arg(long)]
+    pub difference: Option<PathBuf>,
     /// Arithmetic of the convolution and matched filter.
     #[arg(long, default_value = "f32")]
     pub precision: Precision,
@@ -228,6 +233,14 @@ impl ToolArgs for SubtractArgs {
         let discovery = discovery?;
         let (nx, ny) = (pair.nx, pair.ny);
         let truth_start = std::time::Instant::now();
+        let external_difference = self
+            .difference
+            .as_ref()
+            .map(|p| {
+                pair.read_matching("--difference", p)
+                    .map(std::sync::Arc::new)
+            })
+            .transpose()?;
         let forced = self
             .forced
             .as_ref()
@@ -245,6 +258,12 @@ impl ToolArgs for SubtractArgs {
             env!("ASTROPORT_GIT_COMMIT")
         )];
         history.extend(pair.sources.iter().cloned());
+        if let Some(p) = &self.difference {
+            history.push(format!(
+                "difference image from {} (scored in place of astroport's)",
+                p.display()
+            ));
+        }
         let target = self.backend.target(&discovery)?;
         let options = SubtractOptions {
             tile: self.tile,
@@ -253,6 +272,7 @@ impl ToolArgs for SubtractArgs {
             direction: self.convolve,
             run: self.backend.options(),
             device_mem_cap: crate::workload::mib_flag("--device-mem-mib", self.device_mem_mib)?,
+            external_difference,
             ..SubtractOptions::default()
         };
         let synced_before = crate::inputs::seconds_syncing();
@@ -293,6 +313,13 @@ impl ToolArgs for SubtractArgs {
         let command_s = command_start.elapsed().as_secs_f64();
         let d = sub.diagnostics();
         let t = &sub.timings;
+        if let Some(p) = &self.difference {
+            println!(
+                "difference image: {} (in place of astroport's; variance, mask, PSF model and detector are \
+                 astroport's)",
+                p.display()
+            );
+        }
         println!(
             "subtract {nx}×{ny} on {} {}: convolved the {} image (FWHM ref {:.2}, sci {:.2} px); \
              {} stamps fitted, {} clipped, χ²/px {:.3}, condition {:.2e}; kernel sum {:.4} ({:.4}…{:.4})",

@@ -165,6 +165,13 @@ impl Pair {
         })
     }
 
+    /// Another image on the pair's pixel grid (`flag`'s file), as float32.
+    pub fn read_matching(&self, flag: &str, path: &Path) -> Result<Vec<f32>, String> {
+        Ok(read_sized(flag, path, Some((self.nx, self.ny)))?
+            .floats()
+            .data)
+    }
+
     /// The pair of a generated field (its variance and masks as written by `astroport field`).
     pub fn from_field(field: Field) -> Pair {
         let n = field.spec.size;

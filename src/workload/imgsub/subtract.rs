@@ -19,7 +19,7 @@ use super::difference::{DifferenceProblem, VaryingKernel, HALF};
 use super::fit::{
     fit_stamps, normalised, select_stamps, FitConfig, FitImages, KernelFit, StampStatus,
 };
-use super::pair::{Pair, Plane};
+use super::pair::{Pair, Plane, MASK_NOT_A_NUMBER};
 use super::psf::{Planes, PsfModel, PsfSummary};
 use super::{half_maximum_fwhm, median};
 use crate::backend::{Precision, Target};
@@ -55,6 +55,10 @@ pub struct SubtractOptions {
     pub direction: Option<Direction>,
     pub run: RunOptions,
     pub device_mem_cap: Option<u64>,
+    /// Another tool's difference image (science minus the matched reference, in the science image's
+    /// units; NaN = masked), put in place of astroport's before the matched filter, so that it is detected
+    /// and scored with astroport's variance, mask, PSF model and detector: only D differs.
+    pub external_difference: Option<std::sync::Arc<Vec<f32>>>,
 }
 
 impl Default for SubtractOptions {
@@ -67,6 +71,7 @@ impl Default for SubtractOptions {
             direction: None,
             run: RunOptions::once(),
             device_mem_cap: None,
+            external_difference: None,
         }
     }
 }
@@ -571,6 +576,18 @@ pub fn subtract_streaming(
     let [mut filter_diff, mut filter_variance, _, unconv_variance] = problem.into_images();
     if sign < 0.0 {
         diff.par_iter_mut().for_each(|d| *d = -*d);
+    }
+    if let Some(external) = &opts.external_difference {
+        diff.par_iter_mut()
+            .zip(mask.par_iter_mut())
+            .zip(external.par_iter())
+            .for_each(|((d, m), &e)| {
+                if e.is_finite() {
+                    *d = e;
+                } else {
+                    (*d, *m) = (0.0, *m | MASK_NOT_A_NUMBER);
+                }
+            });
     }
     let mut sub = Subtraction {
         nx,
