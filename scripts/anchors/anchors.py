@@ -51,7 +51,8 @@ def sfft(ref, sci, out, threads):
 
 def table(results):
     rows = []
-    for q in sorted(Path(results).glob("*/*/quality.json")):
+    by_size_then_tool = lambda q: (int(q.parent.parent.name), q.parent.name)
+    for q in sorted(Path(results).glob("*/*/quality.json"), key=by_size_then_tool):
         size, tool = q.parent.parent.name, q.parent.name
         s = json.loads(q.read_text())
         t = q.parent / "seconds.txt"
