@@ -5,8 +5,10 @@ SFFT run, and the scores of every tool gathered into one table.
   anchors.py saturate IN LEVEL OUT      a copy of IN whose header says SATURATE = LEVEL
   anchors.py sfft REF SCI OUT THREADS    SFFT's crowded flavour (numpy backend), reference convolved
   anchors.py table RESULTS_DIR           quality.json of every <size>/<tool>/ as a Markdown table
+  anchors.py halo SIZE_DIR [RADIUS]      mean D/sqrt(VD) per 1-px ring around the saturated stars, per tool
 """
 
+import csv
 import json
 import sys
 import time
@@ -71,6 +73,45 @@ def table(results):
     print("\n".join(rows))
 
 
+def halo(size_dir, radius=30):
+    """The residual that saturated stars leave beyond the grown mask, stacked over every saturated star of
+    the truth table: a tool whose rings sit lower everywhere, far out too, has a background offset, not a
+    better kernel. VD and the mask are astroport's for every tool (as in the scores)."""
+    size_dir, radius = Path(size_dir), int(radius)
+    with open(size_dir / "field" / "truth.csv") as f:
+        stars = [r for r in csv.DictReader(f) if r["kind"] == "star" and r["saturated"] == "1"]
+    variance = fits.getdata(size_dir / "astroport" / "diff.var.fits", memmap=True)
+    mask = fits.getdata(size_dir / "astroport" / "diff.mask.fits", memmap=True)
+    tools = [t for t in ("astroport", "hotpants", "sfft") if (size_dir / t / "diff.fits").exists()]
+    diffs = {t: fits.getdata(size_dir / t / "diff.fits", memmap=True) for t in tools}
+    yy, xx = np.mgrid[-radius : radius + 1, -radius : radius + 1]
+    ring = np.hypot(xx, yy).astype(int)
+    sums = {t: np.zeros(radius + 1) for t in tools}
+    counts = np.zeros(radius + 1)
+    ny, nx = variance.shape
+    for s in stars:
+        x, y = round(float(s["x"])), round(float(s["y"]))
+        if not (radius <= x < nx - radius and radius <= y < ny - radius):
+            continue
+        box = np.s_[y - radius : y + radius + 1, x - radius : x + radius + 1]
+        sigma = np.sqrt(variance[box])
+        usable = mask[box] == 0
+        for t in tools:
+            usable &= np.isfinite(diffs[t][box])
+        counts += np.bincount(ring[usable], minlength=radius + 1)[: radius + 1]
+        for t in tools:
+            z = diffs[t][box] / sigma
+            sums[t] += np.bincount(ring[usable], weights=z[usable], minlength=radius + 1)[: radius + 1]
+    print(f"{len(stars)} saturated stars; mean D/sqrt(VD) per ring (pixels unmasked in every tool)")
+    print("| radius px | pixels | " + " | ".join(tools) + " |")
+    print("|---|---|" + "---|" * len(tools))
+    for r in range(radius + 1):
+        if counts[r]:
+            means = " | ".join(f"{sums[t][r] / counts[r]:+.3f}" for t in tools)
+            print(f"| {r} | {int(counts[r])} | {means} |")
+
+
 if __name__ == "__main__":
     command, *args = sys.argv[1:]
-    {"masked-nan": masked_nan, "saturate": saturate, "sfft": sfft, "table": table}[command](*args)
+    commands = {"masked-nan": masked_nan, "saturate": saturate, "sfft": sfft, "table": table, "halo": halo}
+    commands[command](*args)
