@@ -9,6 +9,8 @@
 # a venv under .tools/anchors. SFFT (numpy backend, 2 threads) runs up to SFFT_MAX_SIZE (default 2048: it
 # takes about a minute per megapixel here). Writes OUT/<size>/<tool>/ (astroport's outputs and quality.json)
 # with seconds.txt (the tool's own wall clock, files to files) and OUT/table.md.
+# RESCORE=1 keeps the other tools' difference images already in OUT (and their seconds.txt) and scores them
+# again: after a change to astroport's mask, detector or scores.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: scripts/anchors/run.sh OUT [SIZE...]}
@@ -65,6 +67,7 @@ for n in "${sizes[@]}"; do
     # HOTPANTS with its defaults except: the reference convolved and D in the science image's units (as
     # astroport and SFFT do), the field's gain, read noise, saturation and masks, a 21 x 21 kernel (astroport's
     # size) of spatial degree 2 and a background of degree 1 (astroport's).
+    if [ -z "${RESCORE:-}" ] || [ ! -e "$dir/hotpants/hotpants.nan.fits" ]; then
     t=$(now)
     "$tools/hotpants/hotpants" -inim "$field/sci.fits" -tmplim "$field/ref.fits" \
         -outim "$dir/hotpants/hotpants.diff.fits" -omi "$dir/hotpants/hotpants.mask.fits" \
@@ -73,6 +76,7 @@ for n in "${sizes[@]}"; do
     since "$t" >"$dir/hotpants/seconds.txt"
     "$py" "$helpers" masked-nan "$dir/hotpants/hotpants.diff.fits" "$dir/hotpants/hotpants.mask.fits" \
         "$dir/hotpants/hotpants.nan.fits"
+    fi
     "$astroport" subtract --field "$field" --difference "$dir/hotpants/hotpants.nan.fits" \
         --out "$dir/hotpants" --backend cpu | tee "$dir/hotpants/subtract.log"
 
@@ -81,6 +85,7 @@ for n in "${sizes[@]}"; do
         # background: with the header's SATURATE (the raw clip, 60000 e-) on a 500-860 e- sky it finds none
         # and its fit is pulled by the clipped cores (kernel sum 0.67 for 0.50). Its copies of the images say
         # SATURATE = 59000.
+        if [ -z "${RESCORE:-}" ] || [ ! -e "$dir/sfft/sfft.diff.fits" ]; then
         for side in ref sci; do
             "$py" "$helpers" saturate "$field/$side.fits" 59000 "$dir/sfft/$side.fits"
         done
@@ -88,9 +93,10 @@ for n in "${sizes[@]}"; do
         PATH=$tools/bin:$PATH "$py" "$helpers" sfft "$dir/sfft/ref.fits" "$dir/sfft/sci.fits" \
             "$dir/sfft/sfft.diff.fits" 2 >"$dir/sfft/sfft.log" 2>&1
         since "$t" >"$dir/sfft/seconds.txt"
+        rm -f "$dir/sfft/ref.fits" "$dir/sfft/sci.fits"
+        fi
         "$astroport" subtract --field "$field" --difference "$dir/sfft/sfft.diff.fits" \
             --out "$dir/sfft" --backend cpu | tee "$dir/sfft/subtract.log"
-        rm -f "$dir/sfft/ref.fits" "$dir/sfft/sci.fits"
     else
         echo "SFFT not run at $n (SFFT_MAX_SIZE=$sfft_max)" | tee "$dir/sfft/not-run.txt"
     fi

@@ -1,7 +1,15 @@
 //! Detection on the difference image: the matched-filter significance S/N = Σ P D / √(Σ P² VD) (P the
 //! PSF; the device computes both sums with the difference kernel, P as a constant kernel), its positive and
 //! negative peaks above a threshold, each measured by PSF photometry at its sub-pixel place.
+//!
+//! Around saturated stars the threshold is raised (`SaturationHalo`): the 21 × 21 kernel cannot carry a
+//! saturated star's wings beyond its half width, so every tool (HOTPANTS and SFFT too) leaves a ring of
+//! +0.2–0.6 σ per pixel 11–16 px from the saturated core, and the matched filter turns it into 5–8 σ peaks
+//! (docs/imgsub.md, "Why, near saturation"). Masking the halo instead would lose real changers there (a
+//! 23 σ transient 14 px from a saturated star in the 1k field).
 
+use super::difference::HALF;
+use super::field::MASK_SATURATED;
 use super::psf::{psf_flux, Planes, PsfFlux, PsfModel};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -24,6 +32,73 @@ pub struct Detection {
     pub psf: Option<PsfFlux>,
     /// A masked pixel lies within 5 px (a saturated star, a bad column, the edge).
     pub near_mask: bool,
+    /// Within a saturated star's halo, where the threshold is raised by `SaturationHalo::extra_snr`.
+    pub in_saturation_halo: bool,
+}
+
+/// The halo beyond the kernel's half width, in FWHM of the difference image's PSF.
+const HALO_FWHM: f64 = 1.5;
+/// The ring's bias per pixel the raised threshold allows for, in σ (the stacked ring of the 10k field
+/// peaks at +0.3 σ, +0.6 σ around the brightest third of the saturated stars).
+const HALO_RING_SIGMA: f64 = 0.5;
+
+/// Where detections need more significance: within `radius` of a saturated pixel of either input image.
+pub struct SaturationHalo<'a> {
+    /// The two input masks together (bit `MASK_SATURATED`).
+    pub input_mask: &'a [u8],
+    pub radius: f64,
+    pub extra_snr: f64,
+}
+
+impl<'a> SaturationHalo<'a> {
+    /// The halo for a difference image whose PSF has this FWHM: `HALF` + 1.5 FWHM (16 px for FWHM 3.9),
+    /// and the threshold raised by the matched filter's response to a uniform bias of `HALO_RING_SIGMA`:
+    /// that bias × √N, N = 4π σ² the PSF's effective pixels (3.0 for FWHM 3.9).
+    pub fn new(input_mask: &'a [u8], fwhm: f64) -> Self {
+        let fwhm = if fwhm.is_finite() && fwhm > 0.0 {
+            fwhm
+        } else {
+            0.0
+        };
+        let sigma = fwhm / (8.0 * std::f64::consts::LN_2).sqrt();
+        SaturationHalo {
+            input_mask,
+            radius: HALF as f64 + HALO_FWHM * fwhm,
+            extra_snr: HALO_RING_SIGMA * (4.0 * std::f64::consts::PI * sigma * sigma).sqrt(),
+        }
+    }
+
+    /// The peaks (x, y, S/N) that pass: all outside the halo, those above `threshold` + the extra inside it
+    /// (flagged).
+    fn keep(
+        &self,
+        peaks: Vec<(usize, usize, f32)>,
+        nx: usize,
+        ny: usize,
+        threshold: f64,
+    ) -> Vec<(usize, usize, f32, bool)> {
+        peaks
+            .into_par_iter()
+            .map(|(x, y, s)| (x, y, s, self.contains(nx, ny, x, y)))
+            .filter(|&(_, _, s, inside)| !inside || s.abs() as f64 >= threshold + self.extra_snr)
+            .collect()
+    }
+
+    fn contains(&self, nx: usize, ny: usize, x: usize, y: usize) -> bool {
+        let r = self.radius.floor() as i64;
+        let (x, y) = (x as i64, y as i64);
+        (-r..=r).any(|j| {
+            (-r..=r).any(|i| {
+                let (px, py) = (x + i, y + j);
+                (i * i + j * j) as f64 <= self.radius * self.radius
+                    && px >= 0
+                    && py >= 0
+                    && px < nx as i64
+                    && py < ny as i64
+                    && self.input_mask[py as usize * nx + px as usize] & MASK_SATURATED != 0
+            })
+        })
+    }
 }
 
 /// The significance image from the matched filter's two sums, Σ P D and Σ P² VD.
@@ -36,8 +111,15 @@ pub fn significance(mut sum_pd: Vec<f32>, sum_p2v: &[f32]) -> Vec<f32> {
     sum_pd
 }
 
-/// Peaks of |S/N| ≥ `threshold` on unmasked pixels that top their 5 × 5 window (same sign), brightest first.
-pub fn find(snr: &[f32], planes: &Planes, threshold: f64, psf: &PsfModel) -> Vec<Detection> {
+/// Peaks of |S/N| ≥ `threshold` (plus the halo's extra within a saturated star's halo) on unmasked pixels
+/// that top their 5 × 5 window (same sign), brightest first.
+pub fn find(
+    snr: &[f32],
+    planes: &Planes,
+    threshold: f64,
+    halo: &SaturationHalo,
+    psf: &PsfModel,
+) -> Vec<Detection> {
     let (nx, ny, mask) = (planes.nx, planes.ny, planes.mask);
     let value = |x: i64, y: i64| -> f32 {
         if x < 0 || y < 0 || x >= nx as i64 || y >= ny as i64 {
@@ -46,7 +128,7 @@ pub fn find(snr: &[f32], planes: &Planes, threshold: f64, psf: &PsfModel) -> Vec
             snr[y as usize * nx + x as usize]
         }
     };
-    let mut peaks: Vec<(usize, usize, f32)> = (0..ny)
+    let peaks: Vec<(usize, usize, f32)> = (0..ny)
         .into_par_iter()
         .flat_map_iter(|y| {
             let mut row = Vec::new();
@@ -79,6 +161,7 @@ pub fn find(snr: &[f32], planes: &Planes, threshold: f64, psf: &PsfModel) -> Vec
             row
         })
         .collect();
+    let mut peaks = halo.keep(peaks, nx, ny, threshold);
     peaks.sort_by(|a, b| {
         b.2.abs()
             .total_cmp(&a.2.abs())
@@ -87,7 +170,7 @@ pub fn find(snr: &[f32], planes: &Planes, threshold: f64, psf: &PsfModel) -> Vec
     peaks
         .par_iter()
         .enumerate()
-        .map(|(id, &(x, y, s))| {
+        .map(|(id, &(x, y, s, in_saturation_halo))| {
             let (xi, yi) = (x as i64, y as i64);
             let offset = |l: f32, c: f32, r: f32| {
                 let curvature = l as f64 - 2.0 * c as f64 + r as f64;
@@ -117,7 +200,49 @@ pub fn find(snr: &[f32], planes: &Planes, threshold: f64, psf: &PsfModel) -> Vec
                 snr: s as f64,
                 psf: psf_flux(psf, planes, fx, fy),
                 near_mask,
+                in_saturation_halo,
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One saturated pixel at (40, 40) of an 80 × 80 image, D's FWHM 3.9 px: the halo reaches 15.85 px
+    /// (a circle, not the square of the grown mask), and inside it a peak needs 5 + 2.9 σ of either sign.
+    #[test]
+    fn the_halo_raises_the_threshold_around_saturated_pixels_only() {
+        let (nx, ny) = (80, 80);
+        let mut input_mask = vec![0u8; nx * ny];
+        input_mask[40 * nx + 40] = MASK_SATURATED;
+        input_mask[5 * nx + 70] = 2; // a bad pixel: no halo
+        let halo = SaturationHalo::new(&input_mask, 3.9);
+        assert!((halo.radius - 15.85).abs() < 1e-9, "{}", halo.radius);
+        assert!((halo.extra_snr - 2.94).abs() < 0.01, "{}", halo.extra_snr);
+        let peaks = vec![
+            (55, 40, 6.0),  // 15 px: inside, below 7.94
+            (51, 51, -7.0), // 15.6 px: inside, faded, below
+            (52, 52, 9.0),  // 17.0 px: outside
+            (40, 54, 8.5),  // 14 px: inside, above: kept and flagged
+            (40, 56, 5.5),  // 16 px: outside
+            (70, 8, 5.1),   // beside the bad pixel
+            (2, 2, 5.0),    // a corner, the box clipped
+        ];
+        let kept = halo.keep(peaks, nx, ny, 5.0);
+        assert_eq!(
+            kept,
+            vec![
+                (52, 52, 9.0, false),
+                (40, 54, 8.5, true),
+                (40, 56, 5.5, false),
+                (70, 8, 5.1, false),
+                (2, 2, 5.0, false),
+            ]
+        );
+        // Without a usable FWHM the halo is the kernel's half width, and the threshold is not raised.
+        let bare = SaturationHalo::new(&input_mask, f64::NAN);
+        assert_eq!((bare.radius, bare.extra_snr), (HALF as f64, 0.0));
+    }
 }

@@ -479,6 +479,7 @@ pub fn write_tables(
             "flux_err",
             "masked_fraction",
             "near_mask",
+            "saturation_halo",
         ])?;
         for d in &sub.detections {
             let (f, e, m) = match d.psf {
@@ -494,6 +495,7 @@ pub fn write_tables(
                 e,
                 m,
                 u8::from(d.near_mask).to_string(),
+                u8::from(d.in_saturation_halo).to_string(),
             ])?;
         }
         Ok(())

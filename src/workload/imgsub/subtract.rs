@@ -12,7 +12,8 @@
 //! 4. **Mask:** the unconvolved image's mask, the convolved image's grown by the kernel's half width, and
 //!    the border where more than 0.1 % of the kernel's weight runs off the image (bits: 1 saturated, 2 bad,
 //!    4 not a number, 8 edge).
-//! 5. **Detection** (`detect`) with the PSF of D measured on the stamp stars (`psf`).
+//! 5. **Detection** (`detect`) with the PSF of D measured on the stamp stars (`psf`), its threshold raised within
+//!    a saturated star's halo.
 
 use super::detect::{self, Detection};
 use super::difference::{DifferenceProblem, VaryingKernel, HALF};
@@ -643,7 +644,8 @@ pub fn subtract_streaming(
             let host = Instant::now();
             let snr = detect::significance(sum_pd, &sum_p2v);
             drop(sum_p2v);
-            let detections = detect::find(&snr, &view.planes(), opts.threshold, &view.psf);
+            let halo = detect::SaturationHalo::new(&view.input_mask, view.fwhm.0.max(view.fwhm.1));
+            let detections = detect::find(&snr, &view.planes(), opts.threshold, &halo, &view.psf);
             let detect_s = host.elapsed().as_secs_f64();
             Ok::<_, String>((snr, detections, filter_s, filter_wall_s, detect_s))
         })();
