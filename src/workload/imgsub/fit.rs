@@ -547,6 +547,10 @@ pub struct KernelFit {
     pub sums_backend: String,
     pub stamp_sums: usize,
     pub sums_seconds: f64,
+    /// Wall clock of the stamps' basis images (host), and of their sums with the batches' packing and
+    /// transfers, summed over the iterations.
+    pub basis_images_seconds: f64,
+    pub sums_wall_seconds: f64,
 }
 
 /// Fits the kernel, background and stamps of `img` (module docs).
@@ -577,6 +581,8 @@ pub fn fit_stamps(
     let mut summed: std::collections::HashMap<(usize, usize), std::sync::Arc<StampSums>> =
         std::collections::HashMap::new();
     let (mut stamp_sums_made, mut sums_seconds) = (0, 0.0);
+    let (mut basis_images_seconds, mut sums_wall_seconds) = (0.0, 0.0);
+    let mut last_batch: Option<(Vec<(usize, usize)>, StampBatch)> = None;
     let mut iterations = 0;
     loop {
         iterations += 1;
@@ -603,6 +609,7 @@ pub fn fit_stamps(
             .map(|&(r, k)| (regions[r][k].x, regions[r][k].y))
             .filter(|p| !images.contains_key(p))
             .collect();
+        let basis_start = std::time::Instant::now();
         let made: Vec<((usize, usize), Vec<f64>)> = missing
             .par_iter()
             .map(|&(x, y)| ((x, y), basis.convolve(img.conv, img.nx, x, y, half)))
@@ -610,6 +617,7 @@ pub fn fit_stamps(
         for (p, c) in made {
             images.insert(p, std::sync::Arc::new(c));
         }
+        basis_images_seconds += basis_start.elapsed().as_secs_f64();
         let places_xy: Vec<(usize, usize)> = fitted
             .iter()
             .map(|&(r, k)| (regions[r][k].x, regions[r][k].y))
@@ -620,7 +628,15 @@ pub fn fit_stamps(
             .filter(|p| !summed.contains_key(p))
             .collect();
         if !unsummed.is_empty() {
-            let batch = stamp_batch(img, &images, &unsummed, nb, half, sum_k2);
+            let sums_start = std::time::Instant::now();
+            // Once Σ K² is known every stamp is summed again with new weights and the same columns.
+            let batch = match last_batch.take() {
+                Some((places, mut batch)) if places == unsummed => {
+                    batch.weight = stamp_weights(img, &unsummed, half, sum_k2);
+                    batch
+                }
+                _ => stamp_batch(img, &images, &unsummed, nb, half, sum_k2),
+            };
             let (batch_sums, seconds) =
                 batch.sums_on(target, mem_cap).map_err(FitError::Backend)?;
             sums_seconds += seconds;
@@ -628,6 +644,8 @@ pub fn fit_stamps(
             for (i, p) in unsummed.iter().enumerate() {
                 summed.insert(*p, std::sync::Arc::new(unpack(&batch, &batch_sums, i, nb)));
             }
+            sums_wall_seconds += sums_start.elapsed().as_secs_f64();
+            last_batch = Some((unsummed.clone(), batch));
         }
         let sums: Vec<std::sync::Arc<StampSums>> =
             places_xy.iter().map(|p| summed[p].clone()).collect();
@@ -736,6 +754,8 @@ pub fn fit_stamps(
                 sums_backend: target.id(),
                 stamp_sums: stamp_sums_made,
                 sums_seconds,
+                basis_images_seconds,
+                sums_wall_seconds,
             });
         }
     }
@@ -888,7 +908,8 @@ fn promote_spare(region: &mut [Stamp], half: usize) {
 
 /// The stamps at `places` as a batch for the backends: per stamp, its basis images, the background terms
 /// 1, x̂, ŷ and the target as columns, each pixel weighted by 1 / (VI + Σ K² VR), and the convolved image's
-/// variance around it.
+/// variance around it. Written in place, stamp by stamp on all threads: per-stamp buffers gathered afterwards
+/// cost more in page faults than the packing itself on a virtual machine.
 fn stamp_batch(
     img: &FitImages,
     images: &std::collections::HashMap<(usize, usize), std::sync::Arc<Vec<f64>>>,
@@ -901,47 +922,65 @@ fn stamp_batch(
     let pixels = side * side;
     let span = side + 2 * HALF;
     let columns = nb + BACKGROUND_TERMS + 1;
-    let per_stamp: Vec<(Vec<f64>, Vec<f64>, Vec<f64>)> = places
-        .par_iter()
-        .map(|&(x, y)| {
-            let mut data = Vec::with_capacity(columns * pixels);
-            data.extend_from_slice(&images[&(x, y)][..nb * pixels]);
-            let (x0, y0) = (x - half, y - half);
-            let at = |i: usize, j: usize| (y0 + j) * img.nx + x0 + i;
-            let all = |f: &dyn Fn(usize, usize) -> f64| {
-                (0..pixels)
-                    .map(move |p| f(p % side, p / side))
-                    .collect::<Vec<f64>>()
-            };
-            data.extend(all(&|_, _| 1.0));
-            data.extend(all(&|i, _| normalised((x0 + i) as f64, img.nx)));
-            data.extend(all(&|_, j| normalised((y0 + j) as f64, img.ny)));
-            data.extend(all(&|i, j| img.target[at(i, j)] as f64));
-            let weight = all(&|i, j| {
-                let var = img.target_var[at(i, j)] as f64 + sum_k2 * img.conv_var[at(i, j)] as f64;
-                1.0 / var.max(1e-30)
-            });
-            let (wx, wy) = (x0 - HALF, y0 - HALF);
-            let window: Vec<f64> = (0..span * span)
-                .map(|q| img.conv_var[(wy + q / span) * img.nx + wx + q % span] as f64)
-                .collect();
-            (data, weight, window)
-        })
-        .collect();
     let mut batch = StampBatch {
         stamps: places.len(),
         columns,
         side,
-        data: Vec::with_capacity(places.len() * columns * pixels),
-        weight: Vec::with_capacity(places.len() * pixels),
-        window: Vec::with_capacity(places.len() * span * span),
+        data: vec![0.0; places.len() * columns * pixels],
+        weight: Vec::new(),
+        window: vec![0.0; places.len() * span * span],
     };
-    for (data, weight, window) in per_stamp {
-        batch.data.extend(data);
-        batch.weight.extend(weight);
-        batch.window.extend(window);
-    }
     batch
+        .data
+        .par_chunks_mut(columns * pixels)
+        .zip(batch.window.par_chunks_mut(span * span))
+        .zip(places)
+        .for_each(|((data, window), &(x, y))| {
+            let (basis, rest) = data.split_at_mut(nb * pixels);
+            basis.copy_from_slice(&images[&(x, y)][..nb * pixels]);
+            let (x0, y0) = (x - half, y - half);
+            let mut columns = rest.chunks_exact_mut(pixels);
+            let mut next = || columns.next().expect("four columns after the basis");
+            next().fill(1.0);
+            let (xs, ys, target) = (next(), next(), next());
+            for j in 0..side {
+                let row = (y0 + j) * img.nx + x0;
+                for i in 0..side {
+                    let p = j * side + i;
+                    xs[p] = normalised((x0 + i) as f64, img.nx);
+                    ys[p] = normalised((y0 + j) as f64, img.ny);
+                    target[p] = img.target[row + i] as f64;
+                }
+            }
+            let (wx, wy) = (x0 - HALF, y0 - HALF);
+            for (q, row) in window.chunks_exact_mut(span).enumerate() {
+                let line = &img.conv_var[(wy + q) * img.nx + wx..][..span];
+                row.iter_mut().zip(line).for_each(|(w, &v)| *w = v as f64);
+            }
+        });
+    batch.weight = stamp_weights(img, places, half, sum_k2);
+    batch
+}
+
+/// Per pixel of the stamps at `places`, 1 / (VI + Σ K² VR): the only part of a batch that changes when
+/// Σ K² does.
+fn stamp_weights(img: &FitImages, places: &[(usize, usize)], half: usize, sum_k2: f64) -> Vec<f64> {
+    let side = 2 * half + 1;
+    let mut weight = vec![0.0; places.len() * side * side];
+    weight
+        .par_chunks_mut(side * side)
+        .zip(places)
+        .for_each(|(w, &(x, y))| {
+            let (x0, y0) = (x - half, y - half);
+            for (j, out) in w.chunks_exact_mut(side).enumerate() {
+                let at = (y0 + j) * img.nx + x0;
+                for (i, o) in out.iter_mut().enumerate() {
+                    let var = img.target_var[at + i] as f64 + sum_k2 * img.conv_var[at + i] as f64;
+                    *o = 1.0 / var.max(1e-30);
+                }
+            }
+        });
+    weight
 }
 
 /// Stamp `i`'s share of the normal equations from its batch sums: the Gram matrix of the basis and

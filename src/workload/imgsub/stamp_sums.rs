@@ -6,7 +6,7 @@
 use super::difference::{HALF, PROGRAM, SIDE};
 use crate::backend::{BufferSpec, DType, HostSlice, HostVec, Local, Step, StepArg, Target};
 use crate::exec::{self, DeviceBudget, RunOptions};
-use nalgebra::DMatrix;
+use nalgebra::{DMatrix, DMatrixView};
 use rayon::prelude::*;
 
 const TAPS: usize = SIDE * SIDE;
@@ -76,15 +76,16 @@ impl StampBatch {
             .into_par_iter()
             .map(|s| {
                 let w = &self.weight[s * p..][..p];
-                // Column-major p × m: each column a stamp column, as stored.
-                let cols = DMatrix::from_column_slice(p, m, &self.data[s * m * p..][..m * p]);
-                let mut weighted = cols.clone();
-                for mut column in weighted.column_iter_mut() {
-                    for (c, &wp) in column.iter_mut().zip(w) {
-                        *c *= wp;
+                // Column-major p × m: each column a stamp column, as stored (a view: no copy).
+                let cols = DMatrixView::from_slice(&self.data[s * m * p..][..m * p], p, m);
+                // Wᵀ-scaled columns, stored transposed (m × p) so the product is one matrix multiply.
+                let mut weighted_t = DMatrix::<f64>::zeros(m, p);
+                for (j, column) in cols.column_iter().enumerate() {
+                    for (i, (&c, &wp)) in column.iter().zip(w).enumerate() {
+                        weighted_t[(j, i)] = c * wp;
                     }
                 }
-                let gram = weighted.transpose() * &cols; // symmetric m × m
+                let gram = weighted_t * cols; // symmetric m × m
                 let var = &self.window[s * span * span..][..span * span];
                 let lag = (0..TAPS)
                     .map(|t| {

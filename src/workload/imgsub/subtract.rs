@@ -85,6 +85,9 @@ pub struct Timings {
     /// Of which the stamp sums on the backend (device events, or the host clock on `cpu`), summed over
     /// the fit's iterations.
     pub stamp_sums_s: f64,
+    /// The fit's basis images (host) and its stamp sums' wall clock (packing and transfers included).
+    pub basis_images_s: f64,
+    pub stamp_sums_wall_s: f64,
     /// The difference and its variance: device events (median of the repeats), or the host clock on `cpu`.
     pub difference_s: f64,
     /// The matched filter, timed the same way.
@@ -668,6 +671,8 @@ pub fn subtract_streaming(
     sub.timings = Timings {
         fit_s,
         stamp_sums_s: sums_s,
+        basis_images_s: sub.fit.basis_images_seconds,
+        stamp_sums_wall_s: sub.fit.sums_wall_seconds,
         difference_s,
         filter_s,
         difference_wall_s,
