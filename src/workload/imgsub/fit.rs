@@ -493,11 +493,21 @@ pub fn select_stamps(img: &FitImages, cfg: &FitConfig) -> Result<Vec<Vec<Stamp>>
 
 /// Whether (x, y) holds the largest value of its sub-stamp (ties go to the first in row order).
 fn is_brightest(image: &[f32], nx: usize, x: usize, y: usize, half: usize, v: f32) -> bool {
+    let beats = |xx: usize, yy: usize, w: f32| w > v || (w == v && (yy, xx) < (y, x));
+    // The 8 neighbours first (they lie in the window when half >= 1), with the same test: most pixels
+    // above the threshold lie on a star's slope and fail here, not after half of the window's rows.
+    let near = half.min(1);
+    for yy in y - near..=y + near {
+        for xx in x - near..=x + near {
+            if (xx, yy) != (x, y) && beats(xx, yy, image[yy * nx + xx]) {
+                return false;
+            }
+        }
+    }
     for yy in y - half..=y + half {
         let line = &image[yy * nx + x - half..][..2 * half + 1];
         for (i, &w) in line.iter().enumerate() {
-            let xx = x - half + i;
-            if w > v || (w == v && (yy, xx) < (y, x)) {
+            if beats(x - half + i, yy, w) {
                 return false;
             }
         }
