@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # File to file on the lent GPU machine (issue 15): a 10240² field generated there, then `astroport subtract`
 # as a survey pipeline calls it, one process per pair: cold (the first call of the process: runtime start,
-# kernel load) on CUDA (three times) and NVIDIA OpenCL (twice: programs built from source and stored, then
+# kernel load) on CUDA (three times scored against the truth, twice as a pipeline runs it: the six images
+# named and nothing scored) and NVIDIA OpenCL (twice: programs built from source and stored, then
 # loaded from astroport's binary cache), and the `cpu` model on the host's cores. Every run
 # prints its timeline (read, discovery, fit, device passes with their wall clock, host work, scoring, write,
 # fsync, file to file). Before that, `bench --preset tiny` checks every workload on every backend (the host
@@ -24,18 +25,25 @@ grep -E "Elapsed|field" "$out/field-10240.log"
 subtract() {  # name, then astroport subtract arguments
   local name=$1; shift
   mkdir -p "$out/$name"
-  /usr/bin/time -v "$bin" subtract --field "$work/f10240" --out "$out/$name" "$@" \
+  /usr/bin/time -v "$bin" subtract --out "$out/$name" "$@" \
     > "$out/$name/stdout.txt" 2> "$out/$name/stderr.txt" || status=1
   rm -f "$out/$name"/*.fits
   echo "== $name"; cat "$out/$name/stdout.txt"
   grep -E "Elapsed|Maximum resident" "$out/$name/stderr.txt"
 }
-subtract cuda-1 --backend cuda
-subtract cuda-2 --backend cuda
-subtract cuda-3 --backend cuda
-subtract opencl-1 --backend "$nv"
-subtract opencl-2 --backend "$nv"
-subtract cpu --backend cpu
+f=$work/f10240
+scored=(--field "$f")
+# As a survey pipeline runs it: the six images named, no truth, so no scores.
+plain=(--ref "$f/ref.fits" --sci "$f/sci.fits" --ref-var "$f/ref.var.fits" --sci-var "$f/sci.var.fits"
+       --ref-mask "$f/ref.mask.fits" --sci-mask "$f/sci.mask.fits")
+subtract cuda-1 "${scored[@]}" --backend cuda
+subtract cuda-2 "${scored[@]}" --backend cuda
+subtract cuda-3 "${scored[@]}" --backend cuda
+subtract cuda-unscored-1 "${plain[@]}" --backend cuda
+subtract cuda-unscored-2 "${plain[@]}" --backend cuda
+subtract opencl-1 "${scored[@]}" --backend "$nv"
+subtract opencl-2 "${scored[@]}" --backend "$nv"
+subtract cpu "${scored[@]}" --backend cpu
 tar czf "$final/file-to-file.tgz" -C "$out" .
 { cat "$out/machine.txt"; tail -5 "$out/bench-tiny.log"; grep -E "Elapsed|field" "$out/field-10240.log"
   for d in "$out"/*/; do [ -f "$d/stdout.txt" ] || continue; echo "== $(basename "$d")"

@@ -340,8 +340,8 @@ impl ToolArgs for SubtractArgs {
             d.kernel_sum_grid.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
         );
         println!(
-            "  {} detections at {}σ; time: read {read_s:.3} s, fit {:.3} s (basis images {:.3} s, stamp sums {:.3} s wall, {:.2} ms \
-             on the backend), difference \
+            "  {} detections at {}σ; time: read {read_s:.3} s, fit {:.3} s (basis images {:.3} s, stamp sums {:.3} s wall, jobs {:.3} \
+             s, {:.2} ms on the backend), difference \
              {:.2} ms ({:.3} s wall), filter {:.2} ms ({:.3} s wall), host {:.3} s, subtraction {:.3} s; \
              backends found in {discovery_s:.3} s (beside the read); planes written in {planes_s:.3} s (fsync \
              {sync_s:.3} s, summed over the files written at once; beside detection and scoring), scored in \
@@ -351,6 +351,7 @@ impl ToolArgs for SubtractArgs {
             t.fit_s,
             t.basis_images_s,
             t.stamp_sums_wall_s,
+            t.stamp_sums_job_s,
             t.stamp_sums_s * 1e3,
             t.difference_s * 1e3,
             t.difference_wall_s,

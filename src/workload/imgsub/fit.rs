@@ -557,10 +557,12 @@ pub struct KernelFit {
     pub sums_backend: String,
     pub stamp_sums: usize,
     pub sums_seconds: f64,
-    /// Wall clock of the stamps' basis images (host), and of their sums with the batches' packing and
-    /// transfers, summed over the iterations.
+    /// Wall clock of the stamps' basis images (host), of their sums with the batches' packing and
+    /// transfers, and of the backend's jobs alone (transfers, launches, a first kernel's load), summed over
+    /// the iterations.
     pub basis_images_seconds: f64,
     pub sums_wall_seconds: f64,
+    pub sums_job_seconds: f64,
 }
 
 /// Fits the kernel, background and stamps of `img` (module docs).
@@ -591,7 +593,7 @@ pub fn fit_stamps(
     let mut summed: std::collections::HashMap<(usize, usize), std::sync::Arc<StampSums>> =
         std::collections::HashMap::new();
     let (mut stamp_sums_made, mut sums_seconds) = (0, 0.0);
-    let (mut basis_images_seconds, mut sums_wall_seconds) = (0.0, 0.0);
+    let (mut basis_images_seconds, mut sums_wall_seconds, mut sums_job_seconds) = (0.0, 0.0, 0.0);
     let mut last_batch: Option<(Vec<(usize, usize)>, StampBatch)> = None;
     let mut iterations = 0;
     loop {
@@ -647,8 +649,10 @@ pub fn fit_stamps(
                 }
                 _ => stamp_batch(img, &images, &unsummed, nb, half, sum_k2),
             };
+            let job_start = std::time::Instant::now();
             let (batch_sums, seconds) =
                 batch.sums_on(target, mem_cap).map_err(FitError::Backend)?;
+            sums_job_seconds += job_start.elapsed().as_secs_f64();
             sums_seconds += seconds;
             stamp_sums_made += unsummed.len();
             for (i, p) in unsummed.iter().enumerate() {
@@ -766,6 +770,7 @@ pub fn fit_stamps(
                 sums_seconds,
                 basis_images_seconds,
                 sums_wall_seconds,
+                sums_job_seconds,
             });
         }
     }

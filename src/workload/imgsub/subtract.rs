@@ -88,6 +88,8 @@ pub struct Timings {
     /// The fit's basis images (host) and its stamp sums' wall clock (packing and transfers included).
     pub basis_images_s: f64,
     pub stamp_sums_wall_s: f64,
+    /// Of which the backend's jobs (transfers, launches, a first kernel's load).
+    pub stamp_sums_job_s: f64,
     /// The difference and its variance: device events (median of the repeats), or the host clock on `cpu`.
     pub difference_s: f64,
     /// The matched filter, timed the same way.
@@ -673,6 +675,7 @@ pub fn subtract_streaming(
         stamp_sums_s: sums_s,
         basis_images_s: sub.fit.basis_images_seconds,
         stamp_sums_wall_s: sub.fit.sums_wall_seconds,
+        stamp_sums_job_s: sub.fit.sums_job_seconds,
         difference_s,
         filter_s,
         difference_wall_s,
