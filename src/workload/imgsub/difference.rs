@@ -517,6 +517,30 @@ impl SinglePass for DifferenceProblem {
             }
         }
     }
+    /// The previous repeat's planes (poisoned) are written again: at 10240² two fresh float64 planes are
+    /// 1.6 GB of pages to fault in, which on a virtual machine that hands freed pages back to its host cost
+    /// more than the convolution (docs/perf-notes.md, "the allocator").
+    fn run_cpu_into(&self, mode: Precision, out: &mut Field) {
+        let pixels = self.nx * self.ny;
+        let [d, v] = &mut out.components[..] else {
+            *out = self.run_cpu(mode);
+            return;
+        };
+        if d.len() != pixels || v.len() != pixels {
+            *out = self.run_cpu(mode);
+            return;
+        }
+        match mode {
+            Precision::F32 => {
+                let [a, b, c, e] = &self.images32;
+                self.cpu_difference_into(&self.terms32, [a, b, c, e], [d, v]);
+            }
+            Precision::F64 => {
+                let [a, b, c, e] = self.images64();
+                self.cpu_difference_into(&self.terms64, [a, b, c, e], [d, v]);
+            }
+        }
+    }
     fn plan(&self, mode: Precision, budget: DeviceBudget, opts: &RunOptions) -> Vec<KernelJob<'_>> {
         self.device_plan(mode, budget, opts)
     }
