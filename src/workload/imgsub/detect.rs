@@ -9,7 +9,7 @@
 //! 23 σ transient 14 px from a saturated star in the 1k field).
 
 use super::difference::HALF;
-use super::field::MASK_SATURATED;
+use super::field::saturated_within;
 use super::psf::{psf_flux, Planes, PsfFlux, PsfModel};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -85,19 +85,7 @@ impl<'a> SaturationHalo<'a> {
     }
 
     fn contains(&self, nx: usize, ny: usize, x: usize, y: usize) -> bool {
-        let r = self.radius.floor() as i64;
-        let (x, y) = (x as i64, y as i64);
-        (-r..=r).any(|j| {
-            (-r..=r).any(|i| {
-                let (px, py) = (x + i, y + j);
-                (i * i + j * j) as f64 <= self.radius * self.radius
-                    && px >= 0
-                    && py >= 0
-                    && px < nx as i64
-                    && py < ny as i64
-                    && self.input_mask[py as usize * nx + px as usize] & MASK_SATURATED != 0
-            })
-        })
+        saturated_within(self.input_mask, nx, ny, x as i64, y as i64, self.radius)
     }
 }
 
@@ -209,6 +197,7 @@ pub fn find(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::imgsub::field::MASK_SATURATED;
 
     /// One saturated pixel at (40, 40) of an 80 × 80 image, D's FWHM 3.9 px: the halo reaches 15.85 px
     /// (a circle, not the square of the grown mask), and inside it a peak needs 5 + 2.9 σ of either sign.

@@ -296,15 +296,22 @@ impl DifferenceProblem {
             .map_or(x, |t| (t * self.tile + self.tile / 2).min(n - 1))
     }
 
-    /// The difference and its variance on the CPU in precision T (convolve.rs has the arithmetic).
-    fn cpu_difference<T: Real>(&self, terms: &[T], images: [&[T]; 4]) -> Field {
-        let mut diff = vec![0.0f64; self.nx * self.ny];
-        let mut var = vec![0.0f64; self.nx * self.ny];
-        self.cpu_difference_into(terms, images, [&mut diff, &mut var]);
-        Field::new(vec![diff, var])
+    /// The difference and its variance on the CPU in `mode`, into float64 planes.
+    fn cpu_planes_into(&self, mode: Precision, outputs: [&mut [f64]; 2]) {
+        match mode {
+            Precision::F32 => {
+                let [a, b, c, d] = &self.images32;
+                self.cpu_difference_into(&self.terms32, [a, b, c, d], outputs);
+            }
+            Precision::F64 => {
+                let [a, b, c, d] = self.images64();
+                self.cpu_difference_into(&self.terms64, [a, b, c, d], outputs);
+            }
+        }
     }
 
-    /// [`Self::cpu_difference`] into given planes of any precision O.
+    /// The difference and its variance on the CPU in precision T (convolve.rs has the arithmetic), into
+    /// given planes of any precision O.
     fn cpu_difference_into<T: Real, O: Real>(
         &self,
         terms: &[T],
@@ -506,39 +513,19 @@ impl DifferenceProblem {
 impl SinglePass for DifferenceProblem {
     type Mode = Precision;
     fn run_cpu(&self, mode: Precision) -> Field {
-        match mode {
-            Precision::F32 => {
-                let [a, b, c, d] = &self.images32;
-                self.cpu_difference(&self.terms32, [a, b, c, d])
-            }
-            Precision::F64 => {
-                let [a, b, c, d] = self.images64();
-                self.cpu_difference(&self.terms64, [a, b, c, d])
-            }
-        }
+        let mut diff = vec![0.0f64; self.nx * self.ny];
+        let mut var = vec![0.0f64; self.nx * self.ny];
+        self.cpu_planes_into(mode, [&mut diff, &mut var]);
+        Field::new(vec![diff, var])
     }
     /// The previous repeat's planes (poisoned) are written again: at 10240² two fresh float64 planes are
     /// 1.6 GB of pages to fault in, which on a virtual machine that hands freed pages back to its host cost
     /// more than the convolution (docs/perf-notes.md, "the allocator").
     fn run_cpu_into(&self, mode: Precision, out: &mut Field) {
         let pixels = self.nx * self.ny;
-        let [d, v] = &mut out.components[..] else {
-            *out = self.run_cpu(mode);
-            return;
-        };
-        if d.len() != pixels || v.len() != pixels {
-            *out = self.run_cpu(mode);
-            return;
-        }
-        match mode {
-            Precision::F32 => {
-                let [a, b, c, e] = &self.images32;
-                self.cpu_difference_into(&self.terms32, [a, b, c, e], [d, v]);
-            }
-            Precision::F64 => {
-                let [a, b, c, e] = self.images64();
-                self.cpu_difference_into(&self.terms64, [a, b, c, e], [d, v]);
-            }
+        match &mut out.components[..] {
+            [d, v] if d.len() == pixels && v.len() == pixels => self.cpu_planes_into(mode, [d, v]),
+            _ => *out = self.run_cpu(mode),
         }
     }
     fn plan(&self, mode: Precision, budget: DeviceBudget, opts: &RunOptions) -> Vec<KernelJob<'_>> {

@@ -251,6 +251,23 @@ pub struct Rendered {
 pub const MASK_SATURATED: u8 = 1;
 pub const MASK_BAD_COLUMN: u8 = 2;
 
+/// Whether a pixel of `mask` (nx × ny) within `radius` px of (x, y) has the `MASK_SATURATED` bit: the
+/// scores' saturated zones and the detector's saturation halo.
+pub fn saturated_within(mask: &[u8], nx: usize, ny: usize, x: i64, y: i64, radius: f64) -> bool {
+    let r = radius.floor() as i64;
+    (-r..=r).any(|j| {
+        (-r..=r).any(|i| {
+            let (px, py) = (x + i, y + j);
+            (i * i + j * j) as f64 <= radius * radius
+                && px >= 0
+                && py >= 0
+                && px < nx as i64
+                && py < ny as i64
+                && mask[py as usize * nx + px as usize] & MASK_SATURATED != 0
+        })
+    })
+}
+
 /// Draws the sources of a field (the truth) from its seed.
 pub fn draw_sources(spec: &FieldSpec) -> Vec<Source> {
     let mut rng = Pcg64::seed_from_u64(spec.seed);

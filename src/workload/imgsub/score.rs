@@ -14,7 +14,7 @@
 //! - **PSF photometry:** (F − change)/|change| at the true places of changers with S/N ≥ 7 that are not
 //!   saturated: its median (bias) and median absolute deviation.
 
-use super::field::MASK_SATURATED;
+use super::field::saturated_within;
 use super::median;
 use super::psf::psf_flux;
 use super::subtract::Subtraction;
@@ -252,18 +252,7 @@ pub fn score(sub: &Subtraction, truth: &[TruthRow], input_mask: &[u8]) -> Qualit
         .map(|s| (s.x, s.y, s.change, s.change_snr))
         .collect();
     let saturated_near = |x: f64, y: f64| {
-        let r = 25i64;
-        (-r..=r).any(|j| {
-            (-r..=r).any(|i| {
-                let (px, py) = (x.round() as i64 + i, y.round() as i64 + j);
-                px >= 0
-                    && py >= 0
-                    && px < nx as i64
-                    && py < ny as i64
-                    && i * i + j * j <= r * r
-                    && input_mask[py as usize * nx + px as usize] & MASK_SATURATED != 0
-            })
-        })
+        saturated_within(input_mask, nx, ny, x.round() as i64, y.round() as i64, 25.0)
     };
     let (mut fp, mut fp_sat, mut cosmic) = (0, 0, 0);
     for d in &sub.detections {
