@@ -53,6 +53,8 @@ helpers=$root/scripts/anchors/anchors.py
     echo "SFFT: $("$py" -c 'import sfft; print(sfft.__version__)'); SExtractor: $(source-extractor --version)"
 } | tee "$out/versions.txt"
 now() { date +%s.%N; }
+# Whether a tool's output must be made: always, unless RESCORE is set and it is there.
+wanted() { [ -z "${RESCORE:-}" ] || [ ! -e "$1" ]; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f\n", b - a }'; }
 
 for n in "${sizes[@]}"; do
@@ -67,15 +69,15 @@ for n in "${sizes[@]}"; do
     # HOTPANTS with its defaults except: the reference convolved and D in the science image's units (as
     # astroport and SFFT do), the field's gain, read noise, saturation and masks, a 21 x 21 kernel (astroport's
     # size) of spatial degree 2 and a background of degree 1 (astroport's).
-    if [ -z "${RESCORE:-}" ] || [ ! -e "$dir/hotpants/hotpants.nan.fits" ]; then
-    t=$(now)
-    "$tools/hotpants/hotpants" -inim "$field/sci.fits" -tmplim "$field/ref.fits" \
-        -outim "$dir/hotpants/hotpants.diff.fits" -omi "$dir/hotpants/hotpants.mask.fits" \
-        -c t -n i -r 10 -ko 2 -bgo 1 -tu 60000 -iu 60000 -tg 1 -ig 1 -tr 5 -ir 5 \
-        -tmi "$field/ref.mask.fits" -imi "$field/sci.mask.fits" -v 0 >"$dir/hotpants/hotpants.log" 2>&1
-    since "$t" >"$dir/hotpants/seconds.txt"
-    "$py" "$helpers" masked-nan "$dir/hotpants/hotpants.diff.fits" "$dir/hotpants/hotpants.mask.fits" \
-        "$dir/hotpants/hotpants.nan.fits"
+    if wanted "$dir/hotpants/hotpants.nan.fits"; then
+        t=$(now)
+        "$tools/hotpants/hotpants" -inim "$field/sci.fits" -tmplim "$field/ref.fits" \
+            -outim "$dir/hotpants/hotpants.diff.fits" -omi "$dir/hotpants/hotpants.mask.fits" \
+            -c t -n i -r 10 -ko 2 -bgo 1 -tu 60000 -iu 60000 -tg 1 -ig 1 -tr 5 -ir 5 \
+            -tmi "$field/ref.mask.fits" -imi "$field/sci.mask.fits" -v 0 >"$dir/hotpants/hotpants.log" 2>&1
+        since "$t" >"$dir/hotpants/seconds.txt"
+        "$py" "$helpers" masked-nan "$dir/hotpants/hotpants.diff.fits" "$dir/hotpants/hotpants.mask.fits" \
+            "$dir/hotpants/hotpants.nan.fits"
     fi
     "$astroport" subtract --field "$field" --difference "$dir/hotpants/hotpants.nan.fits" \
         --out "$dir/hotpants" --backend cpu | tee "$dir/hotpants/subtract.log"
@@ -85,15 +87,15 @@ for n in "${sizes[@]}"; do
         # background: with the header's SATURATE (the raw clip, 60000 e-) on a 500-860 e- sky it finds none
         # and its fit is pulled by the clipped cores (kernel sum 0.67 for 0.50). Its copies of the images say
         # SATURATE = 59000.
-        if [ -z "${RESCORE:-}" ] || [ ! -e "$dir/sfft/sfft.diff.fits" ]; then
-        for side in ref sci; do
-            "$py" "$helpers" saturate "$field/$side.fits" 59000 "$dir/sfft/$side.fits"
-        done
-        t=$(now)
-        PATH=$tools/bin:$PATH "$py" "$helpers" sfft "$dir/sfft/ref.fits" "$dir/sfft/sci.fits" \
-            "$dir/sfft/sfft.diff.fits" 2 >"$dir/sfft/sfft.log" 2>&1
-        since "$t" >"$dir/sfft/seconds.txt"
-        rm -f "$dir/sfft/ref.fits" "$dir/sfft/sci.fits"
+        if wanted "$dir/sfft/sfft.diff.fits"; then
+            for side in ref sci; do
+                "$py" "$helpers" saturate "$field/$side.fits" 59000 "$dir/sfft/$side.fits"
+            done
+            t=$(now)
+            PATH=$tools/bin:$PATH "$py" "$helpers" sfft "$dir/sfft/ref.fits" "$dir/sfft/sci.fits" \
+                "$dir/sfft/sfft.diff.fits" 2 >"$dir/sfft/sfft.log" 2>&1
+            since "$t" >"$dir/sfft/seconds.txt"
+            rm -f "$dir/sfft/ref.fits" "$dir/sfft/sci.fits"
         fi
         "$astroport" subtract --field "$field" --difference "$dir/sfft/sfft.diff.fits" \
             --out "$dir/sfft" --backend cpu | tee "$dir/sfft/subtract.log"
