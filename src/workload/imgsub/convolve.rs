@@ -9,7 +9,10 @@
 //! baseline is AVX2).
 //!
 //! Cost per pixel-tap: 5 FMA-unit operations for a varying kernel (the tap's value from its row terms by
-//! Horner in x̂, then one for the image and two for the variance), 2 for a constant one.
+//! Horner in x̂, then one for the image and two for the variance), 2 for a constant one or one constant per
+//! tile. The varying kernel's block sums live in memory (it is bound by its FMA either way); a constant or
+//! tiled kernel's live in registers for PIECE pixels at a time (three AVX2 vectors of float32 per sum, two
+//! rows: 12 registers), its taps broadcast: memory accumulators held it at half its FMA rate.
 
 use super::difference::{HALF, SIDE, TERMS};
 pub use crate::real::Real;
@@ -32,6 +35,14 @@ pub enum Kernel<'a, T> {
     },
     /// The same taps everywhere (`taps[tap]`).
     Constant { taps: &'a [T] },
+    /// Constant over `tile` × `tile` tiles (the seed's GAISP scheme): the `Varying` formula at `xh` and `yh`,
+    /// which repeat each tile's centre, evaluated once per tile rather than per pixel.
+    Tiled {
+        kbar: &'a [T],
+        xh: &'a [T],
+        yh: &'a [T],
+        tile: usize,
+    },
 }
 
 /// C = image ⊗ K and W = variance ⊗ K² over an nx × ny image (zero outside it), in parallel over pairs of
@@ -144,6 +155,9 @@ struct Scratch<T> {
     c: Vec<T>,
     w: Vec<T>,
     xh: Vec<T>,
+    /// A tiled kernel's (k, k²) per tile column and tap for the tile rows last asked for (two: a pair of
+    /// output rows can straddle a tile edge), keyed by tile row.
+    tile_taps: [(usize, Vec<[T; 2]>); ROWS],
 }
 
 impl<T: Real> Scratch<T> {
@@ -154,12 +168,14 @@ impl<T: Real> Scratch<T> {
             xh[..rows.nx].copy_from_slice(cols);
         }
         Scratch {
-            line: vec![T::ZERO; width + 2 * HALF],
-            var_line: vec![T::ZERO; width + 2 * HALF],
+            // A piece reads up to PIECE pixels past the last block.
+            line: vec![T::ZERO; width + 2 * HALF + PIECE],
+            var_line: vec![T::ZERO; width + 2 * HALF + PIECE],
             coef: vec![[T::ZERO; 3]; ROWS * TAPS],
             c: vec![T::ZERO; ROWS * width],
             w: vec![T::ZERO; ROWS * width],
             xh,
+            tile_taps: std::array::from_fn(|_| (usize::MAX, Vec::new())),
         }
     }
 }
@@ -177,25 +193,54 @@ impl<T: Real> Rows<'_, T> {
     fn sums(&self, s: &mut Scratch<T>, y0: usize) {
         let (nx, ny) = (self.nx, self.ny);
         let count = ROWS.min(ny - y0);
-        // The kernel's row terms at each row's ŷ: the tap is a + x̂(b + x̂ k3). A constant kernel keeps (k, k²).
-        for r in 0..count {
-            let coef = &mut s.coef[r * TAPS..][..TAPS];
-            match self.kernel {
-                Kernel::Varying { kbar, yh, .. } => {
+        // A constant or tiled kernel: each row's (k, k²) table slot and the tile width (a constant kernel is
+        // one tile as wide as the row).
+        let mut pieces: Option<([usize; ROWS], usize)> = None;
+        match self.kernel {
+            Kernel::Varying { kbar, yh, .. } => {
+                // The kernel's row terms at each row's ŷ: the tap is a + x̂(b + x̂ k3).
+                for r in 0..count {
                     let yh = yh[y0 + r];
+                    let coef = &mut s.coef[r * TAPS..][..TAPS];
                     for (t, cf) in coef.iter_mut().enumerate() {
                         let k = &kbar[t * TERMS..][..TERMS];
                         *cf = [k[0] + yh * (k[2] + yh * k[5]), k[1] + yh * k[4], k[3]];
                     }
                 }
-                Kernel::Constant { taps } => {
-                    for (cf, &k) in coef.iter_mut().zip(taps) {
-                        *cf = [k, k * k, T::ZERO];
-                    }
+            }
+            Kernel::Constant { taps } => {
+                if s.tile_taps[0].0 != 0 {
+                    s.tile_taps[0] = (0, taps.iter().map(|&k| [k, k * k]).collect());
                 }
+                pieces = Some(([0; ROWS], nx.max(1)));
+            }
+            Kernel::Tiled { kbar, xh, yh, tile } => {
+                let mut slots = [0; ROWS];
+                for r in 0..count {
+                    let tile_row = (y0 + r) / tile;
+                    slots[r] = match s.tile_taps.iter().position(|(j, _)| *j == tile_row) {
+                        Some(slot) => slot,
+                        None => {
+                            // The slot the pair's other row does not use.
+                            let slot = usize::from(r == 1 && slots[0] == 0);
+                            let (key, table) = &mut s.tile_taps[slot];
+                            *key = tile_row;
+                            tile_row_taps(kbar, xh, yh[y0 + r], tile, table);
+                            slot
+                        }
+                    };
+                }
+                pieces = Some((slots, tile));
             }
         }
-        let varying = matches!(self.kernel, Kernel::Varying { .. });
+        if let Some((slots, tile)) = pieces {
+            if std::mem::size_of::<T>() == 4 {
+                self.sums_in_pieces::<PIECE>(s, y0, count, slots, tile);
+            } else {
+                self.sums_in_pieces::<{ PIECE / 2 }>(s, y0, count, slots, tile);
+            }
+            return;
+        }
         s.c.fill(T::ZERO);
         s.w.fill(T::ZERO);
         // Output row y reads image row y − v through kernel row v; each row takes v in increasing order.
@@ -205,36 +250,126 @@ impl<T: Real> Rows<'_, T> {
                 &self.image[yy * nx..][..nx],
                 &self.variance[yy * nx..][..nx],
             );
-            // The kernel row of output row y0 + r, if it reaches this image row.
-            let kernel_row = |r: usize| {
-                let v = (y0 + r) as i64 - yy as i64;
-                (r < count && v.abs() <= HALF as i64)
-                    .then(|| r * TAPS + (v + HALF as i64) as usize * SIDE)
-            };
-            let reach: [Option<usize>; ROWS] = std::array::from_fn(kernel_row);
+            let reach = kernel_rows(y0, count, yy);
             if reach.iter().all(Option::is_some) {
-                let ks = reach.map(Option::unwrap);
-                apply::<T, ROWS>(s, lines, varying, ks, std::array::from_fn(|r| r));
+                let outs = std::array::from_fn(|r| r);
+                apply::<T, ROWS>(s, lines, reach.map(Option::unwrap), outs);
             } else {
                 // Near the image's top or bottom: the rows one at a time.
                 for (r, k) in reach.iter().enumerate() {
                     if let Some(k) = *k {
-                        apply::<T, 1>(s, lines, varying, [k], [r]);
+                        apply::<T, 1>(s, lines, [k], [r]);
                     }
                 }
             }
         }
     }
+
+    /// `sums` for a constant or tiled kernel (tiles `tile` wide; row r's (k, k²) table in
+    /// `s.tile_taps[slots[r]]`): piece by piece of at most W pixels that never crosses a tile edge, every
+    /// image row the two output rows reach summed in registers (taps from zero, as the varying path) and
+    /// added to the piece's row sums, which are written to `s.c` and `s.w` once.
+    #[inline(always)]
+    fn sums_in_pieces<const W: usize>(
+        &self,
+        s: &mut Scratch<T>,
+        y0: usize,
+        count: usize,
+        slots: [usize; ROWS],
+        tile: usize,
+    ) {
+        let (nx, ny, width) = (self.nx, self.ny, s.xh.len());
+        let last = (y0 + count - 1 + HALF).min(ny - 1);
+        let mut x0 = 0;
+        while x0 < nx {
+            let column = x0 / tile;
+            let end = ((column + 1) * tile).min(nx).min(x0 + W);
+            // The piece reads image columns x0 − HALF .. x0 + W + HALF (padded index p is column p − HALF).
+            let interior = x0 >= HALF && x0 + W + HALF <= nx;
+            let mut totals = [([T::ZERO; W], [T::ZERO; W]); ROWS];
+            for yy in (y0.saturating_sub(HALF)..=last).rev() {
+                let (row, var_row) = (
+                    &self.image[yy * nx..][..nx],
+                    &self.variance[yy * nx..][..nx],
+                );
+                let (line, var_line, base) = if interior {
+                    (row, var_row, x0 - HALF)
+                } else {
+                    let (from, to) = (x0.saturating_sub(HALF), (x0 + W + HALF).min(nx));
+                    s.line[from + HALF..to + HALF].copy_from_slice(&row[from..to]);
+                    s.var_line[from + HALF..to + HALF].copy_from_slice(&var_row[from..to]);
+                    (&s.line[..], &s.var_line[..], x0)
+                };
+                let taps =
+                    |r: usize, k: usize| &s.tile_taps[slots[r]].1[column * TAPS + k..][..SIDE];
+                let reach = kernel_rows(y0, count, yy);
+                if let [Some(k0), Some(k1)] = reach {
+                    let sums = piece::<T, 2, W>(line, var_line, base, [taps(0, k0), taps(1, k1)]);
+                    for (total, sum) in totals.iter_mut().zip(&sums) {
+                        add_into(total, sum);
+                    }
+                } else {
+                    for (r, k) in reach.iter().enumerate() {
+                        if let Some(k) = *k {
+                            let [sum] = piece::<T, 1, W>(line, var_line, base, [taps(r, k)]);
+                            add_into(&mut totals[r], &sum);
+                        }
+                    }
+                }
+            }
+            let len = end - x0;
+            for (r, (c, w)) in totals.iter().enumerate().take(count) {
+                let at = r * width + x0;
+                s.c[at..at + len].copy_from_slice(&c[..len]);
+                s.w[at..at + len].copy_from_slice(&w[..len]);
+            }
+            x0 = end;
+        }
+    }
 }
 
-/// Adds an image row and its variance row through the kernel rows starting at `s.coef[kernel_rows[r]]` to
-/// the sums of output rows `outs[r]`. Blocks whose taps stay inside the row read it in place; the others
+/// Which kernel row (its offset, v·SIDE) of each of the output rows y0 .. y0 + count reaches image row yy.
+#[inline(always)]
+fn kernel_rows(y0: usize, count: usize, yy: usize) -> [Option<usize>; ROWS] {
+    std::array::from_fn(|r| {
+        let v = (y0 + r) as i64 - yy as i64;
+        (r < count && v.abs() <= HALF as i64).then(|| (v + HALF as i64) as usize * SIDE)
+    })
+}
+
+/// total += sum, lane by lane (both planes).
+#[inline(always)]
+fn add_into<T: Real, const W: usize>(total: &mut ([T; W], [T; W]), sum: &([T; W], [T; W])) {
+    for i in 0..W {
+        total.0[i] = total.0[i] + sum.0[i];
+        total.1[i] = total.1[i] + sum.1[i];
+    }
+}
+
+/// A tiled kernel's (k, k²) for every tile column of one tile row at ŷ = `yh` (`[tile column][tap]`) into
+/// `table` (its allocation reused: at 10k a table is 1.9 MB), by the varying kernel's own arithmetic at each
+/// tile's x̂, so the two give the same bits.
+fn tile_row_taps<T: Real>(kbar: &[T], xh: &[T], yh: T, tile: usize, table: &mut Vec<[T; 2]>) {
+    let terms: Vec<[T; 3]> = kbar
+        .chunks_exact(TERMS)
+        .map(|k| [k[0] + yh * (k[2] + yh * k[5]), k[1] + yh * k[4], k[3]])
+        .collect();
+    table.clear();
+    table.extend(xh.iter().step_by(tile).flat_map(|&x| {
+        terms.iter().map(move |&[a, b, k3]| {
+            let k = x.mul_add(x.mul_add(k3, b), a);
+            [k, k * k]
+        })
+    }));
+}
+
+/// Adds an image row and its variance row through a varying kernel's rows (output row `outs[r]`'s kernel
+/// row at offset `kernel_rows[r]`) to the sums of output rows `outs[r]`. Blocks whose taps stay inside the row read it in place; the others
 /// read a zero-padded copy of the part they need.
 #[inline(always)]
 fn apply<T: Real, const N: usize>(
     s: &mut Scratch<T>,
     (row, var_row): (&[T], &[T]),
-    varying: bool,
     kernel_rows: [usize; N],
     outs: [usize; N],
 ) {
@@ -251,12 +386,9 @@ fn apply<T: Real, const N: usize>(
             }
             (&s.line[..], &s.var_line[..], x0)
         };
-        let coefs: [&[[T; 3]]; N] = kernel_rows.map(|k| &s.coef[k..][..SIDE]);
-        let sums = if varying {
-            block_varying::<T, N>(line, var_line, base, coefs, &s.xh, x0)
-        } else {
-            block_constant::<T, N>(line, var_line, base, coefs)
-        };
+        let coefs: [&[[T; 3]]; N] =
+            std::array::from_fn(|r| &s.coef[outs[r] * TAPS + kernel_rows[r]..][..SIDE]);
+        let sums = block_varying::<T, N>(line, var_line, base, coefs, &s.xh, x0);
         for (r, (cs, ws)) in sums.iter().enumerate() {
             let at = outs[r] * width + x0;
             let c_sum: &mut [T; BLOCK] = (&mut s.c[at..][..BLOCK]).try_into().unwrap();
@@ -303,24 +435,35 @@ fn block_varying<T: Real, const N: usize>(
     sums
 }
 
-/// The same for a constant kernel: coef[tap] = (k, k², 0).
+/// Pixels a constant or tiled kernel's sums keep in registers per row and plane, for float32 (float64 takes
+/// half as many: the same three AVX2 vectors).
+const PIECE: usize = 24;
+
+/// One image row's taps over W output pixels for N kernel rows of (k, k²), read from `line` whose index
+/// `base` is the first output pixel's padded index: the sums stay in registers, the taps are broadcast.
 // `tap` indexes the kernel rows and places the loads: a range reads clearer than zipped iterators.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
-fn block_constant<T: Real, const N: usize>(
+fn piece<T: Real, const N: usize, const W: usize>(
     line: &[T],
     var_line: &[T],
     base: usize,
-    coefs: [&[[T; 3]]; N],
-) -> [([T; BLOCK], [T; BLOCK]); N] {
-    let mut sums = [([T::ZERO; BLOCK], [T::ZERO; BLOCK]); N];
+    taps: [&[[T; 2]]; N],
+) -> [([T; W], [T; W]); N] {
+    let mut sums = [([T::ZERO; W], [T::ZERO; W]); N];
+    // Sliced once to the piece's reach, so the loads below need no bounds test.
+    let (line, var_line) = (
+        &line[base..][..W + 2 * HALF],
+        &var_line[base..][..W + 2 * HALF],
+    );
+    let taps: [&[[T; 2]; SIDE]; N] = taps.map(|t| t.try_into().unwrap());
     for tap in 0..SIDE {
-        let start = base + 2 * HALF - tap;
-        let r: &[T; BLOCK] = line[start..][..BLOCK].try_into().unwrap();
-        let vr: &[T; BLOCK] = var_line[start..][..BLOCK].try_into().unwrap();
+        let start = 2 * HALF - tap;
+        let r: &[T; W] = line[start..start + W].try_into().unwrap();
+        let vr: &[T; W] = var_line[start..start + W].try_into().unwrap();
         for (row, (c, w)) in sums.iter_mut().enumerate() {
-            let [k, k2, _] = coefs[row][tap];
-            for i in 0..BLOCK {
+            let [k, k2] = taps[row][tap];
+            for i in 0..W {
                 c[i] = k.mul_add(r[i], c[i]);
                 w[i] = k2.mul_add(vr[i], w[i]);
             }
@@ -393,20 +536,43 @@ mod tests {
                 let (a, b) = (xh[x], yh[y]);
                 k[0] + k[1] * a + k[2] * b + k[3] * a * a + k[4] * a * b + k[5] * b * b
             };
+            // Tiles of one pixel, narrower than a piece, the seed's 19, and wider than a piece.
+            let placed: Vec<(usize, Vec<f64>, Vec<f64>)> = [1, 7, 19, PIECE + 6]
+                .iter()
+                .map(|&tile| {
+                    let (xt, yt) = tile_centres(&xh, &yh, tile);
+                    (tile, xt, yt)
+                })
+                .collect();
             let constant = |t: usize, _: usize, _: usize| taps[t];
-            let kernels = [
+            let mut kernels = vec![
                 (
                     Kernel::Varying {
                         kbar: &kbar,
                         xh: &xh,
                         yh: &yh,
                     },
-                    &varying as &dyn Fn(usize, usize, usize) -> f64,
+                    Box::new(varying) as Box<dyn Fn(usize, usize, usize) -> f64>,
                 ),
-                (Kernel::Constant { taps: &taps }, &constant),
+                (Kernel::Constant { taps: &taps }, Box::new(constant)),
             ];
+            let kbar = &kbar;
+            for (tile, xt, yt) in &placed {
+                let tiled = move |t: usize, x: usize, y: usize| {
+                    let k = &kbar[t * TERMS..][..TERMS];
+                    let (a, b) = (xt[x], yt[y]);
+                    k[0] + k[1] * a + k[2] * b + k[3] * a * a + k[4] * a * b + k[5] * b * b
+                };
+                let kernel = Kernel::Tiled {
+                    kbar,
+                    xh: xt,
+                    yh: yt,
+                    tile: *tile,
+                };
+                kernels.push((kernel, Box::new(tiled)));
+            }
             for (kernel, k) in kernels {
-                let (c_ref, w_ref) = direct(nx, ny, &img, &var, k);
+                let (c_ref, w_ref) = direct(nx, ny, &img, &var, &k);
                 let mut runs = Vec::new();
                 for avx512 in [false, avx512_here()] {
                     // Poisoned: a row the convolution leaves alone fails.
@@ -434,6 +600,55 @@ mod tests {
                 }
                 assert_eq!(runs[0], runs[1], "{nx}x{ny}: the two copies differ");
             }
+        }
+    }
+
+    /// Each pixel's coordinate replaced by its tile centre's (as difference.rs places a tiled kernel).
+    fn tile_centres<T: Copy>(xh: &[T], yh: &[T], tile: usize) -> (Vec<T>, Vec<T>) {
+        let place = |v: &[T]| {
+            (0..v.len())
+                .map(|i| v[((i / tile) * tile + tile / 2).min(v.len() - 1)])
+                .collect::<Vec<T>>()
+        };
+        (place(xh), place(yh))
+    }
+
+    /// The tiled path (a table of taps per tile, sums in registers) gives the same float32 bits as the
+    /// varying path given the tile centres' coordinates, on a field whose edges cut tiles.
+    #[test]
+    fn tiled_kernel_matches_the_varying_one_bit_for_bit() {
+        let (nx, ny) = (3 * BLOCK + 13, 45);
+        let kbar: Vec<f32> = noise(TAPS * TERMS, 3).iter().map(|&v| v as f32).collect();
+        let img: Vec<f32> = noise(nx * ny, 4).iter().map(|&v| v as f32).collect();
+        let var: Vec<f32> = noise(nx * ny, 5).iter().map(|&v| v.abs() as f32).collect();
+        let xh: Vec<f32> = (0..nx).map(|x| x as f32 / nx as f32 * 2.0 - 1.0).collect();
+        let yh: Vec<f32> = (0..ny).map(|y| y as f32 / ny as f32 * 2.0 - 1.0).collect();
+        let copy = |_: usize, cs: &[f32], ws: &[f32], co: &mut [f32], wo: &mut [f32]| {
+            co.copy_from_slice(cs);
+            wo.copy_from_slice(ws);
+        };
+        for tile in [5, 19, 64] {
+            let (xt, yt) = tile_centres(&xh, &yh, tile);
+            let mut planes = Vec::new();
+            for kernel in [
+                Kernel::Varying {
+                    kbar: &kbar,
+                    xh: &xt,
+                    yh: &yt,
+                },
+                Kernel::Tiled {
+                    kbar: &kbar,
+                    xh: &xt,
+                    yh: &yt,
+                    tile,
+                },
+            ] {
+                let (mut c, mut w) = (vec![f32::NAN; nx * ny], vec![f32::NAN; nx * ny]);
+                convolve(nx, ny, &img, &var, kernel, [&mut c, &mut w], copy);
+                assert!(c.iter().chain(&w).all(|v| v.is_finite()), "tile {tile}");
+                planes.push((c, w));
+            }
+            assert_eq!(planes[0], planes[1], "tile {tile}");
         }
     }
 }

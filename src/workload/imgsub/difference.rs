@@ -341,10 +341,10 @@ impl DifferenceProblem {
                 }
             });
         } else {
-            let kernel = Kernel::Varying {
-                kbar,
-                xh: &xh,
-                yh: &yh,
+            let (xh, yh) = (&xh[..], &yh[..]);
+            let kernel = match self.tile {
+                0 => Kernel::Varying { kbar, xh, yh },
+                tile => Kernel::Tiled { kbar, xh, yh, tile },
             };
             convolve(nx, ny, r, vr, kernel, outputs, |y, c, w, d_row, v_row| {
                 for x in 0..nx {
