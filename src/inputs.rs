@@ -6,7 +6,7 @@ use std::ffi::{c_int, c_void, CStr};
 use std::fs;
 use std::io::Write;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Everything that can go wrong reading or writing a workload's input and output files. Every variant names
 /// the file; row-level variants name the 1-based line, the column and the value as written.
@@ -94,6 +94,17 @@ pub fn seconds_syncing() -> f64 {
     SYNC_NANOS.load(Ordering::Relaxed) as f64 * 1e-9
 }
 
+/// Whether the atomic writer forces each file to the disk (fsync) before renaming it into place: on unless
+/// a command's `--no-fsync` turned it off for the process.
+static DURABLE: AtomicBool = AtomicBool::new(true);
+
+/// Turns the atomic writer's fsync on or off for the rest of the process. Off, a file still appears whole
+/// or not at all to other processes (written under a temporary name, then renamed), but a crash of the
+/// machine before the kernel writes it back may leave it short.
+pub fn set_durable(durable: bool) {
+    DURABLE.store(durable, Ordering::Relaxed);
+}
+
 /// [`write_atomic`] for a writer that fills the new file itself (`write` gets it open for writing, empty;
 /// a large image writes its parts from several threads at their offsets).
 pub fn write_atomic_with(
@@ -124,15 +135,20 @@ pub fn write_atomic_with(
             .create_new(true)
             .open(&tmp)?;
         write(&f)?;
-        let sync = std::time::Instant::now();
-        f.sync_all()?;
-        SYNC_NANOS.fetch_add(sync.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let durable = DURABLE.load(Ordering::Relaxed);
+        if durable {
+            let sync = std::time::Instant::now();
+            f.sync_all()?;
+            SYNC_NANOS.fetch_add(sync.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
         drop(f);
         fs::rename(&tmp, path)?;
         // The rename itself is durable once the directory is synced (best effort: not every file system
         // lets a directory be opened for this).
-        if let Ok(d) = fs::File::open(dir) {
-            let _ = d.sync_all();
+        if durable {
+            if let Ok(d) = fs::File::open(dir) {
+                let _ = d.sync_all();
+            }
         }
         Ok(())
     })();

@@ -521,6 +521,45 @@ fn subtract_writes_its_files_with_the_wcs_and_scores() {
         serde_json::from_slice(&std::fs::read(out.join("kernel.json")).unwrap()).unwrap();
     assert_eq!(kernel["basis_size"], 49);
     assert_eq!(kernel["kbar"].as_array().unwrap().len(), 21 * 21 * 6);
+
+    // Without fsync: the same files, the same pixels and catalogue, and the timeline says so.
+    let quick = dir.path().join("quick");
+    std::fs::create_dir(&quick).unwrap();
+    let (code, stdout, err) = common::astroport(&[
+        "subtract",
+        "--field",
+        field.to_str().unwrap(),
+        "--forced",
+        field.join("truth.csv").to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--no-fsync",
+        "--out",
+        quick.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("no fsync: --no-fsync"), "{stdout}");
+    for name in &names {
+        assert!(quick.join(name).is_file(), "{name} missing without fsync");
+    }
+    for plane in [
+        "diff.fits",
+        "diff.var.fits",
+        "diff.mask.fits",
+        "diff.snr.fits",
+    ] {
+        let (a, b) = (
+            read_image(&out.join(plane)).unwrap(),
+            read_image(&quick.join(plane)).unwrap(),
+        );
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert!(
+            bits(&a.data) == bits(&b.data),
+            "{plane} differs without fsync"
+        );
+    }
+    let catalogue = |d: &std::path::Path| std::fs::read_to_string(d.join("catalogue.csv")).unwrap();
+    assert_eq!(catalogue(&out), catalogue(&quick));
 }
 
 /// Bad input: exit 2, a message naming the file and what is wrong, and no output.

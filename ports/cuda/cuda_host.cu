@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -318,12 +320,29 @@ struct Resolved {
     std::vector<size_t> param_slots;  // indices into the job-wide scalar/pointer slot table
 };
 
-Outcome run_job_impl(int device, const Job &job) {
+// With ASTROPORT_TRACE_JOBS set, each job prints the wall clock of its phases to stderr (finding where a
+// job's fixed cost goes without a profiler on the lent machine).
+struct PhaseTrace {
+    bool on = std::getenv("ASTROPORT_TRACE_JOBS") != nullptr;
+    std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+    std::string text;
+    void mark(const char *phase) {
+        if (!on) return;
+        const auto now = std::chrono::steady_clock::now();
+        char buf[64];
+        std::snprintf(buf, sizeof buf, " %s %.2f", phase, std::chrono::duration<double>(now - last).count() * 1e3);
+        text += buf;
+        last = now;
+    }
+};
+
+Outcome run_job_impl(int device, const Job &job, PhaseTrace &trace) {
     astroport_native::validate(job, 0);
 
     select_device(device);
     int max_threads_sm = 0;
     ASTRO_CUDA_CHECK(cudaDeviceGetAttribute(&max_threads_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device));
+    trace.mark("select");
 
     Outcome out;
     out.build_options = "nvcc " + std::to_string(__CUDACC_VER_MAJOR__) + "." +
@@ -379,6 +398,7 @@ Outcome run_job_impl(int device, const Job &job) {
         }
     }
 
+    trace.mark("buffers+uploads_enqueued");
     // Launch parameter storage: one slot per argument of the job, sized once (params point into it).
     union Scalar {
         int32_t i32;
@@ -446,6 +466,7 @@ Outcome run_job_impl(int device, const Job &job) {
         if (events) ASTRO_CUDA_CHECK(cudaEventRecord(events->back().e, stream));
     };
 
+    trace.mark("launch_info");
     // Events are recorded in stream order, so uploads and poisoning need no synchronisation before timing.
     poison();
     for (uint32_t w = 0; w < job.warmup; ++w) sequence(nullptr);
@@ -476,12 +497,14 @@ Outcome run_job_impl(int device, const Job &job) {
     sequence(single_shot ? &events : nullptr);
     ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (single_shot) record();
+    trace.mark("uploads+runs");
     for (size_t i = 0; i < job.buffers.size(); ++i) {
         if (job.buffers[i].role != astroport_native::kOutput || owned[i].bytes == 0) continue;
         ASTRO_CUDA_CHECK(cudaMemcpyAsync(job.buffers[i].host_destination(), owned[i].ptr, owned[i].bytes,
                                          cudaMemcpyDeviceToHost, stream));
     }
     ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream));
+    trace.mark("downloads");
     return out;
 }
 
@@ -540,8 +563,18 @@ std::string runtime_version() {
 
 Outcome run_job(int device, const Job &job) {
     try {
+        PhaseTrace trace;
         std::lock_guard<std::mutex> lock(g_job_mutex);
-        return run_job_impl(device, job);
+        trace.mark("lock");
+        Outcome out = run_job_impl(device, job, trace);
+        trace.mark("unpin+free");
+        if (trace.on) {
+            size_t bytes = 0;
+            for (const auto &b : job.buffers) bytes += b.bytes();
+            std::fprintf(stderr, "cuda job %s (%zu steps, %.1f MB of buffers), ms:%s\n", job.program.c_str(),
+                         job.steps.size(), bytes / 1e6, trace.text.c_str());
+        }
+        return out;
     } catch (const std::runtime_error &e) {
         std::string kernels;
         for (const Step &s : job.steps)

@@ -404,7 +404,9 @@ impl Accelerator for NativeAccelerator {
             Model::Sycl => job.program.sycl,
             _ => "",
         };
+        let start = std::time::Instant::now();
         let mut flat = flatten(job, source);
+        let flattened = start.elapsed();
         let outcome = flat.run(self.index, self.fns.run_job).map_err(|e| {
             let msg = e.what().to_string();
             if msg.contains("build") || msg.contains("compil") {
@@ -417,7 +419,20 @@ impl Accelerator for NativeAccelerator {
                 BackendError::Runtime(msg)
             }
         })?;
-        Ok(unflatten(job, flat.outputs, outcome))
+        let ran = start.elapsed();
+        let output = unflatten(job, flat.outputs, outcome);
+        // With ASTROPORT_TRACE_JOBS set, the host side of each job (the C++ side prints its phases).
+        if std::env::var_os("ASTROPORT_TRACE_JOBS").is_some() {
+            eprintln!(
+                "{} job {}: ms: flatten (outputs allocated) {:.2} run {:.2} unflatten {:.2}",
+                self.model,
+                job.program.name,
+                flattened.as_secs_f64() * 1e3,
+                (ran - flattened).as_secs_f64() * 1e3,
+                (start.elapsed() - ran).as_secs_f64() * 1e3
+            );
+        }
+        Ok(output)
     }
 }
 

@@ -177,6 +177,11 @@ pub struct SubtractArgs {
     /// Cap on device memory in MiB (forces tiling into bands of rows).
     #[arg(long)]
     pub device_mem_mib: Option<u64>,
+    /// Do not force the outputs to the disk (fsync) before moving them into place. They still appear
+    /// whole or not at all, but a crash of the machine soon after may lose them. For scratch space, or a
+    /// pipeline that copies its outputs on; at 10k it saves the disk's write of 1.3 GB.
+    #[arg(long)]
+    pub no_fsync: bool,
     #[command(flatten)]
     pub backend: OneBackendArgs,
 }
@@ -188,6 +193,7 @@ impl ToolArgs for SubtractArgs {
         basis), difference and variance on a backend, detection, PSF photometry";
     fn run(self) -> Result<i32, String> {
         crate::workload::require_positive("--threshold", self.threshold)?;
+        crate::inputs::set_durable(!self.no_fsync);
         let files = match &self.field {
             Some(dir) => PairFiles {
                 reference: dir.join("ref.fits"),
@@ -311,6 +317,11 @@ impl ToolArgs for SubtractArgs {
             })?;
         let sync_s = crate::inputs::seconds_syncing() - synced_before;
         let command_s = command_start.elapsed().as_secs_f64();
+        let sync = if self.no_fsync {
+            "no fsync: --no-fsync".to_string()
+        } else {
+            format!("fsync {sync_s:.3} s, summed over the files written at once")
+        };
         let d = sub.diagnostics();
         let t = &sub.timings;
         if let Some(p) = &self.difference {
@@ -343,8 +354,8 @@ impl ToolArgs for SubtractArgs {
             "  {} detections at {}σ; time: read {read_s:.3} s, fit {:.3} s (basis images {:.3} s, stamp sums {:.3} s wall, jobs {:.3} \
              s, {:.2} ms on the backend), difference \
              {:.2} ms ({:.3} s wall), filter {:.2} ms ({:.3} s wall), host {:.3} s, subtraction {:.3} s; \
-             backends found in {discovery_s:.3} s (beside the read); planes written in {planes_s:.3} s (fsync \
-             {sync_s:.3} s, summed over the files written at once; beside detection and scoring), scored in \
+             backends found in {discovery_s:.3} s (beside the read); planes written in {planes_s:.3} s ({sync}; \
+             beside detection and scoring), scored in \
              {score_s:.3} s, after detection {tail_s:.3} s; file to file {command_s:.3} s",
             sub.detections.len(),
             self.threshold,
