@@ -55,6 +55,6 @@ subtract cpu-nofsync "${plain[@]}" --backend cpu --no-fsync
 tar czf "$final/file-to-file.tgz" -C "$out" .
 { cat "$out/machine.txt" "$out/disk.txt"; tail -5 "$out/bench-tiny.log"; grep -E "Elapsed|field" "$out/field-10240.log"
   for d in "$out"/*/; do [ -f "$d/stdout.txt" ] || continue; echo "== $(basename "$d")"
-  cat "$d/stdout.txt"; grep -E "Elapsed|Maximum resident" "$d/stderr.txt"; done
+  cat "$d/stdout.txt"; grep -E "Elapsed|Maximum resident|^cuda job" "$d/stderr.txt"; done
 } > "$final/summary.txt" 2>&1
 exit $status
