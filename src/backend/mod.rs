@@ -215,23 +215,23 @@ pub enum HostVec {
 }
 
 impl HostVec {
-    /// `len` zeros of `dtype`, for a device's output to land in. A large buffer's pages are mapped here, by
-    /// all cores at once: fresh pages are otherwise mapped one at a time by the single thread of the
-    /// runtime's copy out of its staging buffer (at 10k, 400 MB per plane).
+    /// `len` zeros of `dtype`, for a device's output to land in. A large buffer is zeroed, and its pages
+    /// mapped, by all cores at once: fresh pages are otherwise mapped one at a time by the single thread of
+    /// the runtime's copy out of its staging buffer (at 10k, 400 MB per plane).
     pub fn zeroed(dtype: DType, len: usize) -> HostVec {
         fn touched<T: Copy + Default + Send + Sync>(len: usize) -> Vec<T> {
             use rayon::prelude::*;
-            let mut v = vec![T::default(); len];
-            if len >= 1 << 20 {
-                // One write per 4 KiB page faults it in; the zeros are already there.
-                let per_page = (4096 / std::mem::size_of::<T>()).max(1);
-                v.par_chunks_mut(1 << 18).for_each(|part| {
-                    for page in part.chunks_mut(per_page) {
-                        // A volatile write: the allocator's zeros would let a plain one be dropped.
-                        unsafe { std::ptr::write_volatile(page.as_mut_ptr(), T::default()) };
-                    }
-                });
+            if len < 1 << 20 {
+                return vec![T::default(); len];
             }
+            // Zeroed by all cores: `vec![0; n]` of memory the allocator reuses (a job's freed inputs) is
+            // zeroed by one thread, 0.22-0.28 s for the matched filter's 800 MB of outputs at 10k.
+            let mut v: Vec<T> = Vec::with_capacity(len);
+            v.spare_capacity_mut()[..len]
+                .par_chunks_mut(1 << 18)
+                .for_each(|part| part.iter_mut().for_each(|x| _ = x.write(T::default())));
+            // SAFETY: the loop above initialised all `len` elements.
+            unsafe { v.set_len(len) };
             v
         }
         match dtype {
