@@ -469,18 +469,26 @@ fn subtract_writes_its_files_with_the_wcs_and_scores() {
         field.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{err}");
-    let (code, stdout, err) = common::astroport(&[
-        "subtract",
-        "--field",
-        field.to_str().unwrap(),
-        "--forced",
-        field.join("truth.csv").to_str().unwrap(),
-        "--backend",
-        "cpu",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
+    // The field subtracted on the `cpu` model with forced photometry into `dest`, with `extra` flags.
+    let subtract = |dest: &std::path::Path, extra: &[&str]| {
+        let truth = field.join("truth.csv");
+        let mut args = vec![
+            "subtract",
+            "--field",
+            field.to_str().unwrap(),
+            "--forced",
+            truth.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "--out",
+            dest.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let (code, stdout, err) = common::astroport(&args);
+        assert_eq!(code, 0, "{err}");
+        stdout
+    };
+    let stdout = subtract(&out, &[]);
     assert!(stdout.contains("quality: sky noise ratio"), "{stdout}");
     assert!(stdout.contains("convolved the reference image"), "{stdout}");
     let diff = read_image(&out.join("diff.fits")).unwrap();
@@ -525,19 +533,7 @@ fn subtract_writes_its_files_with_the_wcs_and_scores() {
     // Without fsync: the same files, the same pixels and catalogue, and the timeline says so.
     let quick = dir.path().join("quick");
     std::fs::create_dir(&quick).unwrap();
-    let (code, stdout, err) = common::astroport(&[
-        "subtract",
-        "--field",
-        field.to_str().unwrap(),
-        "--forced",
-        field.join("truth.csv").to_str().unwrap(),
-        "--backend",
-        "cpu",
-        "--no-fsync",
-        "--out",
-        quick.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let stdout = subtract(&quick, &["--no-fsync"]);
     assert!(stdout.contains("no fsync: --no-fsync"), "{stdout}");
     for name in &names {
         assert!(quick.join(name).is_file(), "{name} missing without fsync");
