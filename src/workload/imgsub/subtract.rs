@@ -16,7 +16,7 @@
 //!    a saturated star's halo.
 
 use super::detect::{self, Detection};
-use super::difference::{DifferenceProblem, VaryingKernel, HALF};
+use super::difference::{DifferenceProblem, VaryingKernel, HALF, SIDE, TERMS};
 use super::fit::{
     fit_stamps, normalised, select_stamps, FitConfig, FitImages, KernelFit, StampStatus,
 };
@@ -344,30 +344,22 @@ fn residual_background(
     ny: usize,
     kernel: &VaryingKernel,
 ) -> [f64; 3] {
-    let h = HALF as i64;
     let block = SKY_STRIDE * SKY_BLOCK;
     let (bx, by) = (nx.div_ceil(block), ny.div_ceil(block));
+    let terms = FlippedTerms::new(kernel);
     let medians: Vec<Option<(f64, f64, f64)>> = (0..bx * by)
         .into_par_iter()
         .map(|b| {
             let (i, j) = (b % bx, b / bx);
             let mut samples = Vec::new();
+            let mut taps = vec![0.0; SIDE * SIDE];
             for y in (j * block..((j + 1) * block).min(ny)).step_by(SKY_STRIDE) {
                 for x in (i * block..((i + 1) * block).min(nx)).step_by(SKY_STRIDE) {
                     if mask[y * nx + x] != 0 {
                         continue;
                     }
                     let (xh, yh) = (normalised(x as f64, nx), normalised(y as f64, ny));
-                    let mut c = 0.0;
-                    for v in -h..=h {
-                        for u in -h..=h {
-                            let (xx, yy) = (x as i64 - u, y as i64 - v);
-                            if xx >= 0 && yy >= 0 && xx < nx as i64 && yy < ny as i64 {
-                                c += kernel.at(u, v, xh, yh)
-                                    * conv[yy as usize * nx + xx as usize] as f64;
-                            }
-                        }
-                    }
+                    let c = convolved_at(conv, nx, ny, x, y, &terms, xh, yh, &mut taps);
                     let bg = &kernel.background;
                     samples.push(unconv[y * nx + x] as f64 - c - (bg[0] + bg[1] * xh + bg[2] * yh));
                 }
@@ -687,6 +679,65 @@ pub fn subtract_streaming(
     Ok(sub)
 }
 
+/// Kbar term by term, each plane's taps in kernel rows with u reversed (index (v + H)·SIDE + H − u), so a
+/// row of K meets the image's pixels x − H .. x + H in ascending order.
+struct FlippedTerms([Vec<f64>; TERMS]);
+
+impl FlippedTerms {
+    fn new(kernel: &VaryingKernel) -> FlippedTerms {
+        FlippedTerms(std::array::from_fn(|m| {
+            (0..SIDE * SIDE)
+                .map(|f| {
+                    let (row, w) = (f / SIDE, f % SIDE);
+                    kernel.kbar[(row * SIDE + (SIDE - 1 - w)) * TERMS + m]
+                })
+                .collect()
+        }))
+    }
+}
+
+/// (R ⊗ K)(x, y) for one pixel, R taken as 0 outside the image. K is formed at (x̂, ŷ) for all taps first
+/// (the devices' Horner form, independent across taps, so it vectorises), then summed with R in four
+/// partial sums: one running sum over the 441 taps is bound by the adder's latency, and the background
+/// correction calls this for 400,000 samples at 10k (docs/perf-notes.md). `taps` is scratch.
+#[allow(clippy::too_many_arguments)]
+fn convolved_at(
+    image: &[f32],
+    nx: usize,
+    ny: usize,
+    x: usize,
+    y: usize,
+    terms: &FlippedTerms,
+    xh: f64,
+    yh: f64,
+    taps: &mut [f64],
+) -> f64 {
+    let [k0, k1, k2, k3, k4, k5] = &terms.0;
+    for (t, k) in taps.iter_mut().enumerate() {
+        *k = (k0[t] + yh * (k2[t] + yh * k5[t])) + xh * ((k1[t] + yh * k4[t]) + xh * k3[t]);
+    }
+    let (h, x, y) = (HALF as i64, x as i64, y as i64);
+    // Kernel column w (u = H − w) meets pixel x − H + w: those inside the image.
+    let (w_lo, w_hi) = ((h - x).max(0), (nx as i64 + h - x).min(SIDE as i64));
+    let (v_lo, v_hi) = ((y - (ny as i64 - 1)).max(-h), y.min(h));
+    let mut acc = [0.0f64; 4];
+    for v in v_lo..=v_hi {
+        let row = &image[(y - v) as usize * nx..][..nx];
+        let pixels = &row[(x - h + w_lo) as usize..(x - h + w_hi) as usize];
+        let k = &taps[(v + h) as usize * SIDE..][w_lo as usize..w_hi as usize];
+        let (k4s, p4s) = (k.chunks_exact(4), pixels.chunks_exact(4));
+        for (kr, pr) in k4s.remainder().iter().zip(p4s.remainder()) {
+            acc[0] += kr * *pr as f64;
+        }
+        for (kq, pq) in k4s.zip(p4s) {
+            for l in 0..4 {
+                acc[l] += kq[l] * pq[l] as f64;
+            }
+        }
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
+}
+
 /// The fit's diagnostics as written to `kernel.json`.
 #[derive(Debug, Serialize)]
 pub struct Diagnostics<'a> {
@@ -779,7 +830,56 @@ impl Subtraction {
 
 #[cfg(test)]
 mod tests {
-    use super::grow;
+    use super::{convolved_at, grow, normalised, FlippedTerms, VaryingKernel, HALF, SIDE, TERMS};
+
+    /// The flipped, four-way summed convolution equals K formed tap by tap (`VaryingKernel::at`) and summed
+    /// with R in one running sum, to rounding: at the corners, along the edges (taps off the image) and
+    /// inside, on images narrower and wider than the kernel.
+    #[test]
+    fn convolved_at_matches_the_kernel_formed_tap_by_tap() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut uniform = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+        };
+        let kernel =
+            VaryingKernel::from_kbar((0..SIDE * SIDE * TERMS).map(|_| uniform()).collect());
+        for (nx, ny) in [(57, 43), (15, 64), (9, 9)] {
+            let image: Vec<f32> = (0..nx * ny).map(|_| 1000.0 * uniform() as f32).collect();
+            let h = HALF as i64;
+            for (x, y) in [
+                (0, 0),
+                (nx - 1, ny - 1),
+                (nx / 2, 0),
+                (0, ny / 2),
+                (nx / 2, ny / 2),
+                (3, ny - 2),
+            ] {
+                let (xh, yh) = (normalised(x as f64, nx), normalised(y as f64, ny));
+                let (mut want, mut scale) = (0.0, 0.0);
+                for v in -h..=h {
+                    for u in -h..=h {
+                        let (xx, yy) = (x as i64 - u, y as i64 - v);
+                        if xx >= 0 && yy >= 0 && xx < nx as i64 && yy < ny as i64 {
+                            let term = kernel.at(u, v, xh, yh)
+                                * image[yy as usize * nx + xx as usize] as f64;
+                            want += term;
+                            scale += term.abs();
+                        }
+                    }
+                }
+                let mut taps = vec![0.0; SIDE * SIDE];
+                let terms = FlippedTerms::new(&kernel);
+                let got = convolved_at(&image, nx, ny, x, y, &terms, xh, yh, &mut taps);
+                assert!(
+                    (got - want).abs() <= 1e-13 * scale,
+                    "{nx} x {ny} at ({x}, {y}): {got} against {want}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn grown_masks_are_the_or_over_each_square() {
