@@ -469,43 +469,57 @@ pub fn subtract_streaming(
     };
     // 2. The fit, on the probe's stamps when the reference is convolved (they were chosen on it).
     let images = fit_images(&conv, &unconv, nx, ny);
-    let stamps = match direction {
-        Direction::Reference => probe,
-        Direction::Science => select_stamps(&images, &opts.fit).map_err(|e| e.to_string())?,
-    };
-    let fitted = fit_stamps(&images, &opts.fit, stamps, target, opts.device_mem_cap)
-        .map_err(|e| e.to_string())?;
+    // 4. The masks that do not depend on the kernel, made beside the fit (whose stamp sums wait on the
+    // device): the inputs' OR, and the convolved image's mask grown by the kernel.
+    let (fitted, masks) = std::thread::scope(|scope| {
+        let masks = scope.spawn(|| {
+            let input_mask: Vec<u8> = conv
+                .mask
+                .par_iter()
+                .zip(&unconv.mask)
+                .map(|(&a, &b)| a | b)
+                .collect();
+            let mut mask = grow(&conv.mask, nx, ny, HALF);
+            mask.par_iter_mut()
+                .zip(&unconv.mask)
+                .for_each(|(m, &u)| *m |= u);
+            let typical = |v: &[f32]| {
+                let mut sample: Vec<f32> = v.iter().step_by(97).copied().collect();
+                median(&mut sample)
+            };
+            let (sky, noise) = (typical(&conv.data), typical(&unconv.variance).sqrt());
+            (input_mask, mask, sky, noise)
+        });
+        let fitted = (|| {
+            let stamps = match direction {
+                Direction::Reference => probe,
+                Direction::Science => select_stamps(&images, &opts.fit)?,
+            };
+            fit_stamps(&images, &opts.fit, stamps, target, opts.device_mem_cap)
+        })()
+        .map_err(|e| e.to_string());
+        (fitted, masks.join().expect("the masks' thread panicked"))
+    });
+    let fitted = fitted?;
+    let (input_mask, mut mask, sky, noise) = masks;
     let fit_s = start.elapsed().as_secs_f64();
     clock.done("fit");
     let sums_s = fitted.sums_seconds;
     let host = Instant::now();
-    // 4. The mask (before the images move to the device problem).
-    let input_mask: Vec<u8> = conv
-        .mask
-        .par_iter()
-        .zip(&unconv.mask)
-        .map(|(&a, &b)| a | b)
-        .collect();
-    let mut mask = grow(&conv.mask, nx, ny, HALF);
-    mask.par_iter_mut()
-        .zip(&unconv.mask)
-        .for_each(|(m, &u)| *m |= u);
-    let typical = |v: &[f32]| {
-        let mut sample: Vec<f32> = v.iter().step_by(97).copied().collect();
-        median(&mut sample)
-    };
-    let edge = edge_width(
-        &fitted.kernel,
-        typical(&conv.data),
-        typical(&unconv.variance).sqrt(),
-    );
-    mask.par_chunks_mut(nx).enumerate().for_each(|(y, row)| {
-        for (x, m) in row.iter_mut().enumerate() {
-            if x < edge || y < edge || x + edge >= nx || y + edge >= ny {
-                *m |= MASK_EDGE;
+    // The border where the kernel loses too much sky (rows and columns within `edge` of it).
+    let edge = edge_width(&fitted.kernel, sky, noise);
+    if edge > 0 {
+        mask.par_chunks_mut(nx).enumerate().for_each(|(y, row)| {
+            let bands = if y < edge || y + edge >= ny {
+                [0..nx, 0..0]
+            } else {
+                [0..edge.min(nx), nx.saturating_sub(edge)..nx]
+            };
+            for band in bands {
+                row[band].iter_mut().for_each(|m| *m |= MASK_EDGE);
             }
-        }
-    });
+        });
+    }
     let mut host_s = host.elapsed().as_secs_f64();
     clock.done("mask");
     // 3. The difference on the device, with the background the stamps left corrected on sky samples.
