@@ -17,11 +17,9 @@
 #define IMGSUB_FILTER_KERNEL(T, S)                                                                               \
     __kernel void imgsub_filter_##S(__global const T *restrict kbar, __global const T *restrict ref,             \
                                     __global const T *restrict ref_var, const int ref_row0, const int nx,        \
-                                    const int ny, const int row0, const int rows, __global T *restrict sum_pd,   \
-                                    __global T *restrict sum_p2v)                                                \
+                                    const int ny, const int row0, const int rows, __global T *restrict snr)      \
     {                                                                                                            \
-        imgsub_filter_item_##S(get_global_id(0), kbar, ref, ref_var, ref_row0, nx, ny, row0, rows, sum_pd,      \
-                               sum_p2v);                                                                         \
+        imgsub_filter_item_##S(get_global_id(0), kbar, ref, ref_var, ref_row0, nx, ny, row0, rows, snr);        \
     }
 IMGSUB_KERNEL(float, f32)
 IMGSUB_FILTER_KERNEL(float, f32)

@@ -124,14 +124,15 @@ ASTRO_FN int imgsub_place(int x, int tile, int n)
         }                                                                                                        \
     }
 
-/* The matched filter of detection: sum P D and sum P^2 VD with a constant kernel P (Kbar_0) over the
- * difference D and its variance VD (passed as ref and ref_var), no image subtracted. */
+/* Detection's matched filter and its significance: with a constant kernel P (Kbar_0) over the difference D
+ * and its variance VD (passed as ref and ref_var), no image subtracted, snr = sum P D / sqrt(sum P^2 VD), and 0
+ * where sum P^2 VD is not positive (every pixel the filter reaches masked). One plane leaves the device
+ * instead of the two sums. */
 #define IMGSUB_FILTER(T, S, P)                                                                                   \
     ASTRO_FN void imgsub_filter_item_##S(size_t gid, ASTRO_GLOBAL const T *ASTRO_RESTRICT kbar,                  \
                                          ASTRO_GLOBAL const T *ASTRO_RESTRICT ref,                               \
                                          ASTRO_GLOBAL const T *ASTRO_RESTRICT ref_var, int ref_row0, int nx,     \
-                                         int ny, int row0, int rows, ASTRO_GLOBAL T *ASTRO_RESTRICT sum_pd,      \
-                                         ASTRO_GLOBAL T *ASTRO_RESTRICT sum_p2v)                                 \
+                                         int ny, int row0, int rows, ASTRO_GLOBAL T *ASTRO_RESTRICT snr)         \
     {                                                                                                            \
         const int tile = 0;                                                                                      \
         IMGSUB_PLACE(T, P)                                                                                       \
@@ -140,8 +141,7 @@ ASTRO_FN int imgsub_place(int x, int tile, int n)
         for (int p = 0; p < P; ++p) {                                                                            \
             if (x0 + p >= nx) break;                                                                             \
             const size_t at = (size_t)(y - row0) * (size_t)nx + (size_t)(x0 + p);                                \
-            sum_pd[at] = c[p];                                                                                   \
-            sum_p2v[at] = w[p];                                                                                  \
+            snr[at] = w[p] > (T)0 ? c[p] / ASTRO_SQRT(w[p]) : (T)0;                                              \
         }                                                                                                        \
     }
 

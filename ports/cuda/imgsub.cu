@@ -19,9 +19,9 @@ static __device__ __forceinline__ size_t global_id() { return (size_t)blockIdx.x
 #define IMGSUB_FILTER_KERNEL(T, S)                                                                               \
     __global__ void imgsub_filter_##S(const T *__restrict__ kbar, const T *__restrict__ ref,                     \
                                       const T *__restrict__ ref_var, int ref_row0, int nx, int ny, int row0,     \
-                                      int rows, T *__restrict__ sum_pd, T *__restrict__ sum_p2v)                 \
+                                      int rows, T *__restrict__ snr)                                             \
     {                                                                                                            \
-        imgsub_filter_item_##S(global_id(), kbar, ref, ref_var, ref_row0, nx, ny, row0, rows, sum_pd, sum_p2v); \
+        imgsub_filter_item_##S(global_id(), kbar, ref, ref_var, ref_row0, nx, ny, row0, rows, snr);             \
     }
 IMGSUB_KERNEL(float, f32)
 IMGSUB_KERNEL(double, f64)

@@ -18,9 +18,9 @@ static inline size_t global_id() { return sycl::ext::oneapi::this_work_item::get
     }
 #define IMGSUB_FILTER_KERNEL(T, S)                                                                               \
     IMGSUB_ENTRY imgsub_filter_##S(const T *kbar, const T *ref, const T *ref_var, int ref_row0, int nx, int ny, \
-                                   int row0, int rows, T *sum_pd, T *sum_p2v)                                    \
+                                   int row0, int rows, T *snr)                                                   \
     {                                                                                                            \
-        imgsub_filter_item_##S(global_id(), kbar, ref, ref_var, ref_row0, nx, ny, row0, rows, sum_pd, sum_p2v); \
+        imgsub_filter_item_##S(global_id(), kbar, ref, ref_var, ref_row0, nx, ny, row0, rows, snr);             \
     }
 IMGSUB_KERNEL(float, f32)
 IMGSUB_KERNEL(double, f64)

@@ -89,16 +89,6 @@ impl<'a> SaturationHalo<'a> {
     }
 }
 
-/// The significance image from the matched filter's two sums, Σ P D and Σ P² VD.
-pub fn significance(mut sum_pd: Vec<f32>, sum_p2v: &[f32]) -> Vec<f32> {
-    // In place: at 10k a fresh plane is 400 MB of pages to map.
-    sum_pd
-        .par_iter_mut()
-        .zip(sum_p2v)
-        .for_each(|(c, &w)| *c = if w > 0.0 { *c / w.sqrt() } else { 0.0 });
-    sum_pd
-}
-
 /// Peaks of |S/N| ≥ `threshold` (plus the halo's extra within a saturated star's halo) on unmasked pixels
 /// that top their 5 × 5 window (same sign), brightest first.
 pub fn find(

@@ -184,7 +184,8 @@ pub struct DifferenceProblem {
 pub enum Pass {
     /// D = I − R ⊗ K − B and VD = VI + VR ⊗ K².
     Difference,
-    /// Σ P D and Σ P² VD with a constant kernel P over a difference and its variance (detection).
+    /// The significance Σ P D / √(Σ P² VD) with a constant kernel P over a difference and its variance
+    /// (detection's matched filter; 0 where Σ P² VD is not positive): one output plane.
     MatchedFilter,
 }
 
@@ -252,7 +253,8 @@ impl DifferenceProblem {
     }
 
     /// The matched filter of a difference `diff` and its variance with the constant kernel `taps` (21 × 21):
-    /// outputs Σ P D and Σ P² VD.
+    /// outputs the significance Σ P D / √(Σ P² VD), computed where the sums are (one plane leaves a device
+    /// instead of two).
     pub fn matched_filter(
         nx: usize,
         ny: usize,
@@ -334,10 +336,16 @@ impl DifferenceProblem {
             // A constant kernel: K = Kbar_0, as the device's filter takes it.
             let taps: Vec<T> = kbar.iter().step_by(TERMS).copied().collect();
             let kernel = Kernel::Constant { taps: &taps };
-            convolve(nx, ny, r, vr, kernel, outputs, |_, c, w, d_row, v_row| {
+            // The significance as the devices form it, in T; the second plane keeps Σ P² VD.
+            convolve(nx, ny, r, vr, kernel, outputs, |_, c, w, snr_row, w_row| {
                 for x in 0..nx {
-                    d_row[x] = O::from_f64(c[x].to_f64());
-                    v_row[x] = O::from_f64(w[x].to_f64());
+                    let snr = if w[x] > T::ZERO {
+                        c[x] / w[x].sqrt()
+                    } else {
+                        T::ZERO
+                    };
+                    snr_row[x] = O::from_f64(snr.to_f64());
+                    w_row[x] = O::from_f64(w[x].to_f64());
                 }
             });
         } else {
@@ -371,10 +379,10 @@ impl DifferenceProblem {
             Precision::F64 => DType::F64,
         };
         let pixels = pixels_per_item(mode, budget.gpu);
-        // Per output row: a reference and its variance row (plus the halo), the science rows, two outputs.
-        let planes = match self.pass {
-            Pass::Difference => 6,
-            Pass::MatchedFilter => 4,
+        // Per output row: a reference and its variance row (plus the halo), the science rows, the outputs.
+        let (planes, outputs) = match self.pass {
+            Pass::Difference => (6, 2),
+            Pass::MatchedFilter => (3, 1),
         };
         let row_bytes = (planes * nx * dtype.bytes()) as u64;
         let by_mem = ((budget.mem as f64 * 0.7) as u64 / row_bytes).max(1);
@@ -439,11 +447,11 @@ impl DifferenceProblem {
                         StepArg::I32(ref_row0 as i32),
                     ];
                     args.extend(band);
-                    args.extend([StepArg::Buffer(3), StepArg::Buffer(4)]);
+                    args.push(StepArg::Buffer(3));
                     ("filter", args)
                 }
             };
-            buffers.extend([output, output]);
+            buffers.extend(std::iter::repeat_n(output, outputs));
             let launch = Launch {
                 kernel: format!("imgsub_{name}_{}", mode.name()),
                 args,
@@ -462,13 +470,14 @@ impl DifferenceProblem {
 }
 
 impl DifferenceProblem {
-    /// Runs in float32 on `target` and returns the two output planes as float32 (no widening: at 10k each
-    /// plane is 400 MB), with the times (device events on accelerators, the host clock on `cpu`).
+    /// Runs in float32 on `target` and returns the output planes as float32 (no widening: at 10k each plane
+    /// is 400 MB), with the times (device events on accelerators, the host clock on `cpu`): D and VD, or the
+    /// matched filter's significance alone.
     pub fn run_f32(
         &self,
         target: &Target,
         opts: &RunOptions,
-    ) -> Result<([Vec<f32>; 2], exec::TimeStats), RunError> {
+    ) -> Result<(Vec<Vec<f32>>, exec::TimeStats), RunError> {
         match target {
             Target::Cpu(_) => {
                 // Straight into float32 planes, poisoned before each run.
@@ -488,13 +497,18 @@ impl DifferenceProblem {
                         Ok(())
                     },
                 )?;
+                let mut planes = Vec::from(planes);
+                if self.pass == Pass::MatchedFilter {
+                    planes.truncate(1); // Σ P² VD: only the significance leaves, as from a device
+                }
                 Ok((planes, times))
             }
             Target::Device(dev) => {
                 let jobs = self.plan(Precision::F32, DeviceBudget::of(dev.info()), opts);
                 let run = exec::run_plan(dev.as_ref(), &jobs, opts.warmup)?;
-                let mut planes = [Vec::new(), Vec::new()];
+                let mut planes: Vec<Vec<f32>> = Vec::new();
                 for band in run.outputs {
+                    planes.resize_with(band.len(), Vec::new);
                     for (plane, out) in planes.iter_mut().zip(band) {
                         match out {
                             // One band: its vector is the plane.
@@ -512,11 +526,15 @@ impl DifferenceProblem {
 
 impl SinglePass for DifferenceProblem {
     type Mode = Precision;
+    /// The difference and its variance, or the matched filter's significance alone (as a device gives it).
     fn run_cpu(&self, mode: Precision) -> Field {
         let mut diff = vec![0.0f64; self.nx * self.ny];
         let mut var = vec![0.0f64; self.nx * self.ny];
         self.cpu_planes_into(mode, [&mut diff, &mut var]);
-        Field::new(vec![diff, var])
+        match self.pass {
+            Pass::Difference => Field::new(vec![diff, var]),
+            Pass::MatchedFilter => Field::new(vec![diff]),
+        }
     }
     /// The previous repeat's planes (poisoned) are written again: at 10240² two fresh float64 planes are
     /// 1.6 GB of pages to fault in, which on a virtual machine that hands freed pages back to its host cost
@@ -524,20 +542,25 @@ impl SinglePass for DifferenceProblem {
     fn run_cpu_into(&self, mode: Precision, out: &mut Field) {
         let pixels = self.nx * self.ny;
         match &mut out.components[..] {
-            [d, v] if d.len() == pixels && v.len() == pixels => self.cpu_planes_into(mode, [d, v]),
+            [d, v] if d.len() == pixels && v.len() == pixels && self.pass == Pass::Difference => {
+                self.cpu_planes_into(mode, [d, v])
+            }
             _ => *out = self.run_cpu(mode),
         }
     }
     fn plan(&self, mode: Precision, budget: DeviceBudget, opts: &RunOptions) -> Vec<KernelJob<'_>> {
         self.device_plan(mode, budget, opts)
     }
+    /// The bands' planes joined: D and VD, or the significance.
     fn assemble(&self, _mode: Precision, outputs: Vec<Vec<HostVec>>) -> Field {
-        let (mut d, mut v) = (Vec::new(), Vec::new());
+        let mut planes: Vec<Vec<f64>> = Vec::new();
         for band in outputs {
-            d.extend(band[0].to_f64());
-            v.extend(band[1].to_f64());
+            planes.resize_with(band.len(), Vec::new);
+            for (plane, out) in planes.iter_mut().zip(band) {
+                plane.extend(out.to_f64());
+            }
         }
-        Field::new(vec![d, v])
+        Field::new(planes)
     }
 }
 

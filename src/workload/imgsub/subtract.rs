@@ -398,25 +398,39 @@ fn residual_background(
     }
 }
 
-/// One pass (difference or matched filter) on `target` in the options' precision: its two planes as float32
-/// and the median time of its timed runs.
-fn run_planes(
+/// One pass on `target` in the options' precision: its planes as float32 (D and VD, or the matched filter's
+/// significance) and the median time of its timed runs.
+fn run_planes<const N: usize>(
     problem: &DifferenceProblem,
     target: &Target,
     opts: &SubtractOptions,
     what: &str,
-) -> Result<([Vec<f32>; 2], f64), String> {
+) -> Result<([Vec<f32>; N], f64), String> {
     let failed = |e: crate::exec::RunError| format!("{what} on {}: {e}", target.id());
-    if opts.precision == Precision::F32 {
+    let (planes, median) = if opts.precision == Precision::F32 {
         let (planes, times) = problem.run_f32(target, &opts.run).map_err(failed)?;
-        return Ok((planes, times.median));
-    }
-    let measured = problem
-        .execute(target, opts.precision, &opts.run)
-        .map_err(failed)?;
-    let narrow = |v: &[f64]| v.par_iter().map(|&x| x as f32).collect::<Vec<f32>>();
-    let c = &measured.output.components;
-    Ok(([narrow(&c[0]), narrow(&c[1])], measured.times.median))
+        (planes, times.median)
+    } else {
+        let measured = problem
+            .execute(target, opts.precision, &opts.run)
+            .map_err(failed)?;
+        let narrow = |v: &[f64]| v.par_iter().map(|&x| x as f32).collect::<Vec<f32>>();
+        let planes = measured
+            .output
+            .components
+            .iter()
+            .map(|c| narrow(c))
+            .collect();
+        (planes, measured.times.median)
+    };
+    let count = planes.len();
+    let planes = <[Vec<f32>; N]>::try_from(planes).map_err(|_| {
+        format!(
+            "{what} on {}: {count} planes came back, not {N}",
+            target.id()
+        )
+    })?;
+    Ok((planes, median))
 }
 
 /// Runs the subtraction (module docs) on `target`.
@@ -649,12 +663,10 @@ pub fn subtract_streaming(
         let handed = scope.spawn(move || on_difference(view));
         let detected = (|| {
             let filter_start = Instant::now();
-            let ([sum_pd, sum_p2v], filter_s) =
-                run_planes(&filter, target, opts, "matched filter")?;
+            // The significance comes from the backend, computed where the filter's sums are.
+            let ([snr], filter_s) = run_planes(&filter, target, opts, "matched filter")?;
             let filter_wall_s = filter_start.elapsed().as_secs_f64();
             let host = Instant::now();
-            let snr = detect::significance(sum_pd, &sum_p2v);
-            drop(sum_p2v);
             let halo = detect::SaturationHalo::new(&view.input_mask, view.fwhm.0.max(view.fwhm.1));
             let detections = detect::find(&snr, &view.planes(), opts.threshold, &halo, &view.psf);
             let detect_s = host.elapsed().as_secs_f64();
