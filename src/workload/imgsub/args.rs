@@ -284,7 +284,7 @@ impl ToolArgs for SubtractArgs {
         let synced_before = crate::inputs::seconds_syncing();
         let names = subtraction_files(forced.is_some(), truth.is_some());
         // All files or none: the difference, its variance and mask are written while the matched filter and
-        // detection run, the significance while the scores are computed.
+        // detection run, the significance while detection runs.
         // The device's context is made while the stamps are chosen (the CUDA context took 0.10-0.12 s in the
         // fit's first job; beside the read it outlasted the read by 0.1 s). A failure here is reported by
         // the first job, which waits for it.
@@ -303,18 +303,11 @@ impl ToolArgs for SubtractArgs {
                     *planes_s.lock().unwrap() += started.elapsed().as_secs_f64();
                     written.map_err(|e| e.to_string())
                 };
-                let sub = subtract_streaming(pair, &options, target, |sub| {
-                    write(sub, PlaneSet::Difference)
-                })?;
+                let sub = subtract_streaming(pair, &options, target, write)?;
                 let tail = std::time::Instant::now();
-                let (quality, score_s, snr_written) = std::thread::scope(|scope| {
-                    let snr = scope.spawn(|| write(&sub, PlaneSet::Significance));
-                    let started = std::time::Instant::now();
-                    let quality = truth.as_ref().map(|t| score(&sub, t, &sub.input_mask));
-                    let score_s = started.elapsed().as_secs_f64();
-                    (quality, score_s, snr.join().expect("the writer panicked"))
-                });
-                snr_written?;
+                let started = std::time::Instant::now();
+                let quality = truth.as_ref().map(|t| score(&sub, t, &sub.input_mask));
+                let score_s = started.elapsed().as_secs_f64();
                 write_tables(&sub, forced.as_deref(), quality.as_ref(), staging)
                     .map_err(|e| e.to_string())?;
                 let tail_s = tail.elapsed().as_secs_f64();
@@ -362,7 +355,7 @@ impl ToolArgs for SubtractArgs {
              s, {:.2} ms on the backend), difference \
              {:.2} ms ({:.3} s wall), filter {:.2} ms ({:.3} s wall), host {:.3} s, subtraction {:.3} s; \
              backends found in {discovery_s:.3} s (beside the read); planes written in {planes_s:.3} s ({sync}; \
-             beside detection and scoring), scored in \
+             beside the filter and detection), scored in \
              {score_s:.3} s, after detection {tail_s:.3} s; file to file {command_s:.3} s",
             sub.detections.len(),
             self.threshold,

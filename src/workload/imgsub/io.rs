@@ -407,20 +407,21 @@ pub fn subtraction_files(forced: bool, quality: bool) -> Vec<&'static str> {
     names
 }
 
-/// The planes a subtraction writes as FITS: those known with the difference, and the significance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PlaneSet {
+/// The planes a subtraction writes as FITS: those known with the difference, and the significance (handed
+/// over as soon as the matched filter gives it, before the subtraction holds it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PlaneSet<'a> {
     /// `diff.fits`, `diff.var.fits`, `diff.mask.fits`.
     Difference,
     /// `diff.snr.fits`.
-    Significance,
+    Significance(&'a [f32]),
 }
 
 /// Writes `set` into `dir` as FITS (float32, 8-bit mask) with `cards` and `history`, all at once
 /// (cfitsio is built reentrant; at 10k each plane is 400 MB), on a thread pool of their own.
 pub fn write_planes(
     sub: &super::subtract::Subtraction,
-    set: PlaneSet,
+    set: PlaneSet<'_>,
     cards: &[Card],
     history: &[String],
     dir: &Path,
@@ -431,7 +432,7 @@ pub fn write_planes(
             ("diff.var.fits", "DIFF_VAR", Pixels::F32(&sub.variance)),
             ("diff.mask.fits", "DIFF_MASK", Pixels::U8(&sub.mask)),
         ],
-        PlaneSet::Significance => vec![("diff.snr.fits", "DIFF_SNR", Pixels::F32(&sub.snr))],
+        PlaneSet::Significance(snr) => vec![("diff.snr.fits", "DIFF_SNR", Pixels::F32(snr))],
     };
     std::thread::scope(|scope| {
         let handles: Vec<_> = planes

@@ -20,6 +20,7 @@ use super::difference::{DifferenceProblem, VaryingKernel, HALF, SIDE, TERMS};
 use super::fit::{
     fit_stamps, normalised, select_stamps, FitConfig, FitImages, KernelFit, StampStatus,
 };
+use super::io::PlaneSet;
 use super::pair::{Pair, Plane, MASK_NOT_A_NUMBER};
 use super::psf::{Planes, PsfModel, PsfSummary};
 use super::{half_maximum_fwhm, median};
@@ -439,17 +440,17 @@ pub fn subtract(
     opts: &SubtractOptions,
     target: &Target,
 ) -> Result<Subtraction, String> {
-    subtract_streaming(pair, opts, target, |_| Ok(()))
+    subtract_streaming(pair, opts, target, |_, _| Ok(()))
 }
 
-/// Runs the subtraction and hands it to `on_difference` as soon as the difference, its variance and mask
-/// are known (`snr` and `detections` still empty): a pipeline writes those planes while the matched filter
-/// and detection run. Its error, if any, is the subtraction's.
+/// Runs the subtraction and hands its planes to `on_planes` as soon as each set is known: the difference, its
+/// variance and mask (`snr` and `detections` still empty) while the matched filter runs, then the
+/// significance while detection runs. A pipeline writes them there. Its errors are the subtraction's.
 pub fn subtract_streaming(
     pair: Pair,
     opts: &SubtractOptions,
     target: &Target,
-    on_difference: impl FnOnce(&Subtraction) -> Result<(), String> + Send,
+    on_planes: impl Fn(&Subtraction, PlaneSet) -> Result<(), String> + Sync,
 ) -> Result<Subtraction, String> {
     let start = Instant::now();
     let mut clock = StepClock::new();
@@ -657,19 +658,31 @@ pub fn subtract_streaming(
     filter.device_mem_cap = opts.device_mem_cap;
     host_s += host.elapsed().as_secs_f64();
     clock.done("filter_inputs");
-    // The caller's use of the difference (writing it) runs beside the filter and detection.
+    // The caller's use of the difference (writing it) runs beside the filter and detection, and its use of
+    // the significance beside detection.
+    let on_planes = &on_planes;
     let (detected, handed) = std::thread::scope(|scope| {
         let view = &sub;
-        let handed = scope.spawn(move || on_difference(view));
+        let handed = scope.spawn(move || on_planes(view, PlaneSet::Difference));
         let detected = (|| {
             let filter_start = Instant::now();
             // The significance comes from the backend, computed where the filter's sums are.
             let ([snr], filter_s) = run_planes(&filter, target, opts, "matched filter")?;
             let filter_wall_s = filter_start.elapsed().as_secs_f64();
-            let host = Instant::now();
-            let halo = detect::SaturationHalo::new(&view.input_mask, view.fwhm.0.max(view.fwhm.1));
-            let detections = detect::find(&snr, &view.planes(), opts.threshold, &halo, &view.psf);
-            let detect_s = host.elapsed().as_secs_f64();
+            let (detections, detect_s, written) = std::thread::scope(|inner| {
+                let written = inner.spawn(|| on_planes(view, PlaneSet::Significance(&snr)));
+                let host = Instant::now();
+                let halo =
+                    detect::SaturationHalo::new(&view.input_mask, view.fwhm.0.max(view.fwhm.1));
+                let detections =
+                    detect::find(&snr, &view.planes(), opts.threshold, &halo, &view.psf);
+                let detect_s = host.elapsed().as_secs_f64();
+                let written = written
+                    .join()
+                    .expect("the caller's significance writer panicked");
+                (detections, detect_s, written)
+            });
+            written?;
             Ok::<_, String>((snr, detections, filter_s, filter_wall_s, detect_s))
         })();
         (
