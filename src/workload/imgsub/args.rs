@@ -284,7 +284,7 @@ impl ToolArgs for SubtractArgs {
         let synced_before = crate::inputs::seconds_syncing();
         let names = subtraction_files(forced.is_some(), truth.is_some());
         // All files or none: the difference, its variance and mask are written while the matched filter and
-        // detection run, the significance while detection runs.
+        // detection run, the significance while detection runs (or, scored, while the scores are computed).
         // The device's context is made while the stamps are chosen (the CUDA context took 0.10-0.12 s in the
         // fit's first job; beside the read it outlasted the read by 0.1 s). A failure here is reported by
         // the first job, which waits for it.
@@ -303,11 +303,24 @@ impl ToolArgs for SubtractArgs {
                     *planes_s.lock().unwrap() += started.elapsed().as_secs_f64();
                     written.map_err(|e| e.to_string())
                 };
-                let sub = subtract_streaming(pair, &options, target, write)?;
+                // Scored, the significance is written beside the scores (which need the detections)
+                // rather than beside detection, which is shorter than either.
+                let sub = subtract_streaming(pair, &options, target, |sub, set| match set {
+                    PlaneSet::Significance(_) if truth.is_some() => Ok(()),
+                    _ => write(sub, set),
+                })?;
                 let tail = std::time::Instant::now();
-                let started = std::time::Instant::now();
-                let quality = truth.as_ref().map(|t| score(&sub, t, &sub.input_mask));
-                let score_s = started.elapsed().as_secs_f64();
+                let (quality, score_s, snr_written) = std::thread::scope(|scope| {
+                    let snr = truth
+                        .is_some()
+                        .then(|| scope.spawn(|| write(&sub, PlaneSet::Significance(&sub.snr))));
+                    let started = std::time::Instant::now();
+                    let quality = truth.as_ref().map(|t| score(&sub, t, &sub.input_mask));
+                    let score_s = started.elapsed().as_secs_f64();
+                    let written = snr.map_or(Ok(()), |h| h.join().expect("the writer panicked"));
+                    (quality, score_s, written)
+                });
+                snr_written?;
                 write_tables(&sub, forced.as_deref(), quality.as_ref(), staging)
                     .map_err(|e| e.to_string())?;
                 let tail_s = tail.elapsed().as_secs_f64();
@@ -355,7 +368,7 @@ impl ToolArgs for SubtractArgs {
              s, {:.2} ms on the backend), difference \
              {:.2} ms ({:.3} s wall), filter {:.2} ms ({:.3} s wall), host {:.3} s, subtraction {:.3} s; \
              backends found in {discovery_s:.3} s (beside the read); planes written in {planes_s:.3} s ({sync}; \
-             beside the filter and detection), scored in \
+             beside the filter, detection and scoring), scored in \
              {score_s:.3} s, after detection {tail_s:.3} s; file to file {command_s:.3} s",
             sub.detections.len(),
             self.threshold,
