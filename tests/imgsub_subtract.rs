@@ -496,26 +496,39 @@ fn subtract_writes_its_files_with_the_wcs_and_scores() {
         field.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{err}");
-    // The field subtracted on the `cpu` model with forced photometry into `dest`, with `extra` flags.
-    let subtract = |dest: &std::path::Path, extra: &[&str]| {
+    // The field subtracted on the `cpu` model with forced photometry into `dest`, with `extra` flags:
+    // scored (`--field`), or as a pipeline runs it (the six images named, no truth, no scores).
+    let path = |name: &str| field.join(name).to_str().unwrap().to_string();
+    let scored = vec!["--field".to_string(), path("")];
+    let named: Vec<String> = [
+        ("--ref", "ref.fits"),
+        ("--sci", "sci.fits"),
+        ("--ref-var", "ref.var.fits"),
+        ("--sci-var", "sci.var.fits"),
+        ("--ref-mask", "ref.mask.fits"),
+        ("--sci-mask", "sci.mask.fits"),
+    ]
+    .iter()
+    .flat_map(|&(flag, file)| [flag.to_string(), path(file)])
+    .collect();
+    let subtract = |dest: &std::path::Path, inputs: &[String], extra: &[&str]| {
         let truth = field.join("truth.csv");
-        let mut args = vec![
-            "subtract",
-            "--field",
-            field.to_str().unwrap(),
+        let mut args = vec!["subtract"];
+        args.extend(inputs.iter().map(String::as_str));
+        args.extend([
             "--forced",
             truth.to_str().unwrap(),
             "--backend",
             "cpu",
             "--out",
             dest.to_str().unwrap(),
-        ];
+        ]);
         args.extend_from_slice(extra);
         let (code, stdout, err) = common::astroport(&args);
         assert_eq!(code, 0, "{err}");
         stdout
     };
-    let stdout = subtract(&out, &[]);
+    let stdout = subtract(&out, &scored, &[]);
     assert!(stdout.contains("quality: sky noise ratio"), "{stdout}");
     assert!(stdout.contains("convolved the reference image"), "{stdout}");
     let diff = read_image(&out.join("diff.fits")).unwrap();
@@ -557,13 +570,20 @@ fn subtract_writes_its_files_with_the_wcs_and_scores() {
     assert_eq!(kernel["basis_size"], 49);
     assert_eq!(kernel["kbar"].as_array().unwrap().len(), 21 * 21 * 6);
 
-    // Without fsync: the same files, the same pixels and catalogue, and the timeline says so.
+    // Without fsync and unscored (the significance is then written beside detection, not beside the
+    // scores): the same files but the scores, the same pixels and catalogue, and the timeline says so.
     let quick = dir.path().join("quick");
     std::fs::create_dir(&quick).unwrap();
-    let stdout = subtract(&quick, &["--no-fsync"]);
+    let stdout = subtract(&quick, &named, &["--no-fsync"]);
     assert!(stdout.contains("no fsync: --no-fsync"), "{stdout}");
+    assert!(!stdout.contains("quality:"), "{stdout}");
     for name in &names {
-        assert!(quick.join(name).is_file(), "{name} missing without fsync");
+        let wanted = *name != "quality.json";
+        assert_eq!(
+            quick.join(name).is_file(),
+            wanted,
+            "{name} without fsync, unscored"
+        );
     }
     for plane in [
         "diff.fits",
