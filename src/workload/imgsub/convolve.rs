@@ -14,7 +14,7 @@
 //! tiled kernel's live in registers for PIECE pixels at a time (three AVX2 vectors of float32 per sum, two
 //! rows: 12 registers), its taps broadcast: memory accumulators held it at half its FMA rate.
 
-use super::difference::{HALF, SIDE, TERMS};
+use super::difference::{tap_row_terms, HALF, SIDE, TERMS};
 pub use crate::real::Real;
 use rayon::prelude::*;
 
@@ -202,9 +202,8 @@ impl<T: Real> Rows<'_, T> {
                 for r in 0..count {
                     let yh = yh[y0 + r];
                     let coef = &mut s.coef[r * TAPS..][..TAPS];
-                    for (t, cf) in coef.iter_mut().enumerate() {
-                        let k = &kbar[t * TERMS..][..TERMS];
-                        *cf = [k[0] + yh * (k[2] + yh * k[5]), k[1] + yh * k[4], k[3]];
+                    for (cf, k) in coef.iter_mut().zip(kbar.chunks_exact(TERMS)) {
+                        *cf = tap_row_terms(k, yh);
                     }
                 }
             }
@@ -352,7 +351,7 @@ fn add_into<T: Real, const W: usize>(total: &mut ([T; W], [T; W]), sum: &([T; W]
 fn tile_row_taps<T: Real>(kbar: &[T], xh: &[T], yh: T, tile: usize, table: &mut Vec<[T; 2]>) {
     let terms: Vec<[T; 3]> = kbar
         .chunks_exact(TERMS)
-        .map(|k| [k[0] + yh * (k[2] + yh * k[5]), k[1] + yh * k[4], k[3]])
+        .map(|k| tap_row_terms(k, yh))
         .collect();
     table.clear();
     table.extend(xh.iter().step_by(tile).flat_map(|&x| {

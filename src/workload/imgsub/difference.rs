@@ -147,9 +147,16 @@ impl VaryingKernel {
     /// The kernel's value at tap (u, v) for the pixel at normalised place (xh, yh), as the devices form it.
     pub fn at(&self, u: i64, v: i64, xh: f64, yh: f64) -> f64 {
         let t = (v + HALF as i64) as usize * SIDE + (u + HALF as i64) as usize;
-        let k = &self.kbar[t * TERMS..][..TERMS];
-        (k[0] + yh * (k[2] + yh * k[5])) + xh * ((k[1] + yh * k[4]) + xh * k[3])
+        let [a, b, k3] = tap_row_terms(&self.kbar[t * TERMS..][..TERMS], yh);
+        a + xh * (b + xh * k3)
     }
+}
+
+/// One tap's terms along a row at ŷ, from its six Kbar terms: the tap is a + x̂(b + x̂ k3) with
+/// a = k0 + ŷ(k2 + ŷ k5) and b = k1 + ŷ k4 (Horner, as cl/common/imgsub.h forms it).
+#[inline(always)]
+pub fn tap_row_terms<T: Real>(k: &[T], yh: T) -> [T; 3] {
+    [k[0] + yh * (k[2] + yh * k[5]), k[1] + yh * k[4], k[3]]
 }
 
 /// The six monomials of degree ≤ 2 in the order of cl/common/imgsub.h.

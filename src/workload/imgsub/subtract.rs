@@ -16,7 +16,7 @@
 //!    a saturated star's halo.
 
 use super::detect::{self, Detection};
-use super::difference::{DifferenceProblem, VaryingKernel, HALF, SIDE, TERMS};
+use super::difference::{tap_row_terms, DifferenceProblem, VaryingKernel, HALF, SIDE, TERMS};
 use super::fit::{
     fit_stamps, normalised, select_stamps, FitConfig, FitImages, KernelFit, StampStatus,
 };
@@ -347,7 +347,6 @@ fn residual_background(
 ) -> [f64; 3] {
     let block = SKY_STRIDE * SKY_BLOCK;
     let (bx, by) = (nx.div_ceil(block), ny.div_ceil(block));
-    let terms = FlippedTerms::new(kernel);
     let medians: Vec<Option<(f64, f64, f64)>> = (0..bx * by)
         .into_par_iter()
         .map(|b| {
@@ -355,12 +354,14 @@ fn residual_background(
             let mut samples = Vec::new();
             let mut taps = vec![0.0; SIDE * SIDE];
             for y in (j * block..((j + 1) * block).min(ny)).step_by(SKY_STRIDE) {
+                let yh = normalised(y as f64, ny);
+                let row = SampleRow::new(kernel, yh);
                 for x in (i * block..((i + 1) * block).min(nx)).step_by(SKY_STRIDE) {
                     if mask[y * nx + x] != 0 {
                         continue;
                     }
-                    let (xh, yh) = (normalised(x as f64, nx), normalised(y as f64, ny));
-                    let c = convolved_at(conv, nx, ny, x, y, &terms, xh, yh, &mut taps);
+                    let xh = normalised(x as f64, nx);
+                    let c = convolved_at(conv, nx, ny, x, y, &row, xh, &mut taps);
                     let bg = &kernel.background;
                     samples.push(unconv[y * nx + x] as f64 - c - (bg[0] + bg[1] * xh + bg[2] * yh));
                 }
@@ -718,27 +719,37 @@ pub fn subtract_streaming(
     Ok(sub)
 }
 
-/// Kbar term by term, each plane's taps in kernel rows with u reversed (index (v + H)·SIDE + H − u), so a
-/// row of K meets the image's pixels x − H .. x + H in ascending order.
-struct FlippedTerms([Vec<f64>; TERMS]);
+/// The kernel along one row of samples (fixed ŷ): each tap's row terms (`tap_row_terms`) as three planes,
+/// kernel rows with u reversed (index (v + H)·SIDE + H − u), so a row of K meets the image's pixels
+/// x − H .. x + H in ascending order and a sample forms its taps in one vectorised pass.
+struct SampleRow {
+    a: Vec<f64>,
+    b: Vec<f64>,
+    k3: Vec<f64>,
+}
 
-impl FlippedTerms {
-    fn new(kernel: &VaryingKernel) -> FlippedTerms {
-        FlippedTerms(std::array::from_fn(|m| {
-            (0..SIDE * SIDE)
-                .map(|f| {
-                    let (row, w) = (f / SIDE, f % SIDE);
-                    kernel.kbar[(row * SIDE + (SIDE - 1 - w)) * TERMS + m]
-                })
-                .collect()
-        }))
+impl SampleRow {
+    fn new(kernel: &VaryingKernel, yh: f64) -> SampleRow {
+        let terms: Vec<[f64; 3]> = (0..SIDE * SIDE)
+            .map(|f| {
+                let (row, w) = (f / SIDE, f % SIDE);
+                let t = row * SIDE + (SIDE - 1 - w);
+                tap_row_terms(&kernel.kbar[t * TERMS..][..TERMS], yh)
+            })
+            .collect();
+        let plane = |i: usize| terms.iter().map(|t| t[i]).collect();
+        SampleRow {
+            a: plane(0),
+            b: plane(1),
+            k3: plane(2),
+        }
     }
 }
 
-/// (R ⊗ K)(x, y) for one pixel, R taken as 0 outside the image. K is formed at (x̂, ŷ) for all taps first
-/// (the devices' Horner form, independent across taps, so it vectorises), then summed with R in four
-/// partial sums: one running sum over the 441 taps is bound by the adder's latency, and the background
-/// correction calls this for 400,000 samples at 10k (docs/perf-notes.md). `taps` is scratch.
+/// (R ⊗ K)(x, y) for one pixel of a sample row, R taken as 0 outside the image. K is formed at x̂ for all
+/// taps first (independent across taps, so it vectorises), then summed with R in four partial sums: one
+/// running sum over the 441 taps is bound by the adder's latency, and the background correction calls this
+/// for 400,000 samples at 10k (docs/perf-notes.md). `taps` is scratch.
 #[allow(clippy::too_many_arguments)]
 fn convolved_at(
     image: &[f32],
@@ -746,14 +757,12 @@ fn convolved_at(
     ny: usize,
     x: usize,
     y: usize,
-    terms: &FlippedTerms,
+    row: &SampleRow,
     xh: f64,
-    yh: f64,
     taps: &mut [f64],
 ) -> f64 {
-    let [k0, k1, k2, k3, k4, k5] = &terms.0;
-    for (t, k) in taps.iter_mut().enumerate() {
-        *k = (k0[t] + yh * (k2[t] + yh * k5[t])) + xh * ((k1[t] + yh * k4[t]) + xh * k3[t]);
+    for (k, ((a, b), k3)) in taps.iter_mut().zip(row.a.iter().zip(&row.b).zip(&row.k3)) {
+        *k = a + xh * (b + xh * k3);
     }
     let (h, x, y) = (HALF as i64, x as i64, y as i64);
     // Kernel column w (u = H − w) meets pixel x − H + w: those inside the image.
@@ -869,9 +878,9 @@ impl Subtraction {
 
 #[cfg(test)]
 mod tests {
-    use super::{convolved_at, grow, normalised, FlippedTerms, VaryingKernel, HALF, SIDE, TERMS};
+    use super::{convolved_at, grow, normalised, SampleRow, VaryingKernel, HALF, SIDE, TERMS};
 
-    /// The flipped, four-way summed convolution equals K formed tap by tap (`VaryingKernel::at`) and summed
+    /// The sample row's flipped, four-way summed convolution equals K formed tap by tap (`VaryingKernel::at`) and summed
     /// with R in one running sum, to rounding: at the corners, along the edges (taps off the image) and
     /// inside, on images narrower and wider than the kernel.
     #[test]
@@ -910,8 +919,8 @@ mod tests {
                     }
                 }
                 let mut taps = vec![0.0; SIDE * SIDE];
-                let terms = FlippedTerms::new(&kernel);
-                let got = convolved_at(&image, nx, ny, x, y, &terms, xh, yh, &mut taps);
+                let row = SampleRow::new(&kernel, yh);
+                let got = convolved_at(&image, nx, ny, x, y, &row, xh, &mut taps);
                 assert!(
                     (got - want).abs() <= 1e-13 * scale,
                     "{nx} x {ny} at ({x}, {y}): {got} against {want}"
