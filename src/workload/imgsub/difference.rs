@@ -196,6 +196,16 @@ pub enum Pass {
     MatchedFilter,
 }
 
+impl Pass {
+    /// The planes the pass gives back, on every backend: D and VD, or the significance.
+    pub fn outputs(self) -> usize {
+        match self {
+            Pass::Difference => 2,
+            Pass::MatchedFilter => 1,
+        }
+    }
+}
+
 /// The presets: `tiny` 256², `ci` 1024², `ast3` 10240² (the seed's camera, AST3).
 pub const PRESETS: [&str; 3] = ["tiny", "ci", "ast3"];
 
@@ -387,10 +397,12 @@ impl DifferenceProblem {
         };
         let pixels = pixels_per_item(mode, budget.gpu);
         // Per output row: a reference and its variance row (plus the halo), the science rows, the outputs.
-        let (planes, outputs) = match self.pass {
-            Pass::Difference => (6, 2),
-            Pass::MatchedFilter => (3, 1),
-        };
+        let outputs = self.pass.outputs();
+        let planes = outputs
+            + match self.pass {
+                Pass::Difference => 4,
+                Pass::MatchedFilter => 2,
+            };
         let row_bytes = (planes * nx * dtype.bytes()) as u64;
         let by_mem = ((budget.mem as f64 * 0.7) as u64 / row_bytes).max(1);
         let by_alloc = (budget.max_alloc / (nx * dtype.bytes()) as u64).max(1);
@@ -504,10 +516,9 @@ impl DifferenceProblem {
                         Ok(())
                     },
                 )?;
+                // The matched filter's Σ P² VD stays behind, as on a device.
                 let mut planes = Vec::from(planes);
-                if self.pass == Pass::MatchedFilter {
-                    planes.truncate(1); // Σ P² VD: only the significance leaves, as from a device
-                }
+                planes.truncate(self.pass.outputs());
                 Ok((planes, times))
             }
             Target::Device(dev) => {
@@ -538,10 +549,9 @@ impl SinglePass for DifferenceProblem {
         let mut diff = vec![0.0f64; self.nx * self.ny];
         let mut var = vec![0.0f64; self.nx * self.ny];
         self.cpu_planes_into(mode, [&mut diff, &mut var]);
-        match self.pass {
-            Pass::Difference => Field::new(vec![diff, var]),
-            Pass::MatchedFilter => Field::new(vec![diff]),
-        }
+        let mut planes = vec![diff, var];
+        planes.truncate(self.pass.outputs());
+        Field::new(planes)
     }
     /// The previous repeat's planes (poisoned) are written again: at 10240² two fresh float64 planes are
     /// 1.6 GB of pages to fault in, which on a virtual machine that hands freed pages back to its host cost
@@ -549,7 +559,7 @@ impl SinglePass for DifferenceProblem {
     fn run_cpu_into(&self, mode: Precision, out: &mut Field) {
         let pixels = self.nx * self.ny;
         match &mut out.components[..] {
-            [d, v] if d.len() == pixels && v.len() == pixels && self.pass == Pass::Difference => {
+            [d, v] if d.len() == pixels && v.len() == pixels && self.pass.outputs() == 2 => {
                 self.cpu_planes_into(mode, [d, v])
             }
             _ => *out = self.run_cpu(mode),
