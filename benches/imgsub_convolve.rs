@@ -5,18 +5,12 @@
 
 use astroport::workload::imgsub::convolve::{convolve, Kernel};
 use criterion::{criterion_group, criterion_main, Criterion};
+use rand::{Rng, SeedableRng};
 
-/// Deterministic values in [0, 1) (a 64-bit LCG).
+/// Deterministic values in [0, 1) from a fixed seed.
 fn noise(n: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed;
-    (0..n)
-        .map(|_| {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (state >> 40) as f32 / (1u64 << 24) as f32
-        })
-        .collect()
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(seed);
+    (0..n).map(|_| rng.random::<f32>()).collect()
 }
 
 fn imgsub_convolve(c: &mut Criterion) {

@@ -885,13 +885,9 @@ mod tests {
     /// inside, on images narrower and wider than the kernel.
     #[test]
     fn convolved_at_matches_the_kernel_formed_tap_by_tap() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut uniform = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
-        };
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(7);
+        let mut uniform = move || rng.random_range(-0.5..0.5);
         let kernel =
             VaryingKernel::from_kbar((0..SIDE * SIDE * TERMS).map(|_| uniform()).collect());
         for (nx, ny) in [(57, 43), (15, 64), (9, 9)] {
