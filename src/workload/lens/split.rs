@@ -108,13 +108,14 @@ pub(super) fn tables64(q: &Option<Box<LensProblem>>) -> &KernelTables<f64> {
 }
 
 /// One galaxy's values at the nodes around it (`side` × `side` from node column `a0`, row `c0`), x and y
-/// planes row by row: float32, as its share of the coarse field they are taken out of.
+/// planes row by row: computed in float32, as its share of the coarse field they are taken out of, and held
+/// widened to float64 so taking them out is one vector subtraction per stencil row.
 struct NodeTable {
     a0: i64,
     c0: i64,
     side: usize,
-    x: Vec<f32>,
-    y: Vec<f32>,
+    x: Vec<f64>,
+    y: Vec<f64>,
 }
 
 /// Galaxy `galaxy` is near the pixel cells `first..=last` of a cell row.
@@ -521,12 +522,19 @@ impl Split {
             .enumerate()
             .map(|(k, g)| {
                 let (a0, c0) = self.table_origin(g);
-                let (mut x, mut y) = (vec![0.0; side * side], vec![0.0; side * side]);
+                let (mut x, mut y) = (vec![0.0f32; side * side], vec![0.0f32; side * side]);
                 for (r, (xr, yr)) in x.chunks_mut(side).zip(y.chunks_mut(side)).enumerate() {
                     let j = (c0 + r as i64) as i32;
                     add_halo_along_row(t, k, cell, j, a0 as i32, xr, yr);
                 }
-                NodeTable { a0, c0, side, x, y }
+                let widen = |v: Vec<f32>| v.into_iter().map(f64::from).collect();
+                NodeTable {
+                    a0,
+                    c0,
+                    side,
+                    x: widen(x),
+                    y: widen(y),
+                }
             })
             .collect()
     }
@@ -615,7 +623,7 @@ impl Split {
                 let far = band.far_stencils(c, runs);
                 let mut scratch = RowScratch {
                     direct: [0, 1, 2, 3].map(|_| vec![0.0f32; n]),
-                    line: vec![0.0; 8 * cells],
+                    line: vec![[0.0; 8]; cells],
                     spread: vec![0.0; 2 * (cells * step + 4)],
                 };
                 for (r, (row_x, row_y)) in
@@ -704,8 +712,8 @@ fn flag_row(h: f64, sy: f64, limits: &[f64], rows: [&[f64]; 4], flags: &mut [boo
 struct RowScratch {
     /// The float32 parts: clusters x, y, near terms x, y.
     direct: [Vec<f32>; 4],
-    /// The y-pass per cell: line[(4·comp + dx)·cells + a].
-    line: Vec<f64>,
+    /// The y-pass per cell: line[a][4·comp + dx].
+    line: Vec<[f64; 8]>,
     /// The interpolant along the row, x then y, each cells × step pixels with room for the last cell's
     /// rounding up to 4.
     spread: Vec<f64>,
@@ -730,30 +738,42 @@ struct Band<'a> {
 }
 
 impl Band<'_> {
-    /// far[(16·comp + 4·dy + dx)·cells + a]: node (a + dx, c + dy) of the coarse field, less the node values
-    /// of the galaxies near cell a. Pixel cell (a, c) interpolates from those 4 × 4.
+    /// far[a][16·comp + 4·dy + dx]: node (a + dx, c + dy) of the coarse field, less the node values of the
+    /// galaxies near cell a. Pixel cell (a, c) interpolates from those 4 × 4. Cell-major, so a near galaxy's
+    /// four nodes of a stencil row are one contiguous run of its table and of the stencil.
     #[inline(never)]
-    fn far_stencils(&self, c: usize, runs: &[NearRun]) -> Vec<f64> {
-        let cells = self.cells;
-        let mut far = vec![0.0; 32 * cells];
-        for (k, plane) in far.chunks_mut(cells).enumerate() {
-            let (comp, dy, dx) = (k / 16, k % 16 / 4, k % 4);
-            let at = (c + dy) * self.nodes + dx;
-            plane.copy_from_slice(&self.coarse[comp][at..at + cells]);
+    fn far_stencils(&self, c: usize, runs: &[NearRun]) -> Vec<[f64; 32]> {
+        let mut far = vec![[0.0; 32]; self.cells];
+        for comp in 0..2 {
+            for dy in 0..4 {
+                let row = &self.coarse[comp][(c + dy) * self.nodes..];
+                for (a, stencil) in far.iter_mut().enumerate() {
+                    let four: &[f64; 4] = row[a..a + 4].try_into().expect("four nodes");
+                    stencil[16 * comp + 4 * dy..][..4].copy_from_slice(four);
+                }
+            }
         }
         for run in runs {
             let t = &self.tables[run.galaxy];
-            let len = run.last + 1 - run.first;
-            for (k, plane) in far.chunks_mut(cells).enumerate() {
-                let (comp, dy, dx) = (k / 16, k % 16 / 4, k % 4);
+            let cells = &mut far[run.first..=run.last];
+            for comp in 0..2 {
                 let values = if comp == 0 { &t.x } else { &t.y };
-                let row = (c + dy) as i64 - t.c0;
-                let at = (row * t.side as i64 + (run.first + dx) as i64 - t.a0) as usize;
-                for (f, &v) in plane[run.first..][..len]
-                    .iter_mut()
-                    .zip(&values[at..at + len])
-                {
-                    *f -= f64::from(v);
+                for dy in 0..4 {
+                    let row = (c + dy) as i64 - t.c0;
+                    let at = (row * t.side as i64 + run.first as i64 - t.a0) as usize;
+                    let nodes = &values[at..at + cells.len() + 3];
+                    let at = 16 * comp + 4 * dy;
+                    for (stencil, four) in cells.iter_mut().zip(nodes.windows(4)) {
+                        let four: &[f64; 4] = four.try_into().expect("four nodes");
+                        let s: &mut [f64; 4] =
+                            (&mut stencil[at..at + 4]).try_into().expect("four nodes");
+                        *s = [
+                            s[0] - four[0],
+                            s[1] - four[1],
+                            s[2] - four[2],
+                            s[3] - four[3],
+                        ];
+                    }
                 }
             }
         }
@@ -788,7 +808,7 @@ impl Band<'_> {
     fn interpolate_row(
         &self,
         r: usize,
-        far: &[f64],
+        far: &[[f64; 32]],
         scratch: &mut RowScratch,
         row_x: &mut [f64],
         row_y: &mut [f64],
@@ -800,14 +820,13 @@ impl Band<'_> {
         } = scratch;
         let (cells, step, n) = (self.cells, self.step, self.n);
         let wy = &self.weights[r];
-        // line[(4·comp + dx)·cells + a]
-        for (q, out) in line.chunks_mut(cells).enumerate() {
-            let (comp, dx) = (q / 4, q % 4);
-            out.fill(0.0);
-            for (dy, &w) in wy.iter().enumerate() {
-                let plane = &far[(16 * comp + 4 * dy + dx) * cells..][..cells];
-                for (o, &f) in out.iter_mut().zip(plane) {
-                    *o += w * f;
+        // line[a][4·comp + dx]
+        for (out, stencil) in line.iter_mut().zip(far) {
+            for comp in 0..2 {
+                for dx in 0..4 {
+                    out[4 * comp + dx] = (0..4)
+                        .map(|dy| wy[dy] * stencil[16 * comp + 4 * dy + dx])
+                        .sum();
                 }
             }
         }
@@ -816,8 +835,8 @@ impl Band<'_> {
         let half = spread.len() / 2;
         let (spread_x, spread_y) = spread.split_at_mut(half);
         for a in 0..cells {
-            let lx: [f64; 4] = std::array::from_fn(|d| line[d * cells + a]);
-            let ly: [f64; 4] = std::array::from_fn(|d| line[(4 + d) * cells + a]);
+            let lx: [f64; 4] = std::array::from_fn(|d| line[a][d]);
+            let ly: [f64; 4] = std::array::from_fn(|d| line[a][4 + d]);
             for (q, w) in self.x_weights.iter().enumerate() {
                 let (mut ox, mut oy) = ([0.0; 4], [0.0; 4]);
                 for d in 0..4 {
