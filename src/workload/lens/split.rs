@@ -818,7 +818,7 @@ impl Band<'_> {
             line,
             spread,
         } = scratch;
-        let (cells, step, n) = (self.cells, self.step, self.n);
+        let (step, n) = (self.step, self.n);
         let wy = &self.weights[r];
         // line[a][4·comp + dx]
         for (out, stencil) in line.iter_mut().zip(far) {
@@ -834,9 +834,9 @@ impl Band<'_> {
         // overwritten by the next cell's), then the direct parts added along the row.
         let half = spread.len() / 2;
         let (spread_x, spread_y) = spread.split_at_mut(half);
-        for a in 0..cells {
-            let lx: [f64; 4] = std::array::from_fn(|d| line[a][d]);
-            let ly: [f64; 4] = std::array::from_fn(|d| line[a][4 + d]);
+        for (a, nodes) in line.iter().enumerate() {
+            let lx: [f64; 4] = std::array::from_fn(|d| nodes[d]);
+            let ly: [f64; 4] = std::array::from_fn(|d| nodes[4 + d]);
             for (q, w) in self.x_weights.iter().enumerate() {
                 let (mut ox, mut oy) = ([0.0; 4], [0.0; 4]);
                 for d in 0..4 {
