@@ -226,6 +226,22 @@ impl std::fmt::Display for RunError {
     }
 }
 
+/// Whether ASTROPORT_TRACE_JOBS is set: each native job prints its phases, and [`trace_event`] its events.
+pub fn tracing_jobs() -> bool {
+    static SET: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SET.get_or_init(|| std::env::var_os("ASTROPORT_TRACE_JOBS").is_some())
+}
+
+/// With ASTROPORT_TRACE_JOBS set, prints `what` with the seconds since the first event of the process, so
+/// the steps of a pipeline and the threads beside them (the planes' writers) can be put on one timeline.
+pub fn trace_event(what: impl FnOnce() -> String) {
+    static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    if tracing_jobs() {
+        let origin = ORIGIN.get_or_init(std::time::Instant::now);
+        eprintln!("trace +{:.3} s {}", origin.elapsed().as_secs_f64(), what());
+    }
+}
+
 /// The resources of host code, which has no registers to report.
 pub fn host_resources() -> Resources {
     Resources {

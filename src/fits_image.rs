@@ -180,12 +180,18 @@ fn problem(image: &ImageOut) -> Option<String> {
         })
 }
 
-/// Pixels per part of the data unit that one thread converts and reads or writes at its offset.
+/// Pixels per part of the data unit that one thread reads at its offset and converts.
 const PART: usize = 1 << 18;
 
+/// Pixels per part of the data unit written at once.
+const WRITE_PART: usize = 1 << 20;
+
 /// Writes `image` as a FITS file at `path`, atomically: either the whole file is there or nothing is.
-/// cfitsio writes the header; the data unit (big-endian samples, zero-padded to whole records) is converted
-/// and written in parts by all threads, each at its offset: a 10k image is 400 MB.
+/// cfitsio writes the header; the data unit (big-endian samples, zero-padded to whole records) is written
+/// part by part from the calling thread while one helper converts the next parts. One writer per file is
+/// what the page cache takes: ext4 and XFS hold the file's lock through a buffered write, so more threads
+/// on one file only wait (on the H200 machine 400 MB took 0.14 s from 1 thread and from 16), and a caller
+/// writing several planes gets them written at once by writing each from its own thread.
 pub fn write_image(path: &Path, image: &ImageOut) -> Result<(), InputError> {
     let file = path.display().to_string();
     if let Some(problem) = problem(image) {
@@ -198,26 +204,47 @@ pub fn write_image(path: &Path, image: &ImageOut) -> Result<(), InputError> {
     let width = image.pixels.sample_bytes();
     let data_len = (image.pixels.len() * width) as u64;
     let total = header.len() as u64 + data_len.div_ceil(FITS_BLOCK as u64) * FITS_BLOCK as u64;
-    write_atomic_with(path, |f| {
+    crate::exec::trace_event(|| format!("write {}: begins", path.display()));
+    let written = write_atomic_with(path, |f| {
         // The padding after the data is zeros: the length is set first, the parts fill the rest.
         f.set_len(total)?;
         f.write_all_at(&header, 0)?;
         let start = header.len() as u64;
-        let parts = image.pixels.len().div_ceil(PART);
-        (0..parts).into_par_iter().try_for_each_init(
-            || Vec::with_capacity(PART * width),
-            |bytes: &mut Vec<u8>, part| {
-                bytes.clear();
-                let range = part * PART..((part + 1) * PART).min(image.pixels.len());
-                match image.pixels {
-                    Pixels::F32(p) => p[range.clone()]
-                        .iter()
-                        .for_each(|v| bytes.extend_from_slice(&v.to_be_bytes())),
-                    Pixels::U8(p) => bytes.extend_from_slice(&p[range.clone()]),
+        match image.pixels {
+            Pixels::U8(p) => f.write_all_at(p, start),
+            Pixels::F32(p) => write_big_endian(f, start, p),
+        }
+    });
+    crate::exec::trace_event(|| format!("write {}: ends", path.display()));
+    written
+}
+
+/// Writes `samples` big-endian at `offset` of `f`: a helper thread converts part after part (two ahead at
+/// most), the calling thread writes them in order and hands the spent buffers back.
+fn write_big_endian(f: &std::fs::File, offset: u64, samples: &[f32]) -> std::io::Result<()> {
+    std::thread::scope(|scope| {
+        let (to_writer, converted) = std::sync::mpsc::sync_channel::<(usize, Vec<u8>)>(2);
+        let (to_converter, spent) = std::sync::mpsc::channel::<Vec<u8>>();
+        scope.spawn(move || {
+            for (part, chunk) in samples.chunks(WRITE_PART).enumerate() {
+                let mut bytes = spent.try_recv().unwrap_or_default();
+                bytes.resize(4 * chunk.len(), 0);
+                // Whole 4-byte chunks, so the swap vectorises.
+                for (b, v) in bytes.chunks_exact_mut(4).zip(chunk) {
+                    b.copy_from_slice(&v.to_be_bytes());
                 }
-                f.write_all_at(bytes, start + (range.start * width) as u64)
-            },
-        )
+                // The writer stopped (an I/O error): nothing more to convert.
+                if to_writer.send((part * WRITE_PART, bytes)).is_err() {
+                    break;
+                }
+            }
+        });
+        for (first, bytes) in converted {
+            f.write_all_at(&bytes, offset + 4 * first as u64)?;
+            // The converter may have finished and gone: then the buffer is simply dropped.
+            let _ = to_converter.send(bytes);
+        }
+        Ok(())
     })
 }
 
@@ -793,7 +820,9 @@ mod tests {
     #[test]
     fn large_images_round_trip_through_cfitsio() {
         let dir = tempfile::tempdir().unwrap();
-        let (nx, ny) = (641, 509);
+        // Over WRITE_PART pixels, so the float32 data goes out in two parts, the second a short one.
+        let (nx, ny) = (1031, 1019);
+        assert!(nx * ny > WRITE_PART && nx * ny < 2 * WRITE_PART);
         let data: Vec<f32> = (0..nx * ny).map(|i| (i as f32).sin() * 1e4).collect();
         let mask: Vec<u8> = (0..nx * ny).map(|i| (i % 7) as u8).collect();
         for (name, pixels) in [

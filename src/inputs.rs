@@ -135,6 +135,7 @@ pub fn write_atomic_with(
             .create_new(true)
             .open(&tmp)?;
         write(&f)?;
+        crate::exec::trace_event(|| format!("write {}: data written", path.display()));
         let durable = DURABLE.load(Ordering::Relaxed);
         if durable {
             let sync = std::time::Instant::now();

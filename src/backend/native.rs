@@ -404,6 +404,7 @@ impl Accelerator for NativeAccelerator {
             Model::Sycl => job.program.sycl,
             _ => "",
         };
+        crate::exec::trace_event(|| format!("{} job {}: begins", self.model, job.program.name));
         let start = std::time::Instant::now();
         let mut flat = flatten(job, source);
         let flattened = start.elapsed();
@@ -422,7 +423,8 @@ impl Accelerator for NativeAccelerator {
         let ran = start.elapsed();
         let output = unflatten(job, flat.outputs, outcome);
         // With ASTROPORT_TRACE_JOBS set, the host side of each job (the C++ side prints its phases).
-        if std::env::var_os("ASTROPORT_TRACE_JOBS").is_some() {
+        crate::exec::trace_event(|| format!("{} job {}: ends", self.model, job.program.name));
+        if crate::exec::tracing_jobs() {
             eprintln!(
                 "{} job {}: ms: flatten (outputs allocated) {:.2} run {:.2} unflatten {:.2}",
                 self.model,

@@ -417,8 +417,9 @@ pub enum PlaneSet<'a> {
     Significance(&'a [f32]),
 }
 
-/// Writes `set` into `dir` as FITS (float32, 8-bit mask) with `cards` and `history`, all at once
-/// (cfitsio is built reentrant; at 10k each plane is 400 MB), on a thread pool of their own.
+/// Writes `set` into `dir` as FITS (float32, 8-bit mask) with `cards` and `history`, all at once, each file
+/// from a thread of its own (cfitsio is built reentrant; at 10k each plane is 400 MB; `write_image` says why
+/// one writer per file), apart from the rayon pool that the work beside them uses.
 pub fn write_planes(
     sub: &super::subtract::Subtraction,
     set: PlaneSet<'_>,
@@ -439,39 +440,23 @@ pub fn write_planes(
             .into_iter()
             .map(|(file, name, pixels)| {
                 scope.spawn(move || {
-                    plane_writers().install(|| {
-                        write_image(
-                            &dir.join(file),
-                            &ImageOut {
-                                nx: sub.nx,
-                                ny: sub.ny,
-                                pixels,
-                                name,
-                                cards,
-                                history,
-                            },
-                        )
-                    })
+                    write_image(
+                        &dir.join(file),
+                        &ImageOut {
+                            nx: sub.nx,
+                            ny: sub.ny,
+                            pixels,
+                            name,
+                            cards,
+                            history,
+                        },
+                    )
                 })
             })
             .collect();
         handles
             .into_iter()
             .try_for_each(|h| h.join().expect("a writer thread panicked"))
-    })
-}
-
-/// The planes' writers: half the cores, apart from the global pool, so that the work they run beside (the
-/// matched filter's job zeroing its 800 MB of outputs, detection) does not queue behind their parts (the
-/// filter's outputs took 169 ms to allocate behind them on the H200 machine).
-fn plane_writers() -> &'static rayon::ThreadPool {
-    static POOL: std::sync::OnceLock<rayon::ThreadPool> = std::sync::OnceLock::new();
-    POOL.get_or_init(|| {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads((rayon::current_num_threads() / 2).max(1))
-            .thread_name(|i| format!("plane-writer-{i}"))
-            .build()
-            .expect("the plane writers' thread pool")
     })
 }
 

@@ -131,12 +131,15 @@ impl StepClock {
     fn add(&mut self, name: &'static str, seconds: f64) {
         self.steps.push((name, seconds));
         self.last += std::time::Duration::from_secs_f64(seconds);
+        crate::exec::trace_event(|| format!("subtract: {name} done ({seconds:.3} s)"));
     }
     /// Ends the step `name` now.
     fn done(&mut self, name: &'static str) {
         let now = Instant::now();
-        self.steps.push((name, (now - self.last).as_secs_f64()));
+        let seconds = (now - self.last).as_secs_f64();
+        self.steps.push((name, seconds));
         self.last = now;
+        crate::exec::trace_event(|| format!("subtract: {name} done ({seconds:.3} s)"));
     }
 }
 
@@ -454,6 +457,7 @@ pub fn subtract_streaming(
     on_planes: impl Fn(&Subtraction, PlaneSet) -> Result<(), String> + Sync,
 ) -> Result<Subtraction, String> {
     let start = Instant::now();
+    crate::exec::trace_event(|| "subtract: begins".into());
     let mut clock = StepClock::new();
     let (nx, ny) = (pair.nx, pair.ny);
     // 1. Direction, from the stars the fit would use with the reference convolved.
@@ -638,33 +642,33 @@ pub fn subtract_streaming(
         precision: opts.precision,
         tile: opts.tile,
     };
-    // 5. The matched filter: D and VD with masked pixels at 0, convolved with the PSF and its square.
-    // The filter's variance is VD with the convolved image's share scaled for its correlated noise.
-    let corr = correlation as f32 - 1.0;
-    filter_diff
-        .par_iter_mut()
-        .zip(filter_variance.par_iter_mut())
-        .zip(sub.diff.par_iter().zip(&sub.variance))
-        .zip(unconv_variance.par_iter().zip(&sub.mask))
-        .for_each(|(((fd, fv), (&d, &vd)), (&vi, &m))| {
-            (*fd, *fv) = if m == 0 {
-                (d, vd + corr * (vd - vi).max(0.0))
-            } else {
-                (0.0, 0.0)
-            };
-        });
-    drop(unconv_variance);
-    let mut filter =
-        DifferenceProblem::matched_filter(nx, ny, filter_diff, filter_variance, &filter_taps);
-    filter.device_mem_cap = opts.device_mem_cap;
-    host_s += host.elapsed().as_secs_f64();
-    clock.done("filter_inputs");
-    // The caller's use of the difference (writing it) runs beside the filter and detection, and its use of
-    // the significance beside detection.
+    // The caller's use of the difference (writing it) starts now and runs beside the filter's inputs, the
+    // filter and detection; its use of the significance beside detection.
     let on_planes = &on_planes;
     let (detected, handed) = std::thread::scope(|scope| {
         let view = &sub;
         let handed = scope.spawn(move || on_planes(view, PlaneSet::Difference));
+        // 5. The matched filter: D and VD with masked pixels at 0, convolved with the PSF and its square.
+        // The filter's variance is VD with the convolved image's share scaled for its correlated noise.
+        let corr = correlation as f32 - 1.0;
+        filter_diff
+            .par_iter_mut()
+            .zip(filter_variance.par_iter_mut())
+            .zip(view.diff.par_iter().zip(&view.variance))
+            .zip(unconv_variance.par_iter().zip(&view.mask))
+            .for_each(|(((fd, fv), (&d, &vd)), (&vi, &m))| {
+                (*fd, *fv) = if m == 0 {
+                    (d, vd + corr * (vd - vi).max(0.0))
+                } else {
+                    (0.0, 0.0)
+                };
+            });
+        drop(unconv_variance);
+        let mut filter =
+            DifferenceProblem::matched_filter(nx, ny, filter_diff, filter_variance, &filter_taps);
+        filter.device_mem_cap = opts.device_mem_cap;
+        host_s += host.elapsed().as_secs_f64();
+        clock.done("filter_inputs");
         let detected = (|| {
             let filter_start = Instant::now();
             // The significance comes from the backend, computed where the filter's sums are.
@@ -686,6 +690,7 @@ pub fn subtract_streaming(
             written?;
             Ok::<_, String>((snr, detections, filter_s, filter_wall_s, detect_s))
         })();
+        drop(filter);
         (
             detected,
             handed
@@ -693,7 +698,6 @@ pub fn subtract_streaming(
                 .expect("the caller's difference writer panicked"),
         )
     });
-    drop(filter);
     let (snr, detections, filter_s, filter_wall_s, detect_s) = detected?;
     handed?;
     clock.add("filter", filter_wall_s);
