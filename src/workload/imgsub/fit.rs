@@ -596,8 +596,10 @@ pub fn fit_stamps(
     let (mut basis_images_seconds, mut sums_wall_seconds, mut sums_job_seconds) = (0.0, 0.0, 0.0);
     let mut last_batch: Option<(Vec<(usize, usize)>, StampBatch)> = None;
     let mut iterations = 0;
+    let mut conditions: Vec<Condition> = Vec::new();
     loop {
         iterations += 1;
+        crate::exec::trace_event(|| format!("fit: iteration {iterations} begins"));
         let fitted: Vec<(usize, usize)> = regions
             .iter()
             .enumerate()
@@ -609,6 +611,9 @@ pub fn fit_stamps(
             })
             .collect();
         if fitted.len() < cfg.min_stamps {
+            if let Some(singular) = Condition::first_singular(&mut conditions) {
+                return Err(singular);
+            }
             return Err(FitError::TooFewStamps {
                 found: fitted.len(),
                 need: cfg.min_stamps,
@@ -630,6 +635,7 @@ pub fn fit_stamps(
             images.insert(p, std::sync::Arc::new(c));
         }
         basis_images_seconds += basis_start.elapsed().as_secs_f64();
+        crate::exec::trace_event(|| format!("fit: basis images of {} stamps made", missing.len()));
         let places_xy: Vec<(usize, usize)> = fitted
             .iter()
             .map(|&(r, k)| (regions[r][k].x, regions[r][k].y))
@@ -675,6 +681,7 @@ pub fn fit_stamps(
             })
             .collect();
         let (mut a, mut b) = normal_equations(&sums, &places, nb);
+        crate::exec::trace_event(|| "fit: normal equations formed".into());
         if cfg.constant_scale {
             // The kernel sum is a_0 alone: hold it constant by fixing a_0's spatial terms at 0.
             for m in 1..TERMS {
@@ -686,17 +693,13 @@ pub fn fit_stamps(
                 b[m] = 0.0;
             }
         }
-        let condition = scaled_condition(&a);
-        let solution = if condition.is_finite() && condition < 1e15 {
-            a.clone().cholesky().map(|c| c.solve(&b))
-        } else {
-            None
-        };
-        let Some(x) = solution else {
-            return Err(FitError::Singular {
-                condition,
-                stamps: fitted.len(),
-            });
+        // The condition number (a symmetric eigenvalue problem of the ~300 unknowns, ~20 ms on one core) is
+        // found on a thread of its own while the fit goes on: an iteration over the limit makes the fit fail
+        // with its figures whenever it is seen, and nothing is returned before every one has been seen.
+        conditions.push(Condition::start(&a, fitted.len()));
+        let Some(x) = a.clone().cholesky().map(|c| c.solve(&b)) else {
+            return Err(Condition::first_singular(&mut conditions)
+                .unwrap_or_else(|| conditions.pop().expect("pushed above").singular()));
         };
         // Each fitted stamp's χ² per pixel from its sums: t2 − 2 c·r + cᵀ G c with c its local coefficients.
         let local = |p: &[f64; TERMS]| -> Vec<f64> {
@@ -727,6 +730,7 @@ pub fn fit_stamps(
         for (&(r, k), &c) in fitted.iter().zip(&chi2) {
             regions[r][k].chi2_per_pixel = Some(c);
         }
+        crate::exec::trace_event(|| "fit: solved, each stamp's χ² found".into());
         let kernel = kernel_of(&basis, x.as_slice());
         let background = [x[nb * TERMS], x[nb * TERMS + 1], x[nb * TERMS + 2]];
         // The first solve weighted by the target's variance alone: weight again with the convolved image's.
@@ -754,6 +758,10 @@ pub fn fit_stamps(
             }
         }
         if clipped == 0 {
+            if let Some(singular) = Condition::first_singular(&mut conditions) {
+                return Err(singular);
+            }
+            let condition = conditions.pop().expect("one per iteration").value();
             let (kernel, background, scale) = rescale(&kernel, x.as_slice(), &sums, &places, nb)
                 .unwrap_or((kernel, background, 1.0));
             return Ok(KernelFit {
@@ -776,13 +784,11 @@ pub fn fit_stamps(
     }
 }
 
-/// Stamps summed per chunk of the normal equations' assembly (chunks are added in order).
-const ASSEMBLY_CHUNK: usize = 16;
-
 /// The global normal equations from the stamps' sums: each stamp's Gram matrix G (basis and background
 /// columns) spread over the spatial terms p of its place, A[(i, μ), (j, ν)] += p_μ p_ν G_ij and b[(i, μ)] +=
-/// p_μ r_i (a basis column carries the six terms, a background column one). Chunks of stamps are summed on
-/// all threads and added in chunk order, so the sums are the same on any thread count.
+/// p_μ r_i (a basis column carries the six terms, a background column one). With t = (p, 1), every block
+/// Σ_s t_α t_β G_s is one column of a matrix product, [G_1 … G_S] · [t_α t_β]_s, formed by nalgebra's GEMM
+/// (its sums run in the same order on any thread count), then scattered into A.
 fn normal_equations(
     sums: &[std::sync::Arc<StampSums>],
     places: &[[f64; TERMS]],
@@ -790,6 +796,9 @@ fn normal_equations(
 ) -> (DMatrix<f64>, DVector<f64>) {
     let cols = nb + BACKGROUND_TERMS;
     let unknowns = nb * TERMS + BACKGROUND_TERMS;
+    // A column's terms: the six spatial ones for a basis column, the constant (term TERMS of t) for a
+    // background column; and where (column, term) sits among the unknowns.
+    let terms = |c: usize| if c < nb { 0..TERMS } else { TERMS..TERMS + 1 };
     let index = |c: usize, m: usize| {
         if c < nb {
             c * TERMS + m
@@ -797,51 +806,36 @@ fn normal_equations(
             nb * TERMS + (c - nb)
         }
     };
-    const ONE: [f64; 1] = [1.0];
-    let partial: Vec<(Vec<f64>, Vec<f64>)> = sums
-        .par_chunks(ASSEMBLY_CHUNK)
-        .zip(places.par_chunks(ASSEMBLY_CHUNK))
-        .map(|(chunk, chunk_places)| {
-            let mut a = vec![0.0; unknowns * unknowns];
-            let mut b = vec![0.0; unknowns];
-            for (sum, p) in chunk.iter().zip(chunk_places) {
-                let terms = |c: usize| -> &[f64] {
-                    if c < nb {
-                        p
-                    } else {
-                        &ONE
-                    }
-                };
-                for i in 0..cols {
-                    for (mu, &wi) in terms(i).iter().enumerate() {
-                        let row = index(i, mu);
-                        b[row] += wi * sum.rhs[i];
-                        let a_row = &mut a[row * unknowns..][..unknowns];
-                        for j in 0..cols {
-                            let g = sum.gram[i * cols + j];
-                            if g == 0.0 {
-                                continue;
-                            }
-                            for (nu, &wj) in terms(j).iter().enumerate() {
-                                a_row[index(j, nu)] += wi * wj * g;
-                            }
-                        }
-                    }
+    const T: usize = TERMS + 1;
+    let t = |s: usize, m: usize| if m < TERMS { places[s][m] } else { 1.0 };
+    let stamps = sums.len();
+    let grams = DMatrix::from_iterator(
+        cols * cols,
+        stamps,
+        sums.iter().flat_map(|s| s.gram.iter().copied()),
+    );
+    let rhs = DMatrix::from_iterator(
+        cols,
+        stamps,
+        sums.iter().flat_map(|s| s.rhs.iter().copied()),
+    );
+    let pairs = DMatrix::from_fn(stamps, T * T, |s, q| t(s, q / T) * t(s, q % T));
+    let singles = DMatrix::from_fn(stamps, T, t);
+    let blocks = grams * pairs;
+    let rhs_terms = rhs * singles;
+    let mut a = DMatrix::zeros(unknowns, unknowns);
+    let mut b = DVector::zeros(unknowns);
+    for i in 0..cols {
+        for mu in terms(i) {
+            b[index(i, mu)] = rhs_terms[(i, mu)];
+            for j in 0..cols {
+                for nu in terms(j) {
+                    a[(index(i, mu), index(j, nu))] = blocks[(i * cols + j, mu * T + nu)];
                 }
             }
-            (a, b)
-        })
-        .collect();
-    let mut a = vec![0.0; unknowns * unknowns];
-    let mut b = vec![0.0; unknowns];
-    for (pa, pb) in partial {
-        a.iter_mut().zip(pa).for_each(|(x, y)| *x += y);
-        b.iter_mut().zip(pb).for_each(|(x, y)| *x += y);
+        }
     }
-    (
-        DMatrix::from_row_slice(unknowns, unknowns, &a),
-        DVector::from_vec(b),
-    )
+    (a, b)
 }
 
 /// The convolved image is noisy, so the stamps' Σ w C_n C_m hold, besides the signal, the expectation of
@@ -1012,6 +1006,50 @@ fn unpack(batch: &StampBatch, sums: &BatchSums, i: usize, nb: usize) -> StampSum
         rhs: (0..cols).map(|a| g[a * m + cols]).collect(),
         target2: g[cols * m + cols],
         pixels: batch.pixels(),
+    }
+}
+
+/// Largest condition number of the scaled normal equations that the fit accepts.
+const CONDITION_LIMIT: f64 = 1e15;
+
+/// One iteration's condition number, computed on a thread of its own ([`scaled_condition`]).
+struct Condition {
+    value: Option<f64>,
+    job: Option<std::thread::JoinHandle<f64>>,
+    stamps: usize,
+}
+
+impl Condition {
+    fn start(a: &DMatrix<f64>, stamps: usize) -> Condition {
+        let a = a.clone();
+        Condition {
+            value: None,
+            job: Some(std::thread::spawn(move || scaled_condition(&a))),
+            stamps,
+        }
+    }
+
+    fn value(&mut self) -> f64 {
+        if let Some(job) = self.job.take() {
+            self.value = Some(job.join().expect("the condition number's thread panicked"));
+        }
+        self.value.expect("joined above")
+    }
+
+    fn singular(mut self) -> FitError {
+        FitError::Singular {
+            condition: self.value(),
+            stamps: self.stamps,
+        }
+    }
+
+    /// The first of `conditions` over the limit, as the fit's error (each waited for, in order, up to it).
+    fn first_singular(conditions: &mut Vec<Condition>) -> Option<FitError> {
+        let over = conditions.iter_mut().position(|c| {
+            let v = c.value();
+            !(v.is_finite() && v < CONDITION_LIMIT)
+        })?;
+        Some(conditions.swap_remove(over).singular())
     }
 }
 
