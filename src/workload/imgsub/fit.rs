@@ -784,11 +784,14 @@ pub fn fit_stamps(
     }
 }
 
+/// Columns of t_α t_β per matrix product in [`normal_equations`] (28 pairs: 7 products).
+const PAIRS_PER_PRODUCT: usize = 4;
+
 /// The global normal equations from the stamps' sums: each stamp's Gram matrix G (basis and background
 /// columns) spread over the spatial terms p of its place, A[(i, μ), (j, ν)] += p_μ p_ν G_ij and b[(i, μ)] +=
 /// p_μ r_i (a basis column carries the six terms, a background column one). With t = (p, 1), every block
-/// Σ_s t_α t_β G_s is one column of a matrix product, [G_1 … G_S] · [t_α t_β]_s, formed by nalgebra's GEMM
-/// (its sums run in the same order on any thread count), then scattered into A.
+/// Σ_s t_α t_β G_s is one column of a matrix product, [G_1 … G_S] · [t_α t_β]_s, formed by nalgebra's GEMM,
+/// then scattered into A.
 fn normal_equations(
     sums: &[std::sync::Arc<StampSums>],
     places: &[[f64; TERMS]],
@@ -819,9 +822,29 @@ fn normal_equations(
         stamps,
         sums.iter().flat_map(|s| s.rhs.iter().copied()),
     );
-    let pairs = DMatrix::from_fn(stamps, T * T, |s, q| t(s, q / T) * t(s, q % T));
+    // t_α t_β is symmetric: one column per pair α ≤ β, in fixed groups of columns, each group's product
+    // on a thread of its own (the same sums in the same order on any thread count).
+    let pair_list: Vec<(usize, usize)> = (0..T)
+        .flat_map(|alpha| (alpha..T).map(move |beta| (alpha, beta)))
+        .collect();
+    let column = |mu: usize, nu: usize| {
+        let (lo, hi) = (mu.min(nu), mu.max(nu));
+        lo * T - lo * (lo + 1) / 2 + hi
+    };
+    let groups: Vec<DMatrix<f64>> = pair_list
+        .par_chunks(PAIRS_PER_PRODUCT)
+        .map(|group| {
+            let pairs = DMatrix::from_fn(stamps, group.len(), |s, q| {
+                t(s, group[q].0) * t(s, group[q].1)
+            });
+            &grams * pairs
+        })
+        .collect();
+    let block = |row: usize, mu: usize, nu: usize| {
+        let q = column(mu, nu);
+        groups[q / PAIRS_PER_PRODUCT][(row, q % PAIRS_PER_PRODUCT)]
+    };
     let singles = DMatrix::from_fn(stamps, T, t);
-    let blocks = grams * pairs;
     let rhs_terms = rhs * singles;
     let mut a = DMatrix::zeros(unknowns, unknowns);
     let mut b = DVector::zeros(unknowns);
@@ -830,7 +853,7 @@ fn normal_equations(
             b[index(i, mu)] = rhs_terms[(i, mu)];
             for j in 0..cols {
                 for nu in terms(j) {
-                    a[(index(i, mu), index(j, nu))] = blocks[(i * cols + j, mu * T + nu)];
+                    a[(index(i, mu), index(j, nu))] = block(i * cols + j, mu, nu);
                 }
             }
         }
