@@ -596,7 +596,7 @@ pub fn fit_stamps(
     let (mut basis_images_seconds, mut sums_wall_seconds, mut sums_job_seconds) = (0.0, 0.0, 0.0);
     let mut last_batch: Option<(Vec<(usize, usize)>, StampBatch)> = None;
     let mut iterations = 0;
-    let mut conditions: Vec<Condition> = Vec::new();
+    let mut conditions = Conditions::default();
     loop {
         iterations += 1;
         crate::exec::trace_event(|| format!("fit: iteration {iterations} begins"));
@@ -611,9 +611,7 @@ pub fn fit_stamps(
             })
             .collect();
         if fitted.len() < cfg.min_stamps {
-            if let Some(singular) = Condition::first_singular(&mut conditions) {
-                return Err(singular);
-            }
+            conditions.finish()?;
             return Err(FitError::TooFewStamps {
                 found: fitted.len(),
                 need: cfg.min_stamps,
@@ -693,13 +691,15 @@ pub fn fit_stamps(
                 b[m] = 0.0;
             }
         }
-        // The condition number (a symmetric eigenvalue problem of the ~300 unknowns, ~20 ms on one core) is
-        // found on a thread of its own while the fit goes on: an iteration over the limit makes the fit fail
-        // with its figures whenever it is seen, and nothing is returned before every one has been seen.
-        conditions.push(Condition::start(&a, fitted.len()));
+        // The condition number (a symmetric eigenvalue problem of the ~300 unknowns, ~4 ms on one core) is
+        // found on a thread of its own while the fit goes on; the fit returns nothing before it has seen
+        // every iteration's, and fails with the first one over the limit.
+        conditions.start(&a, fitted.len());
         let Some(x) = a.clone().cholesky().map(|c| c.solve(&b)) else {
-            return Err(Condition::first_singular(&mut conditions)
-                .unwrap_or_else(|| conditions.pop().expect("pushed above").singular()));
+            return Err(FitError::Singular {
+                condition: conditions.finish()?,
+                stamps: fitted.len(),
+            });
         };
         // Each fitted stamp's χ² per pixel from its sums: t2 − 2 c·r + cᵀ G c with c its local coefficients.
         let local = |p: &[f64; TERMS]| -> Vec<f64> {
@@ -758,10 +758,7 @@ pub fn fit_stamps(
             }
         }
         if clipped == 0 {
-            if let Some(singular) = Condition::first_singular(&mut conditions) {
-                return Err(singular);
-            }
-            let condition = conditions.pop().expect("one per iteration").value();
+            let condition = conditions.finish()?;
             let (kernel, background, scale) = rescale(&kernel, x.as_slice(), &sums, &places, nb)
                 .unwrap_or((kernel, background, 1.0));
             return Ok(KernelFit {
@@ -1035,44 +1032,32 @@ fn unpack(batch: &StampBatch, sums: &BatchSums, i: usize, nb: usize) -> StampSum
 /// Largest condition number of the scaled normal equations that the fit accepts.
 const CONDITION_LIMIT: f64 = 1e15;
 
-/// One iteration's condition number, computed on a thread of its own ([`scaled_condition`]).
-struct Condition {
-    value: Option<f64>,
-    job: Option<std::thread::JoinHandle<f64>>,
-    stamps: usize,
-}
+/// Each iteration's condition number ([`scaled_condition`]), found on a thread of its own, with the
+/// iteration's stamp count.
+#[derive(Default)]
+struct Conditions(Vec<(std::thread::JoinHandle<f64>, usize)>);
 
-impl Condition {
-    fn start(a: &DMatrix<f64>, stamps: usize) -> Condition {
+impl Conditions {
+    fn start(&mut self, a: &DMatrix<f64>, stamps: usize) {
         let a = a.clone();
-        Condition {
-            value: None,
-            job: Some(std::thread::spawn(move || scaled_condition(&a))),
-            stamps,
-        }
+        self.0
+            .push((std::thread::spawn(move || scaled_condition(&a)), stamps));
     }
 
-    fn value(&mut self) -> f64 {
-        if let Some(job) = self.job.take() {
-            self.value = Some(job.join().expect("the condition number's thread panicked"));
+    /// Waits for every iteration's, in order: the first over the limit as the fit's error, else the last
+    /// one's (NaN before any).
+    fn finish(&mut self) -> Result<f64, FitError> {
+        let mut last = f64::NAN;
+        for (job, stamps) in self.0.drain(..) {
+            last = job.join().expect("the condition number's thread panicked");
+            if !(last.is_finite() && last < CONDITION_LIMIT) {
+                return Err(FitError::Singular {
+                    condition: last,
+                    stamps,
+                });
+            }
         }
-        self.value.expect("joined above")
-    }
-
-    fn singular(mut self) -> FitError {
-        FitError::Singular {
-            condition: self.value(),
-            stamps: self.stamps,
-        }
-    }
-
-    /// The first of `conditions` over the limit, as the fit's error (each waited for, in order, up to it).
-    fn first_singular(conditions: &mut Vec<Condition>) -> Option<FitError> {
-        let over = conditions.iter_mut().position(|c| {
-            let v = c.value();
-            !(v.is_finite() && v < CONDITION_LIMIT)
-        })?;
-        Some(conditions.swap_remove(over).singular())
+        Ok(last)
     }
 }
 
