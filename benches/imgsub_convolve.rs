@@ -59,7 +59,7 @@ fn imgsub_convolve(c: &mut Criterion) {
                     &variance,
                     kernel,
                     [&mut out_c, &mut out_w],
-                    |_, c, w, co, wo| {
+                    |_, c, w, [co, wo]: [&mut [f32]; 2]| {
                         co.copy_from_slice(c);
                         wo.copy_from_slice(w);
                     },

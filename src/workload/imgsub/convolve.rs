@@ -46,18 +46,18 @@ pub enum Kernel<'a, T> {
 }
 
 /// C = image ⊗ K and W = variance ⊗ K² over an nx × ny image (zero outside it), in parallel over pairs of
-/// output rows: `finish(y, c, w, c_out, w_out)` receives output row y's sums (nx each) and that row of the
-/// two outputs.
-pub fn convolve<T: Real, O: Send, F>(
+/// output rows: `finish(y, c, w, rows)` receives output row y's sums (nx each) and that row of each of the N
+/// output planes (the difference writes D and VD from them, the matched filter its significance alone).
+pub fn convolve<T: Real, O: Send, F, const N: usize>(
     nx: usize,
     ny: usize,
     image: &[T],
     variance: &[T],
     kernel: Kernel<'_, T>,
-    outputs: [&mut [O]; 2],
+    outputs: [&mut [O]; N],
     finish: F,
 ) where
-    F: Fn(usize, &[T], &[T], &mut [O], &mut [O]) + Sync,
+    F: Fn(usize, &[T], &[T], [&mut [O]; N]) + Sync,
 {
     convolve_on(
         nx,
@@ -81,17 +81,17 @@ fn avx512_here() -> bool {
 
 /// `convolve`, with the AVX-512 copy allowed or not (the tests run both).
 #[allow(clippy::too_many_arguments)]
-fn convolve_on<T: Real, O: Send, F>(
+fn convolve_on<T: Real, O: Send, F, const N: usize>(
     nx: usize,
     ny: usize,
     image: &[T],
     variance: &[T],
     kernel: Kernel<'_, T>,
-    outputs: [&mut [O]; 2],
+    outputs: [&mut [O]; N],
     finish: F,
     avx512: bool,
 ) where
-    F: Fn(usize, &[T], &[T], &mut [O], &mut [O]) + Sync,
+    F: Fn(usize, &[T], &[T], [&mut [O]; N]) + Sync,
 {
     let rows = Rows {
         nx,
@@ -100,36 +100,44 @@ fn convolve_on<T: Real, O: Send, F>(
         variance,
         kernel,
     };
-    let [out_c, out_w] = outputs;
-    out_c
-        .par_chunks_mut(ROWS * nx)
-        .zip(out_w.par_chunks_mut(ROWS * nx))
-        .enumerate()
-        .for_each_init(
-            || Scratch::new(&rows),
-            |s, (pair, (c_out, w_out))| {
-                let y0 = pair * ROWS;
-                #[cfg(target_arch = "x86_64")]
-                if avx512 {
-                    // SAFETY: `convolve` allows this copy only where it detected the features it is
-                    // compiled with.
-                    unsafe { rows.sums_avx512(s, y0) };
-                } else {
-                    rows.sums(s, y0);
-                }
-                #[cfg(not(target_arch = "x86_64"))]
-                {
-                    let _ = avx512;
-                    rows.sums(s, y0);
-                }
-                let width = s.xh.len();
-                let outs = c_out.chunks_mut(nx).zip(w_out.chunks_mut(nx));
-                for (r, (c_row, w_row)) in outs.enumerate() {
-                    let (c, w) = (&s.c[r * width..][..nx], &s.w[r * width..][..nx]);
-                    finish(y0 + r, c, w, c_row, w_row);
-                }
-            },
-        );
+    // Each pair of output rows with its band of every plane.
+    let mut planes = outputs.map(|p| p.chunks_mut(ROWS * nx));
+    let bands: Vec<[&mut [O]; N]> = (0..ny.div_ceil(ROWS))
+        .map(|_| {
+            planes
+                .each_mut()
+                .map(|p| p.next().expect("a band per pair of rows"))
+        })
+        .collect();
+    bands.into_par_iter().enumerate().for_each_init(
+        || Scratch::new(&rows),
+        |s, (pair, mut band)| {
+            let y0 = pair * ROWS;
+            #[cfg(target_arch = "x86_64")]
+            if avx512 {
+                // SAFETY: `convolve` allows this copy only where it detected the features it is
+                // compiled with.
+                unsafe { rows.sums_avx512(s, y0) };
+            } else {
+                rows.sums(s, y0);
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            {
+                let _ = avx512;
+                rows.sums(s, y0);
+            }
+            let width = s.xh.len();
+            for r in 0..ROWS.min(ny - y0) {
+                let (c, w) = (&s.c[r * width..][..nx], &s.w[r * width..][..nx]);
+                finish(
+                    y0 + r,
+                    c,
+                    w,
+                    band.each_mut().map(|b| &mut b[r * nx..][..nx]),
+                );
+            }
+        },
+    );
 }
 
 /// Output rows computed together: each image row read serves both, so a tap's loads feed twice the
@@ -576,11 +584,10 @@ mod tests {
                 for avx512 in [false, avx512_here()] {
                     // Poisoned: a row the convolution leaves alone fails.
                     let (mut c, mut w) = (vec![f64::NAN; nx * ny], vec![f64::NAN; nx * ny]);
-                    let copy =
-                        |_: usize, cs: &[f64], ws: &[f64], co: &mut [f64], wo: &mut [f64]| {
-                            co.copy_from_slice(cs);
-                            wo.copy_from_slice(ws);
-                        };
+                    let copy = |_: usize, cs: &[f64], ws: &[f64], [co, wo]: [&mut [f64]; 2]| {
+                        co.copy_from_slice(cs);
+                        wo.copy_from_slice(ws);
+                    };
                     convolve_on(nx, ny, &img, &var, kernel, [&mut c, &mut w], copy, avx512);
                     for i in 0..nx * ny {
                         let scale = 1.0 + c_ref[i].abs();
@@ -622,7 +629,7 @@ mod tests {
         let var: Vec<f32> = noise(nx * ny, 5).iter().map(|&v| v.abs() as f32).collect();
         let xh: Vec<f32> = (0..nx).map(|x| x as f32 / nx as f32 * 2.0 - 1.0).collect();
         let yh: Vec<f32> = (0..ny).map(|y| y as f32 / ny as f32 * 2.0 - 1.0).collect();
-        let copy = |_: usize, cs: &[f32], ws: &[f32], co: &mut [f32], wo: &mut [f32]| {
+        let copy = |_: usize, cs: &[f32], ws: &[f32], [co, wo]: [&mut [f32]; 2]| {
             co.copy_from_slice(cs);
             wo.copy_from_slice(ws);
         };

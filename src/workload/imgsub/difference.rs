@@ -315,27 +315,27 @@ impl DifferenceProblem {
             .map_or(x, |t| (t * self.tile + self.tile / 2).min(n - 1))
     }
 
-    /// The difference and its variance on the CPU in `mode`, into float64 planes.
-    fn cpu_planes_into(&self, mode: Precision, outputs: [&mut [f64]; 2]) {
+    /// The pass on the CPU in `mode`, into float64 planes (as many as [`Pass::outputs`]).
+    fn cpu_planes_into(&self, mode: Precision, outputs: &mut [Vec<f64>]) {
         match mode {
             Precision::F32 => {
                 let [a, b, c, d] = &self.images32;
-                self.cpu_difference_into(&self.terms32, [a, b, c, d], outputs);
+                self.cpu_pass_into(&self.terms32, [a, b, c, d], outputs);
             }
             Precision::F64 => {
                 let [a, b, c, d] = self.images64();
-                self.cpu_difference_into(&self.terms64, [a, b, c, d], outputs);
+                self.cpu_pass_into(&self.terms64, [a, b, c, d], outputs);
             }
         }
     }
 
-    /// The difference and its variance on the CPU in precision T (convolve.rs has the arithmetic), into
-    /// given planes of any precision O.
-    fn cpu_difference_into<T: Real, O: Real>(
+    /// The pass on the CPU in precision T (convolve.rs has the arithmetic), into given planes of any
+    /// precision O: D and VD, or the matched filter's significance alone.
+    fn cpu_pass_into<T: Real, O: Real>(
         &self,
         terms: &[T],
         images: [&[T]; 4],
-        outputs: [&mut [O]; 2],
+        outputs: &mut [Vec<O>],
     ) {
         let (nx, ny) = (self.nx, self.ny);
         let [r, vr, sci, vsci] = images;
@@ -353,8 +353,11 @@ impl DifferenceProblem {
             // A constant kernel: K = Kbar_0, as the device's filter takes it.
             let taps: Vec<T> = kbar.iter().step_by(TERMS).copied().collect();
             let kernel = Kernel::Constant { taps: &taps };
-            // The significance as the devices form it, in T; the second plane keeps Σ P² VD.
-            convolve(nx, ny, r, vr, kernel, outputs, |_, c, w, snr_row, w_row| {
+            let [snr] = outputs else {
+                unreachable!("the matched filter gives one plane (Pass::outputs)")
+            };
+            // The significance as the devices form it, in T.
+            convolve(nx, ny, r, vr, kernel, [snr], |_, c, w, [snr_row]| {
                 for x in 0..nx {
                     let snr = if w[x] > T::ZERO {
                         c[x] / w[x].sqrt()
@@ -362,7 +365,6 @@ impl DifferenceProblem {
                         T::ZERO
                     };
                     snr_row[x] = O::from_f64(snr.to_f64());
-                    w_row[x] = O::from_f64(w[x].to_f64());
                 }
             });
         } else {
@@ -371,14 +373,26 @@ impl DifferenceProblem {
                 0 => Kernel::Varying { kbar, xh, yh },
                 tile => Kernel::Tiled { kbar, xh, yh, tile },
             };
-            convolve(nx, ny, r, vr, kernel, outputs, |y, c, w, d_row, v_row| {
-                for x in 0..nx {
-                    let at = y * nx + x;
-                    let background = bg[0] + (bg[1] * xh[x] + bg[2] * yh[y]);
-                    d_row[x] = O::from_f64(sci[at].to_f64() - c[x].to_f64() - background.to_f64());
-                    v_row[x] = O::from_f64(vsci[at].to_f64() + w[x].to_f64());
-                }
-            });
+            let [diff, var] = outputs else {
+                unreachable!("the difference gives two planes (Pass::outputs)")
+            };
+            convolve(
+                nx,
+                ny,
+                r,
+                vr,
+                kernel,
+                [diff, var],
+                |y, c, w, [d_row, v_row]| {
+                    for x in 0..nx {
+                        let at = y * nx + x;
+                        let background = bg[0] + (bg[1] * xh[x] + bg[2] * yh[y]);
+                        d_row[x] =
+                            O::from_f64(sci[at].to_f64() - c[x].to_f64() - background.to_f64());
+                        v_row[x] = O::from_f64(vsci[at].to_f64() + w[x].to_f64());
+                    }
+                },
+            );
         }
     }
 
@@ -501,7 +515,7 @@ impl DifferenceProblem {
             Target::Cpu(_) => {
                 // Straight into float32 planes, poisoned before each run.
                 let n = self.nx * self.ny;
-                let mut planes = [vec![f32::NAN; n], vec![f32::NAN; n]];
+                let mut planes = vec![vec![f32::NAN; n]; self.pass.outputs()];
                 let [a, b, c, d] = &self.images32;
                 let ((), times) = exec::time_host_prepared(
                     opts,
@@ -511,14 +525,11 @@ impl DifferenceProblem {
                         p.iter_mut()
                             .for_each(|v| v.par_iter_mut().for_each(|x| *x = f32::NAN))
                     },
-                    |[diff, var]| {
-                        self.cpu_difference_into(&self.terms32, [a, b, c, d], [diff, var]);
+                    |planes| {
+                        self.cpu_pass_into(&self.terms32, [a, b, c, d], planes);
                         Ok(())
                     },
                 )?;
-                // The matched filter's Σ P² VD stays behind, as on a device.
-                let mut planes = Vec::from(planes);
-                planes.truncate(self.pass.outputs());
                 Ok((planes, times))
             }
             Target::Device(dev) => {
@@ -546,11 +557,8 @@ impl SinglePass for DifferenceProblem {
     type Mode = Precision;
     /// The difference and its variance, or the matched filter's significance alone (as a device gives it).
     fn run_cpu(&self, mode: Precision) -> Field {
-        let mut diff = vec![0.0f64; self.nx * self.ny];
-        let mut var = vec![0.0f64; self.nx * self.ny];
-        self.cpu_planes_into(mode, [&mut diff, &mut var]);
-        let mut planes = vec![diff, var];
-        planes.truncate(self.pass.outputs());
+        let mut planes = vec![vec![0.0f64; self.nx * self.ny]; self.pass.outputs()];
+        self.cpu_planes_into(mode, &mut planes);
         Field::new(planes)
     }
     /// The previous repeat's planes (poisoned) are written again: at 10240² two fresh float64 planes are
@@ -558,11 +566,11 @@ impl SinglePass for DifferenceProblem {
     /// more than the convolution (docs/perf-notes.md, "the allocator").
     fn run_cpu_into(&self, mode: Precision, out: &mut Field) {
         let pixels = self.nx * self.ny;
-        match &mut out.components[..] {
-            [d, v] if d.len() == pixels && v.len() == pixels && self.pass.outputs() == 2 => {
-                self.cpu_planes_into(mode, [d, v])
-            }
-            _ => *out = self.run_cpu(mode),
+        let planes = &mut out.components;
+        if planes.len() == self.pass.outputs() && planes.iter().all(|p| p.len() == pixels) {
+            self.cpu_planes_into(mode, planes)
+        } else {
+            *out = self.run_cpu(mode)
         }
     }
     fn plan(&self, mode: Precision, budget: DeviceBudget, opts: &RunOptions) -> Vec<KernelJob<'_>> {
