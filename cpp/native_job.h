@@ -9,7 +9,8 @@
 // address (Buffer::host): the caller's arrays are read and written in place, never gathered into a blob. With
 // repeats == 0 (single-shot: one iteration of an adaptive algorithm) that last run is the timed one.
 // Resident buffers (role kResident) outlive the job: each host keeps them per (device, resident_id) until
-// released, never poisons them, and (re)allocates one that is missing or smaller than the job's count.
+// released, never poisons them, and (re)allocates one that is missing or smaller than the job's count. A
+// resident buffer with `read_back` is copied to its host address after the job, as an output is.
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -33,8 +34,11 @@ struct Buffer {
     uint64_t host = 0;
     uint64_t resident_id = 0;
     uint64_t init_count = 0;  // resident: elements uploaded from `host` before the job (0: keep contents)
+    bool read_back = false;   // resident: copied to `host` after the job (never with init_count)
     size_t bytes() const { return static_cast<size_t>(count) * dtype_bytes(dtype); }
     size_t init_bytes() const { return static_cast<size_t>(init_count) * dtype_bytes(dtype); }
+    // Outputs and read-back resident buffers: the last run's data go to `host`.
+    bool copied_back() const { return role == kOutput || (role == kResident && read_back); }
     const void *host_source() const { return reinterpret_cast<const void *>(host); }
     void *host_destination() const { return reinterpret_cast<void *>(host); }
 };
@@ -97,13 +101,15 @@ inline void validate(const Job &job, size_t max_alloc) {
         if (b.role == kResident && job.warmup + job.repeats > 0) fail(name + ": resident buffers need a single-shot job");
         if (b.role == kResident && (b.init_count > b.count || (b.init_count > 0 && b.host == 0)))
             fail(name + ": resident initial data larger than the buffer, or missing");
+        if (b.read_back && (b.role != kResident || b.init_count > 0))
+            fail(name + ": only a resident buffer without initial data is read back");
         if (b.dtype > kU64) fail(name + ": unknown dtype " + std::to_string(b.dtype));
         if (b.count > std::numeric_limits<size_t>::max() / dtype_bytes(b.dtype)) fail(name + ": count overflows");
         const size_t bytes = b.bytes();
         if (max_alloc && bytes > max_alloc)
             fail(name + ": " + std::to_string(bytes) + " bytes exceed the device's max allocation of " +
                  std::to_string(max_alloc));
-        if ((b.role == kInput || b.role == kOutput) && bytes > 0 && b.host == 0)
+        if ((b.role == kInput || b.copied_back()) && bytes > 0 && b.host == 0)
             fail(name + ": no host memory for its " + std::to_string(bytes) + " bytes");
     }
     for (size_t s = 0; s < job.steps.size(); ++s) {

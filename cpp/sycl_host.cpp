@@ -447,8 +447,8 @@ Outcome run_job_locked(State &st, int device, const Job &job) {
         record(final_events);
     }
     for (size_t i = 0; i < job.buffers.size(); ++i) {
-        if (job.buffers[i].role != astroport_native::kOutput) continue;
-        if (buffers[i].bytes) q.memcpy(job.buffers[i].host_destination(), buffers[i].ptr, buffers[i].bytes);
+        const astroport_native::Buffer &b = job.buffers[i];
+        if (b.copied_back() && b.bytes()) q.memcpy(b.host_destination(), ptrs[i], b.bytes());
     }
     ds.sync("verification run");
     return out;

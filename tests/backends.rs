@@ -4,7 +4,8 @@
 mod common;
 
 use astroport::backend::{
-    discover, Choice, DType, HostVec, KernelArg, KernelJob, Local, Model, Program, Target,
+    discover, resident_id, BufferSpec, Choice, DType, HostSlice, HostVec, KernelArg, KernelJob,
+    Launch, Local, Model, Program, Step, StepArg, Target,
 };
 use astroport::bench;
 use astroport::exec::{DeviceBudget, RunOptions, SinglePass};
@@ -228,6 +229,59 @@ fn unwritten_outputs_stay_poisoned() {
             ),
             other => panic!("unexpected output {other:?}"),
         }
+        ran.push(t.id());
+    }
+    common::assert_ran(&devices, &ran);
+}
+
+/// A resident buffer uploaded by one job stays on the device for the next, which reads it back unchanged
+/// through a kernel that writes nothing (resident buffers are not poisoned by the host); a resident buffer
+/// with both initial data and read_back is refused.
+#[test]
+fn resident_buffers_are_read_back_by_a_later_job() {
+    let d = discover();
+    let devices = common::devices(&d);
+    let data: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5 - 7.0).collect();
+    let mut ran = Vec::new();
+    for t in &devices {
+        let Target::Device(dev) = t else {
+            unreachable!()
+        };
+        let id = resident_id();
+        let job = |init: bool, read_back: bool| {
+            let launch = Launch {
+                kernel: "writes_nothing".into(),
+                args: vec![StepArg::Buffer(0), StepArg::I32(data.len() as i32)],
+                global: data.len(),
+                local: Local::Auto,
+            };
+            let resident = BufferSpec::Resident {
+                id,
+                dtype: DType::F32,
+                len: data.len(),
+                init: init.then_some(HostSlice::F32(&data)),
+                read_back,
+            };
+            RunOptions::single_shot().job(&NOOP, vec![], vec![resident], vec![Step::Launch(launch)])
+        };
+        let uploaded = dev
+            .run(&job(true, false))
+            .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        assert!(uploaded.outputs.is_empty(), "{}: no outputs", t.id());
+        let out = dev
+            .run(&job(false, true))
+            .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        match &out.outputs[..] {
+            [HostVec::F32(v)] => assert_eq!(v, &data, "{}: resident data read back", t.id()),
+            other => panic!("{}: unexpected outputs {other:?}", t.id()),
+        }
+        let refused = dev.run(&job(true, true)).err().map(|e| e.to_string());
+        assert!(
+            refused.as_deref().is_some_and(|e| e.contains("read_back")),
+            "{}: initial data and read_back together: {refused:?}",
+            t.id()
+        );
+        dev.release(&[id]);
         ran.push(t.id());
     }
     common::assert_ran(&devices, &ran);

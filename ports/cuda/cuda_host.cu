@@ -313,13 +313,6 @@ void select_device(int device) {
     ASTRO_CUDA_CHECK(cudaFree(nullptr));
 }
 
-// One launch step, resolved: function, geometry and its parameter pointers.
-struct Resolved {
-    const void *func = nullptr;
-    dim3 grid, block;
-    std::vector<size_t> param_slots;  // indices into the job-wide scalar/pointer slot table
-};
-
 // With ASTROPORT_TRACE_JOBS set, each job prints the wall clock of its phases to stderr (finding where a
 // job's fixed cost goes without a profiler on the lent machine).
 struct PhaseTrace {
@@ -335,6 +328,38 @@ struct PhaseTrace {
         last = now;
     }
 };
+
+// Large inputs are pinned for their upload: registering 400 MB of resident pages takes 23 ms and the copy
+// then runs at 44 GB/s, against 62 ms through the runtime's pageable staging (H200 machine,
+// docs/perf-notes.md). A range that cannot be registered is copied pageable. Unpinned when the job ends.
+struct PinnedUploads {
+    std::vector<void *> ranges;
+    void pin(const void *host, size_t bytes) {
+        if (bytes < (size_t{32} << 20)) return;
+        void *p = const_cast<void *>(host);
+        if (cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess)
+            ranges.push_back(p);
+        else
+            (void)cudaGetLastError();  // copied pageable; the error is cleared so no later check reports it
+    }
+    ~PinnedUploads() {
+        for (void *p : ranges) (void)cudaHostUnregister(p);
+    }
+};
+
+// Declared after a job's PinnedUploads and buffers: on every path its stream's work ends before they go.
+struct StreamDrain {
+    cudaStream_t s;
+    ~StreamDrain() { (void)cudaStreamSynchronize(s); }
+};
+
+// One launch step, resolved: function, geometry and its parameter pointers.
+struct Resolved {
+    const void *func = nullptr;
+    dim3 grid, block;
+    std::vector<size_t> param_slots;  // indices into the job-wide scalar/pointer slot table
+};
+
 
 Outcome run_job_impl(int device, const Job &job, PhaseTrace &trace) {
     astroport_native::validate(job, 0);
@@ -353,36 +378,20 @@ Outcome run_job_impl(int device, const Job &job, PhaseTrace &trace) {
     std::vector<DeviceBuffer> owned(job.buffers.size());
     std::vector<void *> ptrs(job.buffers.size(), nullptr);
     const cudaStream_t stream = device_stream(device);
-    // Large inputs are pinned for their upload: registering 400 MB of resident pages takes 23 ms and the
-    // copy then runs at 44 GB/s, against 62 ms through the runtime's pageable staging (H200 machine,
-    // docs/perf-notes.md). A range that cannot be registered is copied pageable.
-    struct Pinned {
-        std::vector<void *> ranges;
-        ~Pinned() {
-            for (void *p : ranges) (void)cudaHostUnregister(p);
-        }
-    } pinned;
+    PinnedUploads pinned;
     // Whatever happens below, the job's work is finished before its buffers are freed or unpinned.
-    struct Drain {
-        cudaStream_t s;
-        ~Drain() { (void)cudaStreamSynchronize(s); }
-    } drain{stream};
-    const auto pin_input = [&](const void *host, size_t bytes) {
-        if (bytes < (size_t{32} << 20)) return;
-        void *p = const_cast<void *>(host);
-        if (cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess)
-            pinned.ranges.push_back(p);
-        else
-            (void)cudaGetLastError();  // copied pageable; the error is cleared so no later check reports it
-    };
+    StreamDrain drain{stream};
+    const auto pin_input = [&](const void *host, size_t bytes) { pinned.pin(host, bytes); };
     for (size_t i = 0; i < job.buffers.size(); ++i) {
         const astroport_native::Buffer &b = job.buffers[i];
         const size_t bytes = b.bytes();
         if (b.role == astroport_native::kResident) {
             ptrs[i] = resident_buffer(device, b.resident_id, bytes);
-            if (b.init_count > 0)
+            if (b.init_count > 0) {
+                pin_input(b.host_source(), b.init_bytes());
                 ASTRO_CUDA_CHECK(cudaMemcpyAsync(ptrs[i], b.host_source(), b.init_bytes(), cudaMemcpyHostToDevice,
                                                  stream));
+            }
             continue;
         }
         DeviceBuffer &d = owned[i];
@@ -499,9 +508,9 @@ Outcome run_job_impl(int device, const Job &job, PhaseTrace &trace) {
     if (single_shot) record();
     trace.mark("uploads+runs");
     for (size_t i = 0; i < job.buffers.size(); ++i) {
-        if (job.buffers[i].role != astroport_native::kOutput || owned[i].bytes == 0) continue;
-        ASTRO_CUDA_CHECK(cudaMemcpyAsync(job.buffers[i].host_destination(), owned[i].ptr, owned[i].bytes,
-                                         cudaMemcpyDeviceToHost, stream));
+        const astroport_native::Buffer &b = job.buffers[i];
+        if (!b.copied_back() || b.bytes() == 0) continue;
+        ASTRO_CUDA_CHECK(cudaMemcpyAsync(b.host_destination(), ptrs[i], b.bytes(), cudaMemcpyDeviceToHost, stream));
     }
     ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream));
     trace.mark("downloads");

@@ -290,11 +290,14 @@ pub enum BufferSpec<'a> {
     /// (re)allocated, losing its contents; with `init` the data are uploaded first. Never poisoned: the
     /// workload poisons what it reads back with [`Step::Fill`]. Jobs with resident buffers are
     /// single-shot (`warmup: 0, repeats: 0`), since a repeat would apply their in-place updates twice.
+    /// With `read_back` (and no `init`) its `len` elements are returned after the job, in buffer order
+    /// among the outputs: a pass whose result both comes home and feeds the next job on the device.
     Resident {
         id: u64,
         dtype: DType,
         len: usize,
         init: Option<HostSlice<'a>>,
+        read_back: bool,
     },
 }
 
@@ -509,9 +512,19 @@ impl<'a> KernelJob<'a> {
         }
         for (i, b) in self.buffers.iter().enumerate() {
             if let BufferSpec::Resident {
-                dtype, len, init, ..
+                dtype,
+                len,
+                init,
+                read_back,
+                ..
             } = b
             {
+                if *read_back && init.is_some() {
+                    return Err(BackendError::Runtime(format!(
+                        "job of program {}: resident buffer {i} has both initial data and read_back",
+                        self.program.name
+                    )));
+                }
                 if self.warmup + self.repeats > 0 {
                     return Err(BackendError::Runtime(format!(
                         "job of program {} has resident buffer {i} but warmup {} and repeats {}: jobs on \
@@ -601,7 +614,7 @@ pub struct Resources {
 /// What a job returns.
 #[derive(Debug, Clone)]
 pub struct JobOutput {
-    /// Outputs of the final verification run, in buffer order.
+    /// Outputs of the final verification run, in buffer order (read-back resident buffers among them).
     pub outputs: Vec<HostVec>,
     /// Device-timer times of the timed repeats (the whole step sequence), seconds.
     pub times_s: Vec<f64>,

@@ -13,18 +13,20 @@ pub mod ffi {
     pub struct NativeBuffer {
         /// 0 = input (uploaded from `host`), 1 = output (poisoned, copied to `host`), 2 = scratch
         /// (poisoned), 3 = resident (kept on the device under `resident_id` across jobs; `init_count`
-        /// elements uploaded from `host` first).
+        /// elements uploaded from `host` first, or with `read_back` copied to `host` after the job).
         pub role: u8,
         /// Element type: 0 = i32, 1 = u32, 2 = f32, 3 = f64, 4 = u64.
         pub dtype: u8,
         /// Number of elements.
         pub count: u64,
-        /// Inputs and resident initial data: address of the host data; outputs: address of the host
-        /// memory the last run's data are copied to; 0 otherwise.
+        /// Inputs and resident initial data: address of the host data; outputs and resident buffers read
+        /// back: address of the host memory the last run's data are copied to; 0 otherwise.
         pub host: u64,
         /// Resident buffers: the id, and how many elements to upload (0: keep the contents).
         pub resident_id: u64,
         pub init_count: u64,
+        /// Resident buffers: copied to `host` after the job, as an output is (never with `init_count`).
+        pub read_back: bool,
     }
 
     /// One launch argument: a job buffer or a scalar.
@@ -218,7 +220,13 @@ pub fn flatten<'a>(job: &'a KernelJob, source: &str) -> BridgeJob<'a> {
         .buffers
         .iter()
         .filter_map(|b| match b {
-            BufferSpec::Output { dtype, len } => Some(HostVec::zeroed(*dtype, *len)),
+            BufferSpec::Output { dtype, len }
+            | BufferSpec::Resident {
+                dtype,
+                len,
+                read_back: true,
+                ..
+            } => Some(HostVec::zeroed(*dtype, *len)),
             _ => None,
         })
         .collect();
@@ -230,18 +238,20 @@ pub fn flatten<'a>(job: &'a KernelJob, source: &str) -> BridgeJob<'a> {
         .iter()
         .map(|b| {
             let address = |s: &HostSlice| s.bytes().as_ptr() as u64;
-            let (role, host, resident_id, init_count) = match b {
-                BufferSpec::Input(s) => (0u8, address(s), 0, 0),
-                BufferSpec::Output { .. } => (
-                    1,
-                    output_addresses.next().expect("one vector per output"),
-                    0,
-                    0,
-                ),
-                BufferSpec::Scratch { .. } => (2, 0, 0, 0),
-                BufferSpec::Resident { id, init, .. } => match init {
-                    Some(s) => (3, address(s), *id, s.len() as u64),
-                    None => (3, 0, *id, 0),
+            let mut output = || output_addresses.next().expect("one vector per output");
+            let (role, host, resident_id, init_count, read_back) = match b {
+                BufferSpec::Input(s) => (0u8, address(s), 0, 0, false),
+                BufferSpec::Output { .. } => (1, output(), 0, 0, false),
+                BufferSpec::Scratch { .. } => (2, 0, 0, 0, false),
+                BufferSpec::Resident {
+                    id,
+                    init,
+                    read_back,
+                    ..
+                } => match (init, read_back) {
+                    (Some(s), _) => (3, address(s), *id, s.len() as u64, false),
+                    (None, true) => (3, output(), *id, 0, true),
+                    (None, false) => (3, 0, *id, 0, false),
                 },
             };
             ffi::NativeBuffer {
@@ -251,6 +261,7 @@ pub fn flatten<'a>(job: &'a KernelJob, source: &str) -> BridgeJob<'a> {
                 host,
                 resident_id,
                 init_count,
+                read_back,
             }
         })
         .collect();

@@ -520,7 +520,14 @@ impl OpenClDevice {
         }
         let mut outputs = Vec::new();
         for (buf, spec) in buffers.iter().zip(&job.buffers) {
-            if let BufferSpec::Output { dtype, len } = spec {
+            if let BufferSpec::Output { dtype, len }
+            | BufferSpec::Resident {
+                dtype,
+                len,
+                read_back: true,
+                ..
+            } = spec
+            {
                 // Read straight into the output's vector (at 10k one plane is 400 MB).
                 let mut host = HostVec::zeroed(*dtype, *len);
                 let ev: &[cl_event] = &[];

@@ -150,6 +150,7 @@ impl<'a> DeviceRegions<'a> {
             dtype,
             len: len.max(1),
             init,
+            read_back: false,
         }
     }
 
