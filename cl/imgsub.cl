@@ -23,6 +23,14 @@
     }
 IMGSUB_KERNEL(float, f32)
 IMGSUB_FILTER_KERNEL(float, f32)
+__kernel void imgsub_filter_inputs_f32(__global const float *restrict diff, __global const float *restrict diff_var,
+                                       __global const float *restrict unconv_var,
+                                       __global const unsigned int *restrict mask_words, const float sign,
+                                       const float corr, const int n, __global float *restrict fd,
+                                       __global float *restrict fv)
+{
+    imgsub_filter_inputs_item(get_global_id(0), diff, diff_var, unconv_var, mask_words, sign, corr, n, fd, fv);
+}
 #if ASTRO_HAS_FP64
 IMGSUB_KERNEL(double, f64)
 IMGSUB_FILTER_KERNEL(double, f64)

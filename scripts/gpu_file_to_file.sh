@@ -20,6 +20,16 @@ ASTROPORT_CACHE_DIR=off "$bin" bench --preset tiny --out "$out/bench-tiny" > "$o
 # OpenCL's first subtract builds its programs from source and stores them; the second loads them.
 export ASTROPORT_CACHE_DIR=$(mktemp -d)
 tail -5 "$out/bench-tiny.log"
+# Device tests carried as test binaries (`cargo test --release --features cuda --target-dir target/gpu --no-run`
+# for tests/backends.rs and tests/imgsub_subtract.rs, copied to .carry/<name>_test): the host plumbing's
+# resident buffers read back, and subtract's difference kept on the device against the cpu model, on CUDA
+# and NVIDIA's OpenCL.
+for t in .carry/*_test; do
+  [ -x "$t" ] || continue
+  echo "== $(basename "$t")" >> "$out/tests.txt"
+  ASTROPORT_REQUIRE=cuda,opencl "$t" every_backend resident unwritten >> "$out/tests.txt" 2>&1 || status=1
+done
+[ -f "$out/tests.txt" ] && grep -E "^== |^test |test result" "$out/tests.txt"
 mkdir -p "$work/f10240"
 /usr/bin/time -v "$bin" field --size 10240 --out "$work/f10240" > "$out/field-10240.log" 2>&1 || status=1
 grep -E "Elapsed|field" "$out/field-10240.log"
@@ -53,7 +63,8 @@ subtract opencl-1 "${scored[@]}" --backend "$nv"
 subtract cpu "${scored[@]}" --backend cpu
 subtract cpu-nofsync "${plain[@]}" --backend cpu --no-fsync
 tar czf "$final/file-to-file.tgz" -C "$out" .
-{ cat "$out/machine.txt" "$out/disk.txt"; tail -5 "$out/bench-tiny.log"; grep -E "Elapsed|field" "$out/field-10240.log"
+{ cat "$out/machine.txt" "$out/disk.txt"; tail -5 "$out/bench-tiny.log"
+  [ -f "$out/tests.txt" ] && grep -E "^== |^test |test result" "$out/tests.txt"; grep -E "Elapsed|field" "$out/field-10240.log"
   for d in "$out"/*/; do [ -f "$d/stdout.txt" ] || continue; echo "== $(basename "$d")"
   cat "$d/stdout.txt"; grep -E "Elapsed|Maximum resident|^cuda job" "$d/stderr.txt"; done
 } > "$final/summary.txt" 2>&1

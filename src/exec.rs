@@ -67,6 +67,18 @@ impl RunOptions {
         }
     }
 
+    /// These options, single-shot when they ask for one timed run and no warm-up: a device job then runs
+    /// once (its verification run timed) instead of a timed run followed by a verification run. For
+    /// commands that want values, such as `subtract`, where a second run of each pass would sit on the
+    /// critical path.
+    pub fn single_shot_if_once(self) -> Self {
+        if self.warmup == 0 && self.repeats == 1 {
+            Self::single_shot()
+        } else {
+            self
+        }
+    }
+
     /// A job of `program` timed as these options say.
     pub fn job<'a>(
         &self,

@@ -311,6 +311,13 @@ fn every_backend_subtracts_as_the_cpu_model_does() {
             ..SubtractOptions::default()
         };
         let sub = subtract(pair, &options, target).unwrap();
+        // Whole, the difference stays on the device for the filter; in bands it comes home first.
+        assert_eq!(
+            sub.kept_on_device,
+            cap.is_none(),
+            "{} (cap {cap:?}): difference kept on the device",
+            target.id()
+        );
         let mut worst = 0.0f64;
         for ((&d, &r), &s) in sub.diff.iter().zip(&reference.diff).zip(&convolved) {
             // Relative to R ⊗ K + B, as `run imgsub` judges.
@@ -322,45 +329,82 @@ fn every_backend_subtracts_as_the_cpu_model_does() {
             "{} (cap {cap:?}): difference off by {worst:.2e}",
             target.id()
         );
-        // The significance each backend computes beside its filter sums: float32 sums in another order
-        // differ by ~2.6e-5 of Σ|P D| (441 terms), which is at most ~6 noise-weighted units on the sky and
-        // the S/N itself on a source, so 1e-3 + 1e-4 |S/N| (5σ detections move by < 1.5e-3).
-        assert_eq!(
-            sub.snr.len(),
-            reference.snr.len(),
-            "{}: S/N plane",
-            target.id()
-        );
-        let snr_off = sub
-            .snr
+        assert_same_detection(&sub, &reference, &format!("{} (cap {cap:?})", target.id()));
+    }
+}
+
+/// The significance and the detections of `sub` as the `cpu` model's. Float32 filter sums in another order
+/// differ by ~2.6e-5 of Σ|P D| (441 terms), which is at most ~6 noise-weighted units on the sky and the S/N
+/// itself on a source, so 1e-3 + 1e-4 |S/N| (5σ detections move by < 1.5e-3).
+fn assert_same_detection(sub: &Subtraction, reference: &Subtraction, label: &str) {
+    assert_eq!(sub.snr.len(), reference.snr.len(), "{label}: S/N plane");
+    let snr_off = sub
+        .snr
+        .iter()
+        .zip(&reference.snr)
+        .map(|(&s, &r)| {
+            let excess = (s - r).abs() as f64 - (1e-3 + 1e-4 * r.abs() as f64);
+            if s.is_finite() {
+                excess
+            } else {
+                f64::INFINITY
+            }
+        })
+        .fold(f64::NEG_INFINITY, f64::max);
+    assert!(
+        snr_off <= 0.0,
+        "{label}: significance beyond 1e-3 + 1e-4 |S/N| by {snr_off:.2e}"
+    );
+    let places = |s: &Subtraction| -> Vec<(i64, i64, bool)> {
+        s.detections
             .iter()
-            .zip(&reference.snr)
-            .map(|(&s, &r)| {
-                let excess = (s - r).abs() as f64 - (1e-3 + 1e-4 * r.abs() as f64);
-                if s.is_finite() {
-                    excess
-                } else {
-                    f64::INFINITY
-                }
-            })
-            .fold(f64::NEG_INFINITY, f64::max);
+            .map(|d| (d.x.round() as i64, d.y.round() as i64, d.snr > 0.0))
+            .collect()
+    };
+    assert_eq!(places(sub), places(reference), "{label}: detections");
+}
+
+/// With the science image the sharper one, the difference is negated after the device pass: the significance
+/// the devices form from the difference they kept (its sign applied there) matches the `cpu` model's, and
+/// the negative changers are found with the same sign.
+#[test]
+fn every_backend_detects_with_the_sign_kept_when_the_science_image_is_convolved() {
+    let swapped = || {
+        let (mut pair, _, _) = truth_of(&FieldSpec::new(512, 9).unwrap());
+        std::mem::swap(&mut pair.reference, &mut pair.science);
+        pair
+    };
+    let reference = subtract(swapped(), &SubtractOptions::default(), &cpu()).unwrap();
+    assert_eq!(
+        reference.direction,
+        astroport::workload::imgsub::subtract::Direction::Science
+    );
+    assert!(reference.detections.iter().any(|d| d.snr < 0.0));
+    let d = discover();
+    for target in common::devices(&d) {
+        let pair = swapped();
+        // The image subtracted from is the reference now, and D = S ⊗ K + B − R once negated: the
+        // convolved image S ⊗ K + B = R + D is the scale `run imgsub` judges D's error by.
+        let unconvolved = pair.reference.data.clone();
+        let sub = subtract(pair, &SubtractOptions::default(), target).unwrap();
         assert!(
-            snr_off <= 0.0,
-            "{} (cap {cap:?}): significance beyond 1e-3 + 1e-4 |S/N| by {snr_off:.2e}",
+            sub.kept_on_device,
+            "{}: difference kept on the device",
             target.id()
         );
-        let places = |s: &Subtraction| -> Vec<(i64, i64)> {
-            s.detections
-                .iter()
-                .map(|d| (d.x.round() as i64, d.y.round() as i64))
-                .collect()
-        };
-        assert_eq!(
-            places(&sub),
-            places(&reference),
-            "{} (cap {cap:?}): detections",
+        let worst = sub
+            .diff
+            .iter()
+            .zip(&reference.diff)
+            .zip(&unconvolved)
+            .map(|((&a, &b), &u)| (a - b).abs() as f64 / (u as f64 + b as f64).abs().max(1.0))
+            .fold(0.0, f64::max);
+        assert!(
+            worst <= 1e-6,
+            "{}: difference off by {worst:.2e}",
             target.id()
         );
+        assert_same_detection(&sub, &reference, &target.id());
     }
 }
 

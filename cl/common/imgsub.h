@@ -145,6 +145,25 @@ ASTRO_FN int imgsub_place(int x, int tile, int n)
         }                                                                                                        \
     }
 
+/* The matched filter's inputs from a difference kept on the device (`subtract` on an accelerator): with the
+ * pixel's mask byte (byte gid & 3 of word gid >> 2, little-endian), fd = sign D and fv = VD + corr max(VD - VI,
+ * 0) where it is 0, both 0 where it is not. VI is the unconvolved image's variance: VD - VI is the convolved
+ * image's share, scaled for its correlated noise (subtract.rs forms the same on the host for the cpu model). */
+ASTRO_FN void imgsub_filter_inputs_item(size_t gid, ASTRO_GLOBAL const float *ASTRO_RESTRICT diff,
+                                        ASTRO_GLOBAL const float *ASTRO_RESTRICT diff_var,
+                                        ASTRO_GLOBAL const float *ASTRO_RESTRICT unconv_var,
+                                        ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT mask_words, float sign,
+                                        float corr, int n, ASTRO_GLOBAL float *ASTRO_RESTRICT fd,
+                                        ASTRO_GLOBAL float *ASTRO_RESTRICT fv)
+{
+    if (gid >= (size_t)n) return;
+    const unsigned int m = (mask_words[gid >> 2] >> (8u * (unsigned int)(gid & 3u))) & 0xFFu;
+    const float vd = diff_var[gid];
+    const float excess = vd - unconv_var[gid];
+    fd[gid] = m == 0u ? sign * diff[gid] : 0.0f;
+    fv[gid] = m == 0u ? vd + corr * (excess > 0.0f ? excess : 0.0f) : 0.0f;
+}
+
 #if ASTRO_HAS_FP64
 /* The kernel fit's stamp sums (src/workload/imgsub/fit.rs and stamp_sums.rs), float64 only. A stamp holds M
  * columns of `pixels` values (its basis images R (x) K_n, the three background terms 1, x^, y^, and the target

@@ -27,6 +27,13 @@ IMGSUB_KERNEL(float, f32)
 IMGSUB_KERNEL(double, f64)
 IMGSUB_FILTER_KERNEL(float, f32)
 IMGSUB_FILTER_KERNEL(double, f64)
+__global__ void imgsub_filter_inputs_f32(const float *__restrict__ diff, const float *__restrict__ diff_var,
+                                         const float *__restrict__ unconv_var,
+                                         const unsigned int *__restrict__ mask_words, float sign, float corr, int n,
+                                         float *__restrict__ fd, float *__restrict__ fv)
+{
+    imgsub_filter_inputs_item(global_id(), diff, diff_var, unconv_var, mask_words, sign, corr, n, fd, fv);
+}
 __global__ void imgsub_gram_f64(const double *__restrict__ columns, const double *__restrict__ weight,
                                 const int *__restrict__ pairs, int stamps, int m, int entries, int pixels,
                                 double *__restrict__ gram)
@@ -43,6 +50,7 @@ namespace astroport_cuda {
 #define IMGSUB_ENTRY(k) {#k, reinterpret_cast<const void *>(&k)}
 extern const KernelEntry imgsub_kernels[] = {IMGSUB_ENTRY(imgsub_difference_f32), IMGSUB_ENTRY(imgsub_difference_f64),
                                              IMGSUB_ENTRY(imgsub_filter_f32), IMGSUB_ENTRY(imgsub_filter_f64),
+                                             IMGSUB_ENTRY(imgsub_filter_inputs_f32),
                                              IMGSUB_ENTRY(imgsub_gram_f64), IMGSUB_ENTRY(imgsub_lag_f64)};
 #undef IMGSUB_ENTRY
 extern const int imgsub_kernel_count = sizeof(imgsub_kernels) / sizeof(imgsub_kernels[0]);

@@ -26,6 +26,12 @@ IMGSUB_KERNEL(float, f32)
 IMGSUB_KERNEL(double, f64)
 IMGSUB_FILTER_KERNEL(float, f32)
 IMGSUB_FILTER_KERNEL(double, f64)
+IMGSUB_ENTRY imgsub_filter_inputs_f32(const float *diff, const float *diff_var, const float *unconv_var,
+                                      const unsigned int *mask_words, float sign, float corr, int n, float *fd,
+                                      float *fv)
+{
+    imgsub_filter_inputs_item(global_id(), diff, diff_var, unconv_var, mask_words, sign, corr, n, fd, fv);
+}
 IMGSUB_ENTRY imgsub_gram_f64(const double *columns, const double *weight, const int *pairs, int stamps, int m,
                              int entries, int pixels, double *gram)
 {

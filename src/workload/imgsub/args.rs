@@ -276,7 +276,7 @@ impl ToolArgs for SubtractArgs {
             threshold: self.threshold,
             precision: self.precision,
             direction: self.convolve,
-            run: self.backend.options(),
+            run: self.backend.options().single_shot_if_once(),
             device_mem_cap: crate::workload::mib_flag("--device-mem-mib", self.device_mem_mib)?,
             external_difference,
             ..SubtractOptions::default()
@@ -366,7 +366,7 @@ impl ToolArgs for SubtractArgs {
         println!(
             "  {} detections at {}σ; time: read {read_s:.3} s, fit {:.3} s (basis images {:.3} s, stamp sums {:.3} s wall, jobs {:.3} \
              s, {:.2} ms on the backend), difference \
-             {:.2} ms ({:.3} s wall), filter {:.2} ms ({:.3} s wall), host {:.3} s, subtraction {:.3} s; \
+             {:.2} ms ({:.3} s wall), filter {:.2} ms ({:.3} s wall{}), host {:.3} s, subtraction {:.3} s; \
              backends found in {discovery_s:.3} s (beside the read); planes written in {planes_s:.3} s ({sync}; \
              beside the filter, detection and scoring), scored in \
              {score_s:.3} s, after detection {tail_s:.3} s; file to file {command_s:.3} s",
@@ -381,6 +381,11 @@ impl ToolArgs for SubtractArgs {
             t.difference_wall_s,
             t.filter_s * 1e3,
             t.filter_wall_s,
+            if sub.kept_on_device {
+                "; inputs formed on the device from the difference kept there"
+            } else {
+                ""
+            },
             t.host_s,
             t.total_s
         );

@@ -11,13 +11,14 @@
 use super::convolve::{convolve, Kernel, Real};
 use super::field::{generate, FieldSpec, Image};
 use crate::backend::{
-    BufferSpec, DType, HostSlice, HostVec, KernelJob, Launch, Local, Precision, Program, Step,
-    StepArg, Target,
+    resident_id, Accelerator, BufferSpec, DType, HostSlice, HostVec, KernelJob, Launch, Local,
+    Precision, Program, Step, StepArg, Target,
 };
 use crate::exec::{self, DeviceBudget, Field, Measured, RunError, RunOptions, SinglePass};
 use crate::workload::{Accuracy, Verdict, Work, Workload};
 use rayon::prelude::*;
 use serde::Serialize;
+use std::sync::Arc;
 
 pub static PROGRAM: Program = Program {
     name: "imgsub",
@@ -178,12 +179,194 @@ pub struct DifferenceProblem {
     /// Kbar and the background as float32, in the device's layout.
     terms32: Vec<f32>,
     terms64: Vec<f64>,
-    /// The convolved image, its variance, the image it is subtracted from, its variance.
-    images32: [Vec<f32>; 4],
+    /// The convolved image, its variance, the image it is subtracted from, its variance: shared, so that
+    /// `subtract` measures the PSF on the last two while this pass runs.
+    images32: [Arc<Vec<f32>>; 4],
     /// The same in float64, made when a float64 run or the reference first needs them (3.4 GB at ast3).
     images64: std::sync::OnceLock<[Vec<f64>; 4]>,
     /// Caps the device memory a band may use (bytes), below what the device reports: forces tiling.
     pub device_mem_cap: Option<u64>,
+    /// The difference pass's images, D and VD left on the device for the matched filter
+    /// ([`DifferenceProblem::keep_on_device`]).
+    kept: Option<KeptPlanes>,
+}
+
+/// A difference whose planes stay on an accelerator after its pass, so that the matched filter forms its
+/// inputs there and reads them in place, instead of the host forming them and uploading 800 MB again at
+/// 10k: the resident buffers of the four images (uploaded by the difference's job), D and VD. The caller
+/// releases them ([`KeptPlanes::ids`]), the first three once the difference is done.
+#[derive(Debug, Clone, Copy)]
+pub struct KeptPlanes {
+    pub nx: usize,
+    pub ny: usize,
+    /// Convolved image, its variance, the image it is subtracted from, its variance.
+    pub images: [u64; 4],
+    pub diff: u64,
+    pub variance: u64,
+}
+
+/// Releases resident buffers when dropped: on every path out of a pass that kept them, errors included.
+pub struct ReleaseOnDrop<'a> {
+    pub dev: &'a dyn Accelerator,
+    pub ids: Vec<u64>,
+}
+
+impl Drop for ReleaseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.dev.release(&self.ids);
+    }
+}
+
+impl KeptPlanes {
+    /// Fresh ids for an nx × ny difference on `dev`, when its planes can stay there: `opts` single-shot
+    /// (resident buffers need it), and the float32 pass one band with the filter's planes (D, VD, VI, its
+    /// two inputs, the significance and the mask) also within 70 % of the device's memory (`cap` lowers
+    /// it). `None` otherwise: the planes then come home between the passes.
+    pub fn for_device(
+        dev: &dyn Accelerator,
+        nx: usize,
+        ny: usize,
+        cap: Option<u64>,
+        opts: &RunOptions,
+    ) -> Option<KeptPlanes> {
+        let budget = DeviceBudget::of(dev.info()).capped(cap);
+        let n = nx * ny;
+        let plane = (n * DType::F32.bytes()) as u64;
+        let fits = band_rows(Pass::Difference, nx, ny, DType::F32, budget) >= ny
+            && (6 * plane + plane / 4) as f64 <= budget.mem as f64 * 0.7
+            && plane <= budget.max_alloc;
+        let usable = opts.warmup == 0 && opts.repeats == 0 && n <= i32::MAX as usize && fits;
+        usable.then(|| KeptPlanes {
+            nx,
+            ny,
+            images: std::array::from_fn(|_| resident_id()),
+            diff: resident_id(),
+            variance: resident_id(),
+        })
+    }
+
+    /// Every resident buffer's id.
+    pub fn ids(&self) -> Vec<u64> {
+        let mut ids = self.images.to_vec();
+        ids.extend([self.diff, self.variance]);
+        ids
+    }
+
+    /// The buffers the matched filter does not read: the convolved image, its variance and the image
+    /// subtracted from.
+    pub fn spent_after_difference(&self) -> [u64; 3] {
+        [self.images[0], self.images[1], self.images[2]]
+    }
+
+    /// The mask's bytes as the words the device reads (4 pixels a word, little-endian), zero-padded.
+    fn mask_words(mask: &[u8]) -> std::borrow::Cow<'_, [u32]> {
+        match bytemuck::try_cast_slice::<u8, u32>(mask) {
+            Ok(words) if cfg!(target_endian = "little") => std::borrow::Cow::Borrowed(words),
+            _ => std::borrow::Cow::Owned(
+                mask.par_chunks(4)
+                    .map(|c| {
+                        c.iter()
+                            .enumerate()
+                            .fold(0u32, |w, (k, &b)| w | (b as u32) << (8 * k))
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The matched filter of the kept difference on `dev`, one single-shot job of two steps: the inputs
+    /// (imgsub_filter_inputs in cl/common/imgsub.h: sign·D and VD with the convolved image's share scaled by
+    /// `corr` + 1, both 0 where `mask` is set), then the filter with `taps`. Returns the significance and
+    /// the job's device time.
+    pub fn matched_filter(
+        &self,
+        dev: &dyn Accelerator,
+        mask: &[u8],
+        sign: f32,
+        corr: f32,
+        taps: &[f64],
+    ) -> Result<(Vec<f32>, f64), RunError> {
+        let (nx, ny) = (self.nx, self.ny);
+        let n = nx * ny;
+        assert_eq!(mask.len(), n, "one mask byte per pixel");
+        let terms: Vec<f32> = VaryingKernel::constant(taps)
+            .device_terms()
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        let words = Self::mask_words(mask);
+        let plane = |id| BufferSpec::Resident {
+            id,
+            dtype: DType::F32,
+            len: n,
+            init: None,
+            read_back: false,
+        };
+        let scratch = BufferSpec::Scratch {
+            dtype: DType::F32,
+            len: n,
+        };
+        let buffers = vec![
+            BufferSpec::Input(HostSlice::F32(&terms)),
+            plane(self.diff),
+            plane(self.variance),
+            plane(self.images[3]),
+            BufferSpec::Input(HostSlice::U32(&words)),
+            scratch,
+            scratch,
+            BufferSpec::Output {
+                dtype: DType::F32,
+                len: n,
+            },
+        ];
+        let inputs = Launch {
+            kernel: "imgsub_filter_inputs_f32".into(),
+            args: vec![
+                StepArg::Buffer(1),
+                StepArg::Buffer(2),
+                StepArg::Buffer(3),
+                StepArg::Buffer(4),
+                StepArg::F32(sign),
+                StepArg::F32(corr),
+                StepArg::I32(n as i32),
+                StepArg::Buffer(5),
+                StepArg::Buffer(6),
+            ],
+            global: n,
+            local: Local::Prefer(256),
+        };
+        let pixels = pixels_per_item(Precision::F32, dev.info().is_gpu);
+        let filter = Launch {
+            kernel: "imgsub_filter_f32".into(),
+            args: vec![
+                StepArg::Buffer(0),
+                StepArg::Buffer(5),
+                StepArg::Buffer(6),
+                StepArg::I32(0),
+                StepArg::I32(nx as i32),
+                StepArg::I32(ny as i32),
+                StepArg::I32(0),
+                StepArg::I32(ny as i32),
+                StepArg::Buffer(7),
+            ],
+            global: ny * nx.div_ceil(pixels),
+            local: Local::Prefer(256),
+        };
+        let defines = vec![("IMG_PIXELS_F32".into(), pixels.to_string())];
+        let job = RunOptions::single_shot().job(
+            &PROGRAM,
+            defines,
+            buffers,
+            vec![Step::Launch(inputs), Step::Launch(filter)],
+        );
+        let mut run = exec::run_plan(dev, &[job], 0)?;
+        match run.outputs.pop().and_then(|mut band| band.pop()) {
+            Some(HostVec::F32(snr)) if snr.len() == n => Ok((snr, run.times.median)),
+            _ => Err(RunError::Failed(
+                "matched filter: the significance plane did not come back".into(),
+            )),
+        }
+    }
 }
 
 /// What a problem computes.
@@ -248,6 +431,18 @@ impl DifferenceProblem {
         kernel: VaryingKernel,
         tile: usize,
     ) -> Self {
+        Self::from_shared_images(preset, nx, ny, images.map(Arc::new), kernel, tile)
+    }
+
+    /// [`DifferenceProblem::from_images`] with images shared with the caller.
+    pub fn from_shared_images(
+        preset: &str,
+        nx: usize,
+        ny: usize,
+        images: [Arc<Vec<f32>>; 4],
+        kernel: VaryingKernel,
+        tile: usize,
+    ) -> Self {
         // A matched filter has no image to subtract from: its last two are empty.
         assert!(
             images.iter().all(|i| i.len() == nx * ny || i.is_empty()),
@@ -266,6 +461,7 @@ impl DifferenceProblem {
             images32: images,
             images64: std::sync::OnceLock::new(),
             device_mem_cap: None,
+            kept: None,
         }
     }
 
@@ -291,20 +487,17 @@ impl DifferenceProblem {
         problem
     }
 
-    /// The four float32 images (convolved image, its variance, the image it is subtracted from, its variance).
-    pub fn images(&self) -> &[Vec<f32>; 4] {
-        &self.images32
-    }
-
-    /// The outputs' pixels, and the images given back (`subtract` writes them without a copy).
+    /// The images given back, for the caller to reuse their memory: without a copy when no one else holds
+    /// them any longer, else copied.
     pub fn into_images(self) -> [Vec<f32>; 4] {
         self.images32
+            .map(|a| Arc::try_unwrap(a).unwrap_or_else(|a| a.as_ref().clone()))
     }
 
     fn images64(&self) -> &[Vec<f64>; 4] {
         self.images64.get_or_init(|| {
             self.images32
-                .clone()
+                .each_ref()
                 .map(|v| v.par_iter().map(|&x| x as f64).collect::<Vec<f64>>())
         })
     }
@@ -319,7 +512,7 @@ impl DifferenceProblem {
     fn cpu_planes_into(&self, mode: Precision, outputs: &mut [Vec<f64>]) {
         match mode {
             Precision::F32 => {
-                let [a, b, c, d] = &self.images32;
+                let [a, b, c, d] = self.images32.each_ref().map(|v| v.as_slice());
                 self.cpu_pass_into(&self.terms32, [a, b, c, d], outputs);
             }
             Precision::F64 => {
@@ -396,7 +589,21 @@ impl DifferenceProblem {
         }
     }
 
-    /// The device jobs: bands of output rows, each with the reference rows its kernel reaches.
+    /// Leaves this difference's images, D and VD on the device in `kept`'s buffers (from
+    /// [`KeptPlanes::for_device`] for this problem's size and device): the float32 device pass
+    /// ([`DifferenceProblem::run_f32`]) is then one job on them.
+    pub fn keep_on_device(&mut self, kept: KeptPlanes) {
+        assert_eq!(
+            (kept.nx, kept.ny, self.pass),
+            (self.nx, self.ny, Pass::Difference),
+            "kept planes of this difference"
+        );
+        self.kept = Some(kept);
+    }
+
+    /// The device jobs: bands of output rows, each with the reference rows its kernel reaches. A kept
+    /// difference ([`DifferenceProblem::keep_on_device`]) is one job on resident buffers: the images
+    /// uploaded into them, D and VD poisoned, computed and read back.
     fn device_plan(
         &self,
         mode: Precision,
@@ -410,19 +617,10 @@ impl DifferenceProblem {
             Precision::F64 => DType::F64,
         };
         let pixels = pixels_per_item(mode, budget.gpu);
-        // Per output row: a reference and its variance row (plus the halo), the science rows, the outputs.
         let outputs = self.pass.outputs();
-        let planes = outputs
-            + match self.pass {
-                Pass::Difference => 4,
-                Pass::MatchedFilter => 2,
-            };
-        let row_bytes = (planes * nx * dtype.bytes()) as u64;
-        let by_mem = ((budget.mem as f64 * 0.7) as u64 / row_bytes).max(1);
-        let by_alloc = (budget.max_alloc / (nx * dtype.bytes()) as u64).max(1);
-        let band = (by_mem.min(by_alloc) as usize)
-            .saturating_sub(2 * HALF)
-            .clamp(1, ny);
+        let band = band_rows(self.pass, nx, ny, dtype, budget);
+        // keep_on_device chose it for exactly this plan: float32, one band.
+        let kept = self.kept.filter(|_| mode == Precision::F32 && band >= ny);
         let mut jobs = Vec::new();
         let mut row0 = 0;
         while row0 < ny {
@@ -441,10 +639,21 @@ impl DifferenceProblem {
                 dtype,
                 len: rows * nx,
             };
+            // The images: uploaded for this band, or into resident buffers when kept.
+            let image = |k: usize, a: usize, b: usize| match kept {
+                Some(kept) => BufferSpec::Resident {
+                    id: kept.images[k],
+                    dtype,
+                    len: (b - a) * nx,
+                    init: Some(slice(k, a, b)),
+                    read_back: false,
+                },
+                None => BufferSpec::Input(slice(k, a, b)),
+            };
             let mut buffers = vec![
                 BufferSpec::Input(terms),
-                BufferSpec::Input(slice(0, ref_row0, ref_end)),
-                BufferSpec::Input(slice(1, ref_row0, ref_end)),
+                image(0, ref_row0, ref_end),
+                image(1, ref_row0, ref_end),
             ];
             let band = [
                 StepArg::I32(nx as i32),
@@ -454,8 +663,8 @@ impl DifferenceProblem {
             ];
             let (name, args) = match self.pass {
                 Pass::Difference => {
-                    buffers.push(BufferSpec::Input(slice(2, row0, row0 + rows)));
-                    buffers.push(BufferSpec::Input(slice(3, row0, row0 + rows)));
+                    buffers.push(image(2, row0, row0 + rows));
+                    buffers.push(image(3, row0, row0 + rows));
                     let mut args = vec![
                         StepArg::Buffer(0),
                         StepArg::Buffer(1),
@@ -484,22 +693,59 @@ impl DifferenceProblem {
                     ("filter", args)
                 }
             };
-            buffers.extend(std::iter::repeat_n(output, outputs));
+            let mut steps = Vec::new();
+            match kept {
+                // D and VD stay on the device for the filter and come home: poisoned here, since resident
+                // buffers are not poisoned by the host.
+                Some(kept) if self.pass == Pass::Difference => {
+                    for id in [kept.diff, kept.variance] {
+                        steps.push(Step::Fill {
+                            buffer: buffers.len(),
+                            byte: 0xFF,
+                        });
+                        buffers.push(BufferSpec::Resident {
+                            id,
+                            dtype,
+                            len: rows * nx,
+                            init: None,
+                            read_back: true,
+                        });
+                    }
+                }
+                _ => buffers.extend(std::iter::repeat_n(output, outputs)),
+            }
             let launch = Launch {
                 kernel: format!("imgsub_{name}_{}", mode.name()),
                 args,
                 global: rows * nx.div_ceil(pixels),
                 local: Local::Prefer(256),
             };
+            steps.push(Step::Launch(launch));
             let defines = vec![(
                 "IMG_PIXELS_F32".into(),
                 pixels_per_item(Precision::F32, budget.gpu).to_string(),
             )];
-            jobs.push(opts.job(&PROGRAM, defines, buffers, vec![Step::Launch(launch)]));
+            jobs.push(opts.job(&PROGRAM, defines, buffers, steps));
             row0 += rows;
         }
         jobs
     }
+}
+
+/// Output rows per band of a pass's device plan: its planes within 70 % of the device's memory.
+fn band_rows(pass: Pass, nx: usize, ny: usize, dtype: DType, budget: DeviceBudget) -> usize {
+    // Per output row: a reference and its variance row (plus the halo), the science rows, the outputs.
+    let planes = pass.outputs()
+        + match pass {
+            Pass::Difference => 4,
+            Pass::MatchedFilter => 2,
+        };
+    let row_bytes = (planes * nx * dtype.bytes()) as u64;
+    let by_mem = ((budget.mem as f64 * 0.7) as u64 / row_bytes).max(1);
+    let by_alloc = (budget.max_alloc / (nx * dtype.bytes()) as u64).max(1);
+    (by_mem.min(by_alloc) as usize)
+        .saturating_sub(2 * HALF)
+        .clamp(1, ny)
 }
 
 impl DifferenceProblem {
@@ -516,7 +762,7 @@ impl DifferenceProblem {
                 // Straight into float32 planes, poisoned before each run.
                 let n = self.nx * self.ny;
                 let mut planes = vec![vec![f32::NAN; n]; self.pass.outputs()];
-                let [a, b, c, d] = &self.images32;
+                let [a, b, c, d] = self.images32.each_ref().map(|v| v.as_slice());
                 let ((), times) = exec::time_host_prepared(
                     opts,
                     "host clock",
@@ -657,7 +903,7 @@ impl Workload for DifferenceProblem {
         let n2 = self.nx * self.ny;
         let complete =
             result.components.len() == 2 && result.components.iter().all(|c| c.len() == n2);
-        let sci = &self.images32[2];
+        let sci = self.images32[2].as_slice();
         let (mut rel_d, mut rel_v, mut max_abs, mut sum2, mut non_finite) =
             (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0u64);
         if complete {

@@ -185,7 +185,7 @@ impl StampBatch {
                 local: Local::Prefer(128),
             };
             let steps = vec![Step::Launch(gram), Step::Launch(lag)];
-            jobs.push(RunOptions::once().job(&PROGRAM, Vec::new(), buffers, steps));
+            jobs.push(RunOptions::single_shot().job(&PROGRAM, Vec::new(), buffers, steps));
             first += n;
         }
         let run = exec::run_plan(dev.as_ref(), &jobs, 0)?;

@@ -16,7 +16,9 @@
 //!    a saturated star's halo.
 
 use super::detect::{self, Detection};
-use super::difference::{tap_row_terms, DifferenceProblem, VaryingKernel, HALF, SIDE, TERMS};
+use super::difference::{
+    tap_row_terms, DifferenceProblem, KeptPlanes, ReleaseOnDrop, VaryingKernel, HALF, SIDE, TERMS,
+};
 use super::fit::{
     fit_stamps, normalised, select_stamps, FitConfig, FitImages, KernelFit, StampStatus,
 };
@@ -29,6 +31,7 @@ use crate::exec::RunOptions;
 use crate::workload::Workload;
 use rayon::prelude::*;
 use serde::Serialize;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Output mask bit: within the kernel's half width of the border.
@@ -71,7 +74,7 @@ impl Default for SubtractOptions {
             threshold: 5.0,
             precision: Precision::F32,
             direction: None,
-            run: RunOptions::once(),
+            run: RunOptions::single_shot(),
             device_mem_cap: None,
             external_difference: None,
         }
@@ -102,9 +105,10 @@ pub struct Timings {
     pub host_s: f64,
     /// Wall clock of the whole subtraction, transfers and program builds included (files excluded).
     pub total_s: f64,
-    /// Wall clock of each step in order (stamps, fwhm, fit, mask, background, psf_beside_difference,
-    /// difference, filter_inputs, filter, detection, waiting_for_caller), for a pipeline's profile. The PSF is
-    /// measured on the host while the device computes the difference, so its time is inside the next step's;
+    /// Wall clock of each step in order (stamps, fwhm, fit, mask, background, difference,
+    /// psf_beside_fit_and_difference, filter_inputs, filter, detection, waiting_for_caller), for a pipeline's
+    /// profile. The PSF is measured on the host from the fit's start to the difference's end, so its time is
+    /// inside theirs;
     /// the last is how long the caller's use of the difference (writing it) outlasted the filter and
     /// detection.
     pub steps: Vec<(&'static str, f64)>,
@@ -168,6 +172,9 @@ pub struct Subtraction {
     pub backend: String,
     pub precision: Precision,
     pub tile: usize,
+    /// The difference's planes stayed on the accelerator and the matched filter formed its inputs there
+    /// ([`super::difference::KeptPlanes`]); false on `cpu`, in bands, with repeats or another tool's D.
+    pub kept_on_device: bool,
 }
 
 /// The FWHM of a star at (x, y): 2√(A/π), A the pixels of its 15 × 15 box above half its peak over the
@@ -206,7 +213,30 @@ fn median_fwhm(image: &[f32], nx: usize, places: &[(usize, usize)]) -> f64 {
     median(&mut v)
 }
 
-fn fit_images<'a>(conv: &'a Plane, target: &'a Plane, nx: usize, ny: usize) -> FitImages<'a> {
+/// One image of the pair, shared with the thread that measures the PSF beside the fit and the difference
+/// while the difference pass owns it.
+struct SharedPlane {
+    data: Arc<Vec<f32>>,
+    variance: Arc<Vec<f32>>,
+    mask: Arc<Vec<u8>>,
+}
+
+impl SharedPlane {
+    fn new(plane: Plane) -> SharedPlane {
+        SharedPlane {
+            data: Arc::new(plane.data),
+            variance: Arc::new(plane.variance),
+            mask: Arc::new(plane.mask),
+        }
+    }
+}
+
+fn fit_images<'a>(
+    conv: &'a SharedPlane,
+    target: &'a SharedPlane,
+    nx: usize,
+    ny: usize,
+) -> FitImages<'a> {
     FitImages {
         nx,
         ny,
@@ -460,48 +490,84 @@ pub fn subtract_streaming(
     crate::exec::trace_event(|| "subtract: begins".into());
     let mut clock = StepClock::new();
     let (nx, ny) = (pair.nx, pair.ny);
-    // 1. Direction, from the stars the fit would use with the reference convolved.
-    let probe = select_stamps(
-        &fit_images(&pair.reference, &pair.science, nx, ny),
-        &opts.fit,
-    )
-    .map_err(|e| e.to_string())?;
-    clock.done("stamps");
-    let places: Vec<(usize, usize)> = probe
-        .iter()
-        .flatten()
-        .filter(|s| s.status == StampStatus::Fitted)
-        .map(|s| (s.x, s.y))
-        .collect();
-    let fwhm = (
-        median_fwhm(&pair.reference.data, nx, &places),
-        median_fwhm(&pair.science.data, nx, &places),
+    let (reference, science) = (
+        SharedPlane::new(pair.reference),
+        SharedPlane::new(pair.science),
     );
-    clock.done("fwhm");
-    let direction = opts.direction.unwrap_or(if fwhm.1 < fwhm.0 {
-        Direction::Science
-    } else {
-        Direction::Reference
-    });
-    let (conv, unconv) = match direction {
-        Direction::Reference => (pair.reference, pair.science),
-        Direction::Science => (pair.science, pair.reference),
-    };
-    // 2. The fit, on the probe's stamps when the reference is convolved (they were chosen on it).
-    let images = fit_images(&conv, &unconv, nx, ny);
-    // 4. The masks that do not depend on the kernel, made beside the fit (whose stamp sums wait on the
-    // device): the inputs' OR, and the convolved image's mask grown by the kernel.
-    let (fitted, masks) = std::thread::scope(|scope| {
+    let (direction, fwhm, fitted, masks, psf_thread) = std::thread::scope(|scope| {
+        // 1. Direction, from the stars the fit would use with the reference convolved.
+        let probe = select_stamps(&fit_images(&reference, &science, nx, ny), &opts.fit)
+            .map_err(|e| e.to_string())?;
+        clock.done("stamps");
+        let places: Vec<(usize, usize)> = probe
+            .iter()
+            .flatten()
+            .filter(|s| s.status == StampStatus::Fitted)
+            .map(|s| (s.x, s.y))
+            .collect();
+        let fwhm = (
+            median_fwhm(&reference.data, nx, &places),
+            median_fwhm(&science.data, nx, &places),
+        );
+        clock.done("fwhm");
+        let direction = opts.direction.unwrap_or(if fwhm.1 < fwhm.0 {
+            Direction::Science
+        } else {
+            Direction::Reference
+        });
+        let (conv, unconv) = match direction {
+            Direction::Reference => (&reference, &science),
+            Direction::Science => (&science, &reference),
+        };
+        // The PSF of D, measured on the unconvolved image from here to the difference's end: it needs no
+        // kernel, and beside the difference alone it outlasted the device pass (0.21-0.24 s against 0.20 s
+        // at 10k on the H200). Its thread is joined after the difference.
+        let psf_thread = {
+            let (data, variance, bad) = (
+                Arc::clone(&unconv.data),
+                Arc::clone(&unconv.variance),
+                Arc::clone(&unconv.mask),
+            );
+            let image = match direction {
+                Direction::Reference => "science",
+                Direction::Science => "reference",
+            };
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let measure = || {
+                    // PSF stars: bright local maxima over the whole unconvolved image (measure() keeps the
+                    // isolated ones).
+                    let stars = super::psf::candidates(&data, &bad, nx, ny);
+                    crate::exec::trace_event(|| {
+                        format!("psf: {} candidate stars found", stars.len())
+                    });
+                    let psf = PsfModel::measure(&data, &variance, &bad, nx, ny, &stars);
+                    crate::exec::trace_event(|| "psf: measured".into());
+                    psf.ok_or_else(|| {
+                        format!(
+                            "PSF model: fewer than 3 of the {} candidate stars could be measured in the \
+                             {image} image",
+                            stars.len(),
+                        )
+                    })
+                };
+                measure().map(|p| (p, started.elapsed().as_secs_f64()))
+            })
+        };
+        // 2. The fit, on the probe's stamps when the reference is convolved (they were chosen on it).
+        let images = fit_images(conv, unconv, nx, ny);
+        // 4. The masks that do not depend on the kernel, made beside the fit (whose stamp sums wait on the
+        // device): the inputs' OR, and the convolved image's mask grown by the kernel.
         let masks = scope.spawn(|| {
             let input_mask: Vec<u8> = conv
                 .mask
                 .par_iter()
-                .zip(&unconv.mask)
+                .zip(unconv.mask.as_slice())
                 .map(|(&a, &b)| a | b)
                 .collect();
             let mut mask = grow(&conv.mask, nx, ny, HALF);
             mask.par_iter_mut()
-                .zip(&unconv.mask)
+                .zip(unconv.mask.as_slice())
                 .for_each(|(m, &u)| *m |= u);
             let typical = |v: &[f32]| {
                 let mut sample: Vec<f32> = v.iter().step_by(97).copied().collect();
@@ -518,9 +584,13 @@ pub fn subtract_streaming(
             fit_stamps(&images, &opts.fit, stamps, target, opts.device_mem_cap)
         })()
         .map_err(|e| e.to_string());
-        (fitted, masks.join().expect("the masks' thread panicked"))
-    });
-    let fitted = fitted?;
+        let masks = masks.join().expect("the masks' thread panicked");
+        Ok::<_, String>((direction, fwhm, fitted?, masks, psf_thread))
+    })?;
+    let (conv, unconv) = match direction {
+        Direction::Reference => (reference, science),
+        Direction::Science => (science, reference),
+    };
     let (input_mask, mut mask, sky, noise) = masks;
     let fit_s = start.elapsed().as_secs_f64();
     clock.done("fit");
@@ -551,7 +621,7 @@ pub fn subtract_streaming(
     }
     let background = kernel.background;
     clock.done("background");
-    let mut problem = DifferenceProblem::from_images(
+    let mut problem = DifferenceProblem::from_shared_images(
         "subtract",
         nx,
         ny,
@@ -560,44 +630,44 @@ pub fn subtract_streaming(
         opts.tile,
     );
     problem.device_mem_cap = opts.device_mem_cap;
+    // On an accelerator the difference's planes stay there for the matched filter (KeptPlanes), unless
+    // another tool's difference is to replace D before it; released on every way out of this function.
+    let kept = match target {
+        Target::Device(dev)
+            if opts.precision == Precision::F32 && opts.external_difference.is_none() =>
+        {
+            KeptPlanes::for_device(dev.as_ref(), nx, ny, opts.device_mem_cap, &opts.run)
+        }
+        _ => None,
+    };
+    let _release_kept = match (kept, target) {
+        (Some(k), Target::Device(dev)) => Some(ReleaseOnDrop {
+            dev: dev.as_ref(),
+            ids: k.ids(),
+        }),
+        _ => None,
+    };
+    if let Some(k) = kept {
+        problem.keep_on_device(k);
+    }
     let sign = match direction {
         Direction::Reference => 1.0,
         Direction::Science => -1.0,
     };
-    // The PSF of D is measured on the unconvolved image while the device computes the difference: the two
-    // share no output, and the device pass is mostly transfers that leave the host's cores idle.
-    let (psf, difference) = std::thread::scope(|scope| {
-        let device = scope.spawn(|| {
-            let started = Instant::now();
-            let planes = run_planes(&problem, target, opts, "difference");
-            (planes, started.elapsed().as_secs_f64())
-        });
-        let started = Instant::now();
-        let [_, _, unconv_data, unconv_variance] = problem.images();
-        // PSF stars: bright local maxima over the whole unconvolved image (measure() keeps the isolated ones).
-        let stars = super::psf::candidates(unconv_data, &unconv.mask, nx, ny);
-        let psf = PsfModel::measure(unconv_data, unconv_variance, &unconv.mask, nx, ny, &stars)
-            .ok_or_else(|| {
-                format!(
-                    "PSF model: fewer than 3 of the {} candidate stars could be measured in the {} image",
-                    stars.len(),
-                    match direction {
-                        Direction::Reference => "science",
-                        Direction::Science => "reference",
-                    }
-                )
-            });
-        let psf_s = started.elapsed().as_secs_f64();
-        let difference = device.join().expect("the difference pass panicked");
-        (psf.map(|p| (p, psf_s)), difference)
-    });
-    let (psf, psf_s) = psf?;
-    host_s += psf_s;
-    let (planes, difference_wall_s) = difference;
+    let started = Instant::now();
+    let planes = run_planes(&problem, target, opts, "difference");
+    let difference_wall_s = started.elapsed().as_secs_f64();
     let ([mut diff, variance], difference_s) = planes?;
-    // Two steps at once: the difference's wall clock is the longer of the two.
-    clock.beside("psf_beside_difference", psf_s);
+    let (psf, psf_s) = psf_thread.join().expect("the PSF's thread panicked")?;
+    host_s += psf_s;
+    if let (Some(k), Target::Device(dev)) = (kept, target) {
+        dev.release(&k.spent_after_difference());
+        crate::exec::trace_event(|| {
+            "subtract: the difference's inputs released on the device".into()
+        });
+    }
     clock.done("difference");
+    clock.beside("psf_beside_fit_and_difference", psf_s);
     let host = Instant::now();
     // The convolved image's noise in D is correlated over the kernel: the matched filter's variance from
     // it is VR Σ(P ⋆ K)², not the VR Σ K² Σ P² that filtering VD would give.
@@ -641,6 +711,7 @@ pub fn subtract_streaming(
         backend: target.id(),
         precision: opts.precision,
         tile: opts.tile,
+        kept_on_device: kept.is_some(),
     };
     // The caller's use of the difference (writing it) starts now and runs beside the filter's inputs, the
     // filter and detection; its use of the significance beside detection.
@@ -650,29 +721,51 @@ pub fn subtract_streaming(
         let handed = scope.spawn(move || on_planes(view, PlaneSet::Difference));
         // 5. The matched filter: D and VD with masked pixels at 0, convolved with the PSF and its square.
         // The filter's variance is VD with the convolved image's share scaled for its correlated noise.
+        // A difference kept on the device has its inputs formed there (KeptPlanes::matched_filter), and
+        // the host's planes are freed beside (1.2 GB of pages to unmap); otherwise they are formed here.
         let corr = correlation as f32 - 1.0;
-        filter_diff
-            .par_iter_mut()
-            .zip(filter_variance.par_iter_mut())
-            .zip(view.diff.par_iter().zip(&view.variance))
-            .zip(unconv_variance.par_iter().zip(&view.mask))
-            .for_each(|(((fd, fv), (&d, &vd)), (&vi, &m))| {
-                (*fd, *fv) = if m == 0 {
-                    (d, vd + corr * (vd - vi).max(0.0))
-                } else {
-                    (0.0, 0.0)
-                };
-            });
-        drop(unconv_variance);
-        let mut filter =
-            DifferenceProblem::matched_filter(nx, ny, filter_diff, filter_variance, &filter_taps);
-        filter.device_mem_cap = opts.device_mem_cap;
+        let filter = if kept.is_some() {
+            scope.spawn(move || drop((filter_diff, filter_variance, unconv_variance)));
+            None
+        } else {
+            filter_diff
+                .par_iter_mut()
+                .zip(filter_variance.par_iter_mut())
+                .zip(view.diff.par_iter().zip(&view.variance))
+                .zip(unconv_variance.par_iter().zip(&view.mask))
+                .for_each(|(((fd, fv), (&d, &vd)), (&vi, &m))| {
+                    (*fd, *fv) = if m == 0 {
+                        (d, vd + corr * (vd - vi).max(0.0))
+                    } else {
+                        (0.0, 0.0)
+                    };
+                });
+            drop(unconv_variance);
+            let mut filter = DifferenceProblem::matched_filter(
+                nx,
+                ny,
+                filter_diff,
+                filter_variance,
+                &filter_taps,
+            );
+            filter.device_mem_cap = opts.device_mem_cap;
+            Some(filter)
+        };
         host_s += host.elapsed().as_secs_f64();
         clock.done("filter_inputs");
         let detected = (|| {
             let filter_start = Instant::now();
             // The significance comes from the backend, computed where the filter's sums are.
-            let ([snr], filter_s) = run_planes(&filter, target, opts, "matched filter")?;
+            let ([snr], filter_s) = match (&filter, kept, target) {
+                (Some(filter), ..) => run_planes(filter, target, opts, "matched filter")?,
+                (None, Some(kept), Target::Device(dev)) => {
+                    let (snr, seconds) = kept
+                        .matched_filter(dev.as_ref(), &view.mask, sign as f32, corr, &filter_taps)
+                        .map_err(|e| format!("matched filter on {}: {e}", target.id()))?;
+                    ([snr], seconds)
+                }
+                _ => unreachable!("a difference is kept on accelerators only"),
+            };
             let filter_wall_s = filter_start.elapsed().as_secs_f64();
             let (detections, detect_s, written) = std::thread::scope(|inner| {
                 let written = inner.spawn(|| on_planes(view, PlaneSet::Significance(&snr)));

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# A/B timing of `astroport subtract` at 10240² on the lent GPU machine, variants interleaved in one lending
+# (machines differ by 10-40 % in host work between lendings, so only runs of one lending compare). Each
+# variant is an environment setting; every run is --no-fsync and traced. Results: $OUT/ab.tgz, $OUT/ab.txt.
+# Usage: bash scripts/gpu_subtract_ab.sh REPS "NAME=ENV ..." ...   (ENV as VAR=value,VAR=value or "-")
+set -uo pipefail
+final="${OUT:-out/gpu}"
+mkdir -p "$final"
+export OUT=$(mktemp -d)
+source "$(dirname "$0")/gpu_common.sh"
+reps=$1; shift
+work=$(mktemp -d)
+mkdir -p "$work/f"
+"$bin" field --size 10240 --out "$work/f" > "$out/field.log" 2>&1 || exit 1
+f=$work/f
+plain=(--ref "$f/ref.fits" --sci "$f/sci.fits" --ref-var "$f/ref.var.fits" --sci-var "$f/sci.var.fits"
+       --ref-mask "$f/ref.mask.fits" --sci-mask "$f/sci.mask.fits")
+for r in $(seq 1 "$reps"); do
+  for v in "$@"; do
+    name=${v%%=*}; envs=${v#*=}
+    d="$out/$name-$r"; mkdir -p "$d"
+    ( [ "$envs" = "-" ] || export $(echo "$envs" | tr ',' ' ')
+      ASTROPORT_TRACE_JOBS=1 "$bin" subtract --out "$d" "${plain[@]}" --backend cuda --no-fsync \
+        > "$d/stdout.txt" 2> "$d/stderr.txt" )
+    rm -f "$d"/*.fits
+    echo "$name $r $(grep -o 'file to file [0-9.]* s' "$d/stdout.txt") | $(grep -o 'steps: .*' "$d/stdout.txt")"
+  done
+done | tee "$final/ab.txt"
+{ cat "$out/machine.txt"; cat /sys/kernel/mm/transparent_hugepage/enabled /sys/kernel/mm/transparent_hugepage/defrag; } >> "$final/ab.txt" 2>&1
+tar czf "$final/ab.tgz" -C "$out" .
