@@ -235,8 +235,9 @@ fn unwritten_outputs_stay_poisoned() {
 }
 
 /// A resident buffer uploaded by one job stays on the device for the next, which reads it back unchanged
-/// through a kernel that writes nothing (resident buffers are not poisoned by the host); a resident buffer
-/// with both initial data and read_back is refused.
+/// through a kernel that writes nothing (resident buffers are not poisoned by the host), in buffer order
+/// between two outputs (which come back poisoned); a resident buffer with both initial data and read_back is
+/// refused.
 #[test]
 fn resident_buffers_are_read_back_by_a_later_job() {
     let d = discover();
@@ -251,9 +252,13 @@ fn resident_buffers_are_read_back_by_a_later_job() {
         let job = |init: bool, read_back: bool| {
             let launch = Launch {
                 kernel: "writes_nothing".into(),
-                args: vec![StepArg::Buffer(0), StepArg::I32(data.len() as i32)],
+                args: vec![StepArg::Buffer(1), StepArg::I32(data.len() as i32)],
                 global: data.len(),
                 local: Local::Auto,
+            };
+            let output = |len| BufferSpec::Output {
+                dtype: DType::F32,
+                len,
             };
             let resident = BufferSpec::Resident {
                 id,
@@ -262,17 +267,22 @@ fn resident_buffers_are_read_back_by_a_later_job() {
                 init: init.then_some(HostSlice::F32(&data)),
                 read_back,
             };
-            RunOptions::single_shot().job(&NOOP, vec![], vec![resident], vec![Step::Launch(launch)])
+            let buffers = vec![output(10), resident, output(20)];
+            RunOptions::single_shot().job(&NOOP, vec![], buffers, vec![Step::Launch(launch)])
         };
         let uploaded = dev
             .run(&job(true, false))
             .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
-        assert!(uploaded.outputs.is_empty(), "{}: no outputs", t.id());
+        assert_eq!(uploaded.outputs.len(), 2, "{}: the two outputs", t.id());
         let out = dev
             .run(&job(false, true))
             .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        let poisoned = |v: &[f32], len| v.len() == len && v.iter().all(|x| x.is_nan());
         match &out.outputs[..] {
-            [HostVec::F32(v)] => assert_eq!(v, &data, "{}: resident data read back", t.id()),
+            [HostVec::F32(a), HostVec::F32(v), HostVec::F32(b)] => {
+                assert!(poisoned(a, 10) && poisoned(b, 20), "{}: outputs", t.id());
+                assert_eq!(v, &data, "{}: resident data read back", t.id());
+            }
             other => panic!("{}: unexpected outputs {other:?}", t.id()),
         }
         let refused = dev.run(&job(true, true)).err().map(|e| e.to_string());

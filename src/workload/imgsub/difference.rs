@@ -289,6 +289,11 @@ impl KeptPlanes {
         let (nx, ny) = (self.nx, self.ny);
         let n = nx * ny;
         assert_eq!(mask.len(), n, "one mask byte per pixel");
+        let pixels_i32 = i32::try_from(n).map_err(|_| {
+            RunError::Failed(format!(
+                "matched filter: {n} pixels exceed the kernels' 32-bit count"
+            ))
+        })?;
         let terms: Vec<f32> = VaryingKernel::constant(taps)
             .device_terms()
             .iter()
@@ -328,7 +333,7 @@ impl KeptPlanes {
                 StepArg::Buffer(4),
                 StepArg::F32(sign),
                 StepArg::F32(corr),
-                StepArg::I32(n as i32),
+                StepArg::I32(pixels_i32),
                 StepArg::Buffer(5),
                 StepArg::Buffer(6),
             ],
@@ -601,6 +606,21 @@ impl DifferenceProblem {
         self.kept = Some(kept);
     }
 
+    /// The kept planes that the device plan in `mode` on a device of `budget` uses: those given to
+    /// [`DifferenceProblem::keep_on_device`] when the pass is float32 in one band, else `None` (the planes
+    /// then come home, and the caller filters them there). The plan and its caller both ask this, so a kept
+    /// filter never reads buffers the pass did not write.
+    pub fn kept_in_plan(&self, mode: Precision, budget: DeviceBudget) -> Option<KeptPlanes> {
+        let budget = budget.capped(self.device_mem_cap);
+        let dtype = match mode {
+            Precision::F32 => DType::F32,
+            Precision::F64 => DType::F64,
+        };
+        let one_band = band_rows(self.pass, self.nx, self.ny, dtype, budget) >= self.ny;
+        self.kept
+            .filter(|_| mode == Precision::F32 && self.pass == Pass::Difference && one_band)
+    }
+
     /// The device jobs: bands of output rows, each with the reference rows its kernel reaches. A kept
     /// difference ([`DifferenceProblem::keep_on_device`]) is one job on resident buffers: the images
     /// uploaded into them, D and VD poisoned, computed and read back.
@@ -619,8 +639,7 @@ impl DifferenceProblem {
         let pixels = pixels_per_item(mode, budget.gpu);
         let outputs = self.pass.outputs();
         let band = band_rows(self.pass, nx, ny, dtype, budget);
-        // keep_on_device chose it for exactly this plan: float32, one band.
-        let kept = self.kept.filter(|_| mode == Precision::F32 && band >= ny);
+        let kept = self.kept_in_plan(mode, budget);
         let mut jobs = Vec::new();
         let mut row0 = 0;
         while row0 < ny {

@@ -173,7 +173,8 @@ pub struct Subtraction {
     pub precision: Precision,
     pub tile: usize,
     /// The difference's planes stayed on the accelerator and the matched filter formed its inputs there
-    /// ([`super::difference::KeptPlanes`]); false on `cpu`, in bands, with repeats or another tool's D.
+    /// ([`super::difference::KeptPlanes`]); false on `cpu`, in bands, in float64, with repeats or another
+    /// tool's D. The difference's device time then includes the fills that poison D and VD.
     pub kept_on_device: bool,
 }
 
@@ -211,6 +212,28 @@ fn median_fwhm(image: &[f32], nx: usize, places: &[(usize, usize)]) -> f64 {
         .filter_map(|&(x, y)| star_fwhm(image, nx, x, y))
         .collect();
     median(&mut v)
+}
+
+/// A thread joined when it is dropped, so that an early return (an error) never leaves it running with the
+/// planes it holds (the PSF's: 900 MB at 10k).
+struct JoinOnDrop<T>(Option<std::thread::JoinHandle<T>>);
+
+impl<T: Send + 'static> JoinOnDrop<T> {
+    fn spawn(work: impl FnOnce() -> T + Send + 'static) -> Self {
+        JoinOnDrop(Some(std::thread::spawn(work)))
+    }
+    fn join(mut self) -> T {
+        let handle = self.0.take().expect("joined once");
+        handle.join().expect("the PSF's thread panicked")
+    }
+}
+
+impl<T> Drop for JoinOnDrop<T> {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            let _ = handle.join();
+        }
+    }
 }
 
 /// One image of the pair, shared with the thread that measures the PSF beside the fit and the difference
@@ -532,7 +555,7 @@ pub fn subtract_streaming(
                 Direction::Reference => "science",
                 Direction::Science => "reference",
             };
-            std::thread::spawn(move || {
+            JoinOnDrop::spawn(move || {
                 let started = Instant::now();
                 let measure = || {
                     // PSF stars: bright local maxima over the whole unconvolved image (measure() keeps the
@@ -650,6 +673,13 @@ pub fn subtract_streaming(
     if let Some(k) = kept {
         problem.keep_on_device(k);
     }
+    // What the pass's plan will use (the same question it asks itself).
+    let kept = match target {
+        Target::Device(dev) => {
+            problem.kept_in_plan(opts.precision, crate::exec::DeviceBudget::of(dev.info()))
+        }
+        Target::Cpu(_) => None,
+    };
     let sign = match direction {
         Direction::Reference => 1.0,
         Direction::Science => -1.0,
@@ -658,7 +688,7 @@ pub fn subtract_streaming(
     let planes = run_planes(&problem, target, opts, "difference");
     let difference_wall_s = started.elapsed().as_secs_f64();
     let ([mut diff, variance], difference_s) = planes?;
-    let (psf, psf_s) = psf_thread.join().expect("the PSF's thread panicked")?;
+    let (psf, psf_s) = psf_thread.join()?;
     host_s += psf_s;
     if let (Some(k), Target::Device(dev)) = (kept, target) {
         dev.release(&k.spent_after_difference());
