@@ -4,7 +4,7 @@
 
 mod common;
 
-use astroport::backend::{discover, open, Target};
+use astroport::backend::{discover, open, Precision, Target};
 use astroport::fits_image::{read_image, write_image, ImageOut, Pixels};
 use astroport::workload::imgsub::difference::{DifferenceProblem, VaryingKernel, HALF};
 use astroport::workload::imgsub::field::{generate, FieldSpec, Image};
@@ -293,19 +293,26 @@ fn assert_kernel_sum_near(sub: &Subtraction, ratio: f64) {
 #[test]
 fn every_backend_subtracts_as_the_cpu_model_does() {
     let spec = FieldSpec::new(512, 9).unwrap();
-    let reference = {
+    let cpu_run = |precision| {
         let (pair, _, _) = truth_of(&spec);
-        subtract(pair, &SubtractOptions::default(), &cpu()).unwrap()
+        let options = SubtractOptions {
+            precision,
+            ..SubtractOptions::default()
+        };
+        subtract(pair, &options, &cpu()).unwrap()
     };
+    // D and VD are judged against float64 (the issue's 1e-6), detection against the cpu model's float32.
+    let (reference, reference64) = (cpu_run(Precision::F32), cpu_run(Precision::F64));
     let d = discover();
     // Each device once whole and once under a 1 MiB cap, which cuts both passes into bands of ~40 rows.
     let caps = [None, Some(1u64 << 20)];
+    let mut errors = Vec::new();
     for (target, cap) in common::devices(&d)
         .into_iter()
         .flat_map(|t| caps.map(|c| (t, c)))
     {
         let (pair, _, _) = truth_of(&spec);
-        let convolved: Vec<f64> = pair.science.data.iter().map(|&v| v as f64).collect();
+        let unconvolved = pair.science.data.clone();
         let options = SubtractOptions {
             device_mem_cap: cap,
             ..SubtractOptions::default()
@@ -318,32 +325,54 @@ fn every_backend_subtracts_as_the_cpu_model_does() {
             "{} (cap {cap:?}): difference kept on the device",
             target.id()
         );
-        let mut worst = 0.0f64;
-        for ((&d, &r), &s) in sub.diff.iter().zip(&reference.diff).zip(&convolved) {
-            // Relative to R ⊗ K + B, as `run imgsub` judges.
-            let scale = (s - r as f64).abs().max(1.0);
-            worst = worst.max((d - r).abs() as f64 / scale);
-        }
-        assert!(
-            worst <= 1e-6,
-            "{} (cap {cap:?}): difference off by {worst:.2e}",
-            target.id()
-        );
-        // VD as written to the files (read back from the device when kept): each model is within 1e-6 of
-        // float64 (`run imgsub`), so within 2e-6 of each other.
-        let worst_variance = sub
-            .variance
-            .iter()
-            .zip(&reference.variance)
-            .map(|(&v, &r)| (v - r).abs() as f64 / (r.abs() as f64).max(1e-30))
-            .fold(0.0, f64::max);
-        assert!(
-            worst_variance <= 2e-6,
-            "{} (cap {cap:?}): variance off by {worst_variance:.2e}",
-            target.id()
-        );
-        assert_same_detection(&sub, &reference, &format!("{} (cap {cap:?})", target.id()));
+        let label = format!("{} (cap {cap:?})", target.id());
+        let (d, v) = planes_errors(&sub, &reference64, &unconvolved, 1.0);
+        errors.push((label.clone(), d, v));
+        assert_same_detection(&sub, &reference, &label);
     }
+    assert_within_contract(&errors);
+}
+
+/// The worst errors of D and VD of `sub` (as written to the files) against the `cpu` model's float64 pass,
+/// which the issue bounds by 1e-6: D relative to the convolved image at each pixel, unconvolved − sign·D
+/// (as `run imgsub` judges it), VD relative to itself.
+fn planes_errors(
+    sub: &Subtraction,
+    reference64: &Subtraction,
+    unconvolved: &[f32],
+    sign: f64,
+) -> (f64, f64) {
+    let worst = sub
+        .diff
+        .iter()
+        .zip(&reference64.diff)
+        .zip(unconvolved)
+        .map(|((&d, &r), &u)| {
+            let convolved = (u as f64 - sign * r as f64).abs().max(1.0);
+            (d as f64 - r as f64).abs() / convolved
+        })
+        .fold(0.0, f64::max);
+    let worst_variance = sub
+        .variance
+        .iter()
+        .zip(&reference64.variance)
+        .map(|(&v, &r)| (v as f64 - r as f64).abs() / (r.abs() as f64).max(1e-30))
+        .fold(0.0, f64::max);
+    (worst, worst_variance)
+}
+
+/// Every run's (label, D error, VD error) within 1e-6, all listed when one is not.
+fn assert_within_contract(errors: &[(String, f64, f64)]) {
+    let listed: Vec<String> = errors
+        .iter()
+        .map(|(label, d, v)| format!("{label}: D {d:.2e}, VD {v:.2e}"))
+        .collect();
+    eprintln!("against float64: {}", listed.join("; "));
+    assert!(
+        errors.iter().all(|&(_, d, v)| d <= 1e-6 && v <= 1e-6),
+        "D and VD against float64 over 1e-6: {}",
+        listed.join("; ")
+    );
 }
 
 /// The significance and the detections of `sub` as the `cpu` model's. Float32 filter sums in another order
@@ -389,16 +418,21 @@ fn every_backend_detects_with_the_sign_kept_when_the_science_image_is_convolved(
         pair
     };
     let reference = subtract(swapped(), &SubtractOptions::default(), &cpu()).unwrap();
+    let options64 = SubtractOptions {
+        precision: Precision::F64,
+        ..SubtractOptions::default()
+    };
+    let reference64 = subtract(swapped(), &options64, &cpu()).unwrap();
     assert_eq!(
         reference.direction,
         astroport::workload::imgsub::subtract::Direction::Science
     );
     assert!(reference.detections.iter().any(|d| d.snr < 0.0));
     let d = discover();
+    let mut errors = Vec::new();
     for target in common::devices(&d) {
         let pair = swapped();
-        // The image subtracted from is the reference now, and D = S ⊗ K + B − R once negated: the
-        // convolved image S ⊗ K + B = R + D is the scale `run imgsub` judges D's error by.
+        // The image subtracted from is the reference now, and D is negated: the convolved image is R + D.
         let unconvolved = pair.reference.data.clone();
         let sub = subtract(pair, &SubtractOptions::default(), target).unwrap();
         assert!(
@@ -406,20 +440,11 @@ fn every_backend_detects_with_the_sign_kept_when_the_science_image_is_convolved(
             "{}: difference kept on the device",
             target.id()
         );
-        let worst = sub
-            .diff
-            .iter()
-            .zip(&reference.diff)
-            .zip(&unconvolved)
-            .map(|((&a, &b), &u)| (a - b).abs() as f64 / (u as f64 + b as f64).abs().max(1.0))
-            .fold(0.0, f64::max);
-        assert!(
-            worst <= 1e-6,
-            "{}: difference off by {worst:.2e}",
-            target.id()
-        );
+        let (d, v) = planes_errors(&sub, &reference64, &unconvolved, -1.0);
+        errors.push((target.id(), d, v));
         assert_same_detection(&sub, &reference, &target.id());
     }
+    assert_within_contract(&errors);
 }
 
 /// A batch of `stamps` random sub-stamps of the fit's shape (49 basis images + 3 background terms + the
