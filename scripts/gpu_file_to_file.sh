@@ -27,9 +27,9 @@ tail -5 "$out/bench-tiny.log"
 for t in .carry/*_test; do
   [ -x "$t" ] || continue
   echo "== $(basename "$t")" >> "$out/tests.txt"
-  ASTROPORT_REQUIRE=cuda,opencl "$t" every_backend resident unwritten >> "$out/tests.txt" 2>&1 || status=1
+  ASTROPORT_REQUIRE=cuda,opencl "$t" every_backend resident unwritten --nocapture >> "$out/tests.txt" 2>&1 || status=1
 done
-[ -f "$out/tests.txt" ] && grep -E "^== |^test |test result" "$out/tests.txt"
+[ -f "$out/tests.txt" ] && grep -E "^== |test result|against float64|^test " "$out/tests.txt"
 mkdir -p "$work/f10240"
 /usr/bin/time -v "$bin" field --size 10240 --out "$work/f10240" > "$out/field-10240.log" 2>&1 || status=1
 grep -E "Elapsed|field" "$out/field-10240.log"
@@ -64,7 +64,7 @@ subtract cpu "${scored[@]}" --backend cpu
 subtract cpu-nofsync "${plain[@]}" --backend cpu --no-fsync
 tar czf "$final/file-to-file.tgz" -C "$out" .
 { cat "$out/machine.txt" "$out/disk.txt"; tail -5 "$out/bench-tiny.log"
-  [ -f "$out/tests.txt" ] && grep -E "^== |^test |test result" "$out/tests.txt"; grep -E "Elapsed|field" "$out/field-10240.log"
+  [ -f "$out/tests.txt" ] && grep -E "^== |test result|against float64|^test " "$out/tests.txt"; grep -E "Elapsed|field" "$out/field-10240.log"
   for d in "$out"/*/; do [ -f "$d/stdout.txt" ] || continue; echo "== $(basename "$d")"
   cat "$d/stdout.txt"; grep -E "Elapsed|Maximum resident|^cuda job" "$d/stderr.txt"; done
 } > "$final/summary.txt" 2>&1

@@ -21,7 +21,7 @@
  * ASTRO_F64_AS_U64(x), ASTRO_U64_AS_F64(u)  reinterpret a double as 64 bits and back (float64 code only)
  * ASTRO_SINCOS_FAST(x, s, c)  float sine and cosine on the hardware's fast path (x in [-pi, pi])
  * ASTRO_SINCOS(x, s, c)   double sine and cosine of one argument in one call (shared range reduction)
- * ASTRO_EXP, ASTRO_COS, ASTRO_POW           double math; ASTRO_FMA float or double (one rounding, so every model sums alike)
+ * ASTRO_EXP, ASTRO_COS, ASTRO_POW, ASTRO_FMA  double math (fma: one rounding, so every model sums alike)
  * astro_atomic_add_f64(p, v)  atomically p[0] += v on a global double (OpenCL: compare-and-swap loop,
  *                         needs cl_khr_int64_base_atomics; ASTRO_HAS_ATOMIC_F64 says whether it exists)
  * astro_atomic_add_f64_local(p, v)  OpenCL only: the same on a double in work-group local memory

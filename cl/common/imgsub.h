@@ -48,10 +48,7 @@ ASTRO_FN int imgsub_place(int x, int tile, int n)
 }
 
 /* The sums of one work-item: c[p] = sum K R and w[p] = sum K^2 VR for its P pixels from x0 in row y. VARYING 1:
- * K by Horner in x^ from the row terms; VARYING 0: a constant kernel, K = Kbar_0 (the matched filter). Every
- * multiply-add is one fma (one rounding) on every model: CUDA contracts them anyway, and NVIDIA's OpenCL,
- * which did not, put float32 D 1.48e-6 of the convolved image from float64 on a 509^2 field (7.8e-7 on CUDA
- * and PoCL), over the 1e-6 the models are held to. */
+ * K by Horner in x^ from the row terms; VARYING 0: a constant kernel, K = Kbar_0 (the matched filter). */
 #define IMGSUB_SUMS(T, P, VARYING)                                                                               \
     T xh[P], c[P], w[P];                                                                                         \
     for (int p = 0; p < P; ++p) {                                                                                \
@@ -82,14 +79,14 @@ ASTRO_FN int imgsub_place(int x, int tile, int n)
         ASTRO_UNROLL                                                                                             \
         for (int u = -IMG_HALF; u <= IMG_HALF; ++u) {                                                            \
             ASTRO_GLOBAL const T *k = k_row + (size_t)(u + IMG_HALF) * IMG_TERMS;                                \
-            const T a = VARYING ? ASTRO_FMA(yh, ASTRO_FMA(yh, k[5], k[2]), k[0]) : k[0];                         \
-            const T b = VARYING ? ASTRO_FMA(yh, k[4], k[1]) : (T)0;                                              \
+            const T a = VARYING ? k[0] + yh * (k[2] + yh * k[5]) : k[0];                                         \
+            const T b = VARYING ? k[1] + yh * k[4] : (T)0;                                                       \
             const T k3 = VARYING ? k[3] : (T)0;                                                                  \
             ASTRO_UNROLL                                                                                         \
             for (int p = 0; p < P; ++p) {                                                                        \
-                const T kv = VARYING ? ASTRO_FMA(xh[p], ASTRO_FMA(xh[p], k3, b), a) : a;                         \
-                c_row[p] = ASTRO_FMA(kv, r_win[p - u + IMG_HALF], c_row[p]);                                     \
-                w_row[p] = ASTRO_FMA(kv * kv, vr_win[p - u + IMG_HALF], w_row[p]);                               \
+                const T kv = VARYING ? a + xh[p] * (b + xh[p] * k3) : a;                                         \
+                c_row[p] += kv * r_win[p - u + IMG_HALF];                                                        \
+                w_row[p] += kv * kv * vr_win[p - u + IMG_HALF];                                                  \
             }                                                                                                    \
         }                                                                                                        \
         for (int p = 0; p < P; ++p) {                                                                            \
