@@ -360,7 +360,6 @@ struct Resolved {
     std::vector<size_t> param_slots;  // indices into the job-wide scalar/pointer slot table
 };
 
-
 Outcome run_job_impl(int device, const Job &job, PhaseTrace &trace) {
     astroport_native::validate(job, 0);
 
@@ -381,14 +380,13 @@ Outcome run_job_impl(int device, const Job &job, PhaseTrace &trace) {
     PinnedUploads pinned;
     // Whatever happens below, the job's work is finished before its buffers are freed or unpinned.
     StreamDrain drain{stream};
-    const auto pin_input = [&](const void *host, size_t bytes) { pinned.pin(host, bytes); };
     for (size_t i = 0; i < job.buffers.size(); ++i) {
         const astroport_native::Buffer &b = job.buffers[i];
         const size_t bytes = b.bytes();
         if (b.role == astroport_native::kResident) {
             ptrs[i] = resident_buffer(device, b.resident_id, bytes);
             if (b.init_count > 0) {
-                pin_input(b.host_source(), b.init_bytes());
+                pinned.pin(b.host_source(), b.init_bytes());
                 ASTRO_CUDA_CHECK(cudaMemcpyAsync(ptrs[i], b.host_source(), b.init_bytes(), cudaMemcpyHostToDevice,
                                                  stream));
             }
@@ -402,7 +400,7 @@ Outcome run_job_impl(int device, const Job &job, PhaseTrace &trace) {
         }
         ptrs[i] = d.ptr;
         if (b.role == astroport_native::kInput && d.bytes > 0) {
-            pin_input(b.host_source(), d.bytes);
+            pinned.pin(b.host_source(), d.bytes);
             ASTRO_CUDA_CHECK(cudaMemcpyAsync(d.ptr, b.host_source(), d.bytes, cudaMemcpyHostToDevice, stream));
         }
     }

@@ -340,27 +340,11 @@ impl KeptPlanes {
             global: n,
             local: Local::Prefer(256),
         };
-        let pixels = pixels_per_item(Precision::F32, dev.info().is_gpu);
-        let filter = Launch {
-            kernel: "imgsub_filter_f32".into(),
-            args: vec![
-                StepArg::Buffer(0),
-                StepArg::Buffer(5),
-                StepArg::Buffer(6),
-                StepArg::I32(0),
-                StepArg::I32(nx as i32),
-                StepArg::I32(ny as i32),
-                StepArg::I32(0),
-                StepArg::I32(ny as i32),
-                StepArg::Buffer(7),
-            ],
-            global: ny * nx.div_ceil(pixels),
-            local: Local::Prefer(256),
-        };
-        let defines = vec![("IMG_PIXELS_F32".into(), pixels.to_string())];
+        let gpu = dev.info().is_gpu;
+        let filter = filter_launch(Precision::F32, [0, 5, 6, 7], 0, nx, ny, 0, ny, gpu);
         let job = RunOptions::single_shot().job(
             &PROGRAM,
-            defines,
+            program_defines(gpu),
             buffers,
             vec![Step::Launch(inputs), Step::Launch(filter)],
         );
@@ -680,7 +664,7 @@ impl DifferenceProblem {
                 StepArg::I32(row0 as i32),
                 StepArg::I32(rows as i32),
             ];
-            let (name, args) = match self.pass {
+            let launch = match self.pass {
                 Pass::Difference => {
                     buffers.push(image(2, row0, row0 + rows));
                     buffers.push(image(3, row0, row0 + rows));
@@ -698,18 +682,15 @@ impl DifferenceProblem {
                         StepArg::Buffer(5),
                         StepArg::Buffer(6),
                     ]);
-                    ("difference", args)
+                    Launch {
+                        kernel: format!("imgsub_difference_{}", mode.name()),
+                        args,
+                        global: rows * nx.div_ceil(pixels),
+                        local: Local::Prefer(256),
+                    }
                 }
                 Pass::MatchedFilter => {
-                    let mut args = vec![
-                        StepArg::Buffer(0),
-                        StepArg::Buffer(1),
-                        StepArg::Buffer(2),
-                        StepArg::I32(ref_row0 as i32),
-                    ];
-                    args.extend(band);
-                    args.push(StepArg::Buffer(3));
-                    ("filter", args)
+                    filter_launch(mode, [0, 1, 2, 3], ref_row0, nx, ny, row0, rows, budget.gpu)
                 }
             };
             let mut steps = Vec::new();
@@ -733,21 +714,50 @@ impl DifferenceProblem {
                 }
                 _ => buffers.extend(std::iter::repeat_n(output, outputs)),
             }
-            let launch = Launch {
-                kernel: format!("imgsub_{name}_{}", mode.name()),
-                args,
-                global: rows * nx.div_ceil(pixels),
-                local: Local::Prefer(256),
-            };
             steps.push(Step::Launch(launch));
-            let defines = vec![(
-                "IMG_PIXELS_F32".into(),
-                pixels_per_item(Precision::F32, budget.gpu).to_string(),
-            )];
-            jobs.push(opts.job(&PROGRAM, defines, buffers, steps));
+            jobs.push(opts.job(&PROGRAM, program_defines(budget.gpu), buffers, steps));
             row0 += rows;
         }
         jobs
+    }
+}
+
+/// The build defines of the program's jobs: float32 pixels per work-item for this kind of device.
+fn program_defines(gpu: bool) -> Vec<(String, String)> {
+    vec![(
+        "IMG_PIXELS_F32".into(),
+        pixels_per_item(Precision::F32, gpu).to_string(),
+    )]
+}
+
+/// The matched filter's launch (imgsub_filter in cl/common/imgsub.h) over `rows` output rows from `row0`:
+/// the buffers by index (constant kernel terms, D and VD whose first row is `ref_row0`, the significance).
+#[allow(clippy::too_many_arguments)]
+fn filter_launch(
+    mode: Precision,
+    [terms, diff, variance, snr]: [usize; 4],
+    ref_row0: usize,
+    nx: usize,
+    ny: usize,
+    row0: usize,
+    rows: usize,
+    gpu: bool,
+) -> Launch {
+    Launch {
+        kernel: format!("imgsub_filter_{}", mode.name()),
+        args: vec![
+            StepArg::Buffer(terms),
+            StepArg::Buffer(diff),
+            StepArg::Buffer(variance),
+            StepArg::I32(ref_row0 as i32),
+            StepArg::I32(nx as i32),
+            StepArg::I32(ny as i32),
+            StepArg::I32(row0 as i32),
+            StepArg::I32(rows as i32),
+            StepArg::Buffer(snr),
+        ],
+        global: rows * nx.div_ceil(pixels_per_item(mode, gpu)),
+        local: Local::Prefer(256),
     }
 }
 

@@ -224,7 +224,9 @@ impl<T: Send + 'static> JoinOnDrop<T> {
     }
     fn join(mut self) -> T {
         let handle = self.0.take().expect("joined once");
-        handle.join().expect("the PSF's thread panicked")
+        handle
+            .join()
+            .expect("a thread joined by JoinOnDrop panicked")
     }
 }
 
