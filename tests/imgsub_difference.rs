@@ -1,7 +1,7 @@
 //! The difference image and its variance: the `cpu` reference against a direct evaluation of the formula at
 //! chosen pixels (edges and corners included); every backend found against the reference in float32 (1e-6
-//! relative to R ⊗ K, the tolerance) and float64, on one band and cut into several bands by a small
-//! memory cap.
+//! relative to D's operands, the image subtracted from and R ⊗ K: the tolerance) and float64, on one
+//! band and cut into several bands by a small memory cap; the verdict failing a D off by more.
 
 mod common;
 
@@ -9,7 +9,9 @@ use astroport::backend::{discover, Choice, Precision};
 use astroport::bench;
 use astroport::exec::RunOptions;
 use astroport::results::Status;
-use astroport::workload::imgsub::difference::{DifferenceProblem, VaryingKernel, HALF};
+use astroport::workload::imgsub::difference::{
+    difference_error_scale, DifferenceProblem, VaryingKernel, HALF,
+};
 use astroport::workload::imgsub::field::{generate, FieldSpec};
 use astroport::workload::Workload;
 
@@ -149,5 +151,42 @@ fn every_backend_matches_the_reference_on_one_band_and_on_many() {
         }
         common::assert_ran_in_each_mode(&common::devices(&d), &rows, &["f32", "f64"]);
         eprintln!("{}", astroport::report::terminal(&rows));
+    }
+}
+
+/// The verdict judges D relative to its two operands (`difference_error_scale`: the image subtracted from and
+/// R ⊗ K): a copy of the float64 reference with one pixel's D moved by 2e-6 of that scale fails float32's
+/// 1e-6, by 0.5e-6 passes; a pixel where D is many times R ⊗ K shows the unjudged error over R ⊗ K alone
+/// larger than the judged one.
+#[test]
+fn the_verdict_judges_the_difference_against_its_operands() {
+    let (problem, [_, _, sci, _]) = cropped(200, 150, 0);
+    let reference = problem.reference();
+    let d = &reference.components[0];
+    // The pixel where D is largest against R ⊗ K (a source of the science image alone, or the brightest).
+    let k = (0..d.len())
+        .max_by(|&a, &b| {
+            let ratio = |p: usize| d[p].abs() / (sci[p] as f64 - d[p]).abs().max(1.0);
+            ratio(a).total_cmp(&ratio(b))
+        })
+        .unwrap();
+    let convolved = sci[k] as f64 - d[k];
+    assert!(
+        d[k].abs() > 2.0 * convolved.abs(),
+        "D {} against R ⊗ K {convolved} at the chosen pixel",
+        d[k]
+    );
+    let scale = difference_error_scale(sci[k] as f64, convolved);
+    for (moved, passes) in [(2e-6, false), (0.5e-6, true)] {
+        let mut result = reference.clone();
+        result.components[0][k] += moved * scale;
+        let verdict = problem.verify(&result, &reference, Precision::F32);
+        assert_eq!(
+            verdict.accuracy.pass, passes,
+            "D moved by {moved} of its operands"
+        );
+        let details = &verdict.details;
+        assert!((details.max_rel_difference - moved).abs() < 1e-3 * moved);
+        assert!(details.max_rel_difference_of_convolved > details.max_rel_difference);
     }
 }

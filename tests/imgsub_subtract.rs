@@ -6,7 +6,9 @@ mod common;
 
 use astroport::backend::{discover, open, Precision, Target};
 use astroport::fits_image::{read_image, write_image, ImageOut, Pixels};
-use astroport::workload::imgsub::difference::{DifferenceProblem, VaryingKernel, HALF};
+use astroport::workload::imgsub::difference::{
+    difference_error_scale, DifferenceProblem, VaryingKernel, HALF,
+};
 use astroport::workload::imgsub::field::{generate, FieldSpec, Image};
 use astroport::workload::imgsub::fit::{fit, FitConfig, FitError, FitImages};
 use astroport::workload::imgsub::pair::Pair;
@@ -340,8 +342,8 @@ fn every_backend_subtracts_as_the_cpu_model_does() {
 /// of the reference once the science image is the one convolved) D is ~6x the convolved image. There, on a
 /// 509² field with the science image convolved, D's worst pixel was 2-3 ulp of D from float64: 7.8e-7 of the
 /// convolved image alone on CUDA, PoCL and SYCL, 1.48e-6 on NVIDIA's OpenCL (and 1.06-1.48e-6 on the CPU
-/// runtimes when the kernel's coordinates were rounded from float64). `run imgsub` judges D by the convolved
-/// image alone.
+/// runtimes when the kernel's coordinates were rounded from float64). `run imgsub` judges D the same way
+/// ([`difference_error_scale`]).
 fn planes_errors(
     sub: &Subtraction,
     reference64: &Subtraction,
@@ -355,8 +357,7 @@ fn planes_errors(
         .zip(unconvolved)
         .map(|((&d, &r), &u)| {
             let convolved = u as f64 - sign * r as f64;
-            let operands = convolved.abs().max(u.abs() as f64).max(1.0);
-            (d as f64 - r as f64).abs() / operands
+            (d as f64 - r as f64).abs() / difference_error_scale(u as f64, convolved)
         })
         .fold(0.0, f64::max);
     let worst_variance = sub

@@ -864,12 +864,24 @@ impl SinglePass for DifferenceProblem {
     }
 }
 
+/// The scale D's error is judged against at a pixel (issue 15's 1e-6): the larger of its two operands, the
+/// image subtracted from and the convolved image, at least 1 electron. A float32 D cannot do better than
+/// that: the unconvolved image is float32 itself, and rounding D alone costs half an ulp of D, which where a
+/// source is in the unconvolved image only (a transient) is several times the convolved image.
+pub fn difference_error_scale(unconvolved: f64, convolved: f64) -> f64 {
+    unconvolved.abs().max(convolved.abs()).max(1.0)
+}
+
 /// The difference workload's own figures in a row.
 #[derive(Debug, Clone, Serialize)]
 pub struct DifferenceDetails {
-    /// Worst error of D over R ⊗ K, and of VD over VD, at any pixel.
+    /// Worst error of D relative to its operands ([`difference_error_scale`]), and of VD over VD, at any
+    /// pixel: the figures the tolerance judges.
     pub max_rel_difference: f64,
     pub max_rel_variance: f64,
+    /// Worst error of D over the convolved image R ⊗ K alone (shown, not judged: it exceeds the float32
+    /// bound where D is many times the convolved image).
+    pub max_rel_difference_of_convolved: f64,
     /// Kernel sum (photometric scale) at the field's centre and corner.
     pub kernel_sum_centre: f64,
     pub kernel_sum_corner: f64,
@@ -933,8 +945,8 @@ impl Workload for DifferenceProblem {
         let complete =
             result.components.len() == 2 && result.components.iter().all(|c| c.len() == n2);
         let sci = self.images32[2].as_slice();
-        let (mut rel_d, mut rel_v, mut max_abs, mut sum2, mut non_finite) =
-            (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0u64);
+        let (mut rel_d, mut rel_d_conv, mut rel_v, mut max_abs, mut sum2, mut non_finite) =
+            (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64, 0u64);
         if complete {
             let pixels = result.components[0]
                 .iter()
@@ -947,11 +959,12 @@ impl Workload for DifferenceProblem {
                     continue;
                 }
                 // R ⊗ K + B: what the kernel made of the reference.
-                let convolved = (s as f64 - d_ref).abs().max(1e-30);
+                let convolved = s as f64 - d_ref;
                 let e = (d - d_ref).abs();
                 max_abs = max_abs.max(e);
                 sum2 += e * e;
-                rel_d = rel_d.max(e / convolved);
+                rel_d = rel_d.max(e / difference_error_scale(s as f64, convolved));
+                rel_d_conv = rel_d_conv.max(e / convolved.abs().max(1e-30));
                 rel_v = rel_v.max((v - v_ref).abs() / v_ref.abs().max(1e-30));
             }
         }
@@ -985,6 +998,7 @@ impl Workload for DifferenceProblem {
             details: DifferenceDetails {
                 max_rel_difference: rel_d,
                 max_rel_variance: rel_v,
+                max_rel_difference_of_convolved: rel_d_conv,
                 kernel_sum_centre: sum(0.0, 0.0),
                 kernel_sum_corner: sum(1.0, 1.0),
             },
