@@ -382,18 +382,21 @@ impl Split {
         // cell it is within R of (`near_runs`), so only galaxies farther than R from all of a cell's pixels
         // remain, a hair inside R kept against rounding. The device kernels test R per pixel, so a galaxy
         // beyond R from any pixel of the cell remains, at no less than R.
+        // (A square root of the squares, not `hypot`: the plan search makes this sum for every cell, galaxy
+        // and candidate, and the coordinates are far from overflow.)
+        let length = |x: f64, y: f64| (x * x + y * y).sqrt();
         let far_term = |g: &HaloEval, (x_lo, x_hi): (f64, f64), (y_lo, y_hi): (f64, f64)| {
-            let least = (x_lo - g.x0)
-                .max(g.x0 - x_hi)
-                .max(0.0)
-                .hypot((y_lo - g.y0).max(g.y0 - y_hi).max(0.0));
+            let least = length(
+                (x_lo - g.x0).max(g.x0 - x_hi).max(0.0),
+                (y_lo - g.y0).max(g.y0 - y_hi).max(0.0),
+            );
             let remains = match model {
                 SplitModel::Cpu => least > radius * (1.0 - 1e-9),
                 SplitModel::Device => {
-                    let most = (x_lo - g.x0)
-                        .abs()
-                        .max((x_hi - g.x0).abs())
-                        .hypot((y_lo - g.y0).abs().max((y_hi - g.y0).abs()));
+                    let most = length(
+                        (x_lo - g.x0).abs().max((x_hi - g.x0).abs()),
+                        (y_lo - g.y0).abs().max((y_hi - g.y0).abs()),
+                    );
                     most > radius
                 }
             };
