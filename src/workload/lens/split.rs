@@ -50,7 +50,7 @@ impl SplitModel {
     /// The far field's error target in units of the problem's float32 estimate. A larger target allows a
     /// coarser lattice and smaller near discs, and flags more pixels for the float64 recompute. Devices:
     /// 0.5, which keeps the plans of the H200 figures: the per-cell bound (since 2026-12-04) is about half
-    /// the corner-node one they were chosen with at 1, and at 1 the `hff` dPIE plan moved to R = 2H, close
+    /// the corner-node one they were chosen with at 1, and at 1 the `hff` dPIE plan moved to R = 4H, close
     /// to its target, and recomputed more (12.8 → 14.0 ms). Cpu: 3, measured at `ci` (1: 14.6 ms, 2: 11.6,
     /// 3: 11.2, 4: 11.8, 6: 11.2; rescanned with the per-cell bound: flat; docs/perf-notes.md).
     fn target_factor(self) -> f64 {
