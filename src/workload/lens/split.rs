@@ -10,7 +10,8 @@
 //! the galaxies farther than R, bounded per coarse cell by Σ_g b_g·f(r_g/H), f the measured worst error of a
 //! unit isothermal deflection at distance r (in cells). Pixels whose magnification needs more accuracy than
 //! that bound leaves are recomputed directly, as `mixed-budget` does. The interpolation and the recompute are
-//! float64. The `cpu` model runs the coarse field, the clusters and the near terms in float32; the devices
+//! float64. The `cpu` model runs the coarse field, the clusters and the near terms in float32, or in float64
+//! where float32's rounding would outweigh the far field (`SplitPlan::direct_f64`); the devices
 //! run the clusters and the near terms in float64, the coarse field in float64 where the plan says so
 //! (`SplitPlan::coarse_f64`). The float32 parts' estimated error joins the bound; each kind of machine has a
 //! plan of its own ([`SplitModel`]).
@@ -21,13 +22,14 @@ use super::model::{HaloEval, Halos};
 use super::tables::KernelTables;
 use super::LensProblem;
 use crate::exec::Field;
+use crate::real::Real;
 use rayon::prelude::*;
 
 /// Which machine a plan is made for: the weight of one near pixel against one coarse interaction differs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SplitModel {
-    /// The `cpu` model: near terms in float32 along row segments at the direct grid's vector speed, the
-    /// interpolant taken out once per cell (`Split::grid_into`).
+    /// The `cpu` model: near terms along row segments at the direct grid's vector speed (float32, or float64
+    /// where the plan says so), the interpolant taken out once per cell (`Split::grid_into`).
     Cpu,
     /// The device kernels (cl/common/lens_split.h): the clusters in float64, the coarse lattice in float64
     /// when its float32 rounding would outweigh the far-field bound (`SplitPlan::coarse_f64`), per pixel a
@@ -116,6 +118,23 @@ pub(super) fn tables32(q: &Option<Box<LensProblem>>) -> &KernelTables<f32> {
     q.as_deref().map_or(&NO_HALOS32, |q| &q.tables32)
 }
 
+/// The precision the `cpu` model's split runs its direct parts in, and where its tables are.
+pub(super) trait SplitReal: Real {
+    fn tables(q: &Option<Box<LensProblem>>) -> &KernelTables<Self>;
+}
+
+impl SplitReal for f32 {
+    fn tables(q: &Option<Box<LensProblem>>) -> &KernelTables<f32> {
+        tables32(q)
+    }
+}
+
+impl SplitReal for f64 {
+    fn tables(q: &Option<Box<LensProblem>>) -> &KernelTables<f64> {
+        tables64(q)
+    }
+}
+
 /// [`tables32`] in float64.
 pub(super) fn tables64(q: &Option<Box<LensProblem>>) -> &KernelTables<f64> {
     q.as_deref().map_or(&NO_HALOS64, |q| &q.tables64)
@@ -158,8 +177,12 @@ pub struct SplitPlan {
     /// Halos in the near/far treatment (b below CLUSTER_B_ARCSEC) and summed directly.
     pub galaxies: usize,
     pub direct: usize,
-    /// The devices evaluate the coarse lattice in float64 (the `cpu` model never does).
+    /// The devices evaluate the coarse lattice in float64 (the `cpu` model's choice is `direct_f64`).
     pub coarse_f64: bool,
+    /// The `cpu` model evaluates its direct parts (coarse lattice, node tables, clusters, near terms) in
+    /// float64 (the devices never do: their clusters and near terms are always float64).
+    #[serde(default)]
+    pub direct_f64: bool,
 }
 
 impl SplitPlan {
@@ -336,12 +359,27 @@ impl Split {
         let rounding =
             |q: &Option<Box<LensProblem>>| q.as_ref().map_or(0.0, |q| q.f32_error_estimate());
         split.runs = split.near_runs(p);
+        // Float64 rounding: float32's scaled by the units' ratio, taken 16 times over for the float64
+        // routines' own few-ulp errors (~1e-13″, far below any far-field bound).
+        let f64_scale = 16.0 * f64::EPSILON / f64::from(f32::EPSILON);
         split.plan.rounding_error = match model {
             // The coarse field through the interpolation, and the float32 near terms: at most every
             // galaxy's estimate once more.
+            // Float64 direct parts where float32's rounding would be more than half the worst far bound:
+            // it then flags far more pixels than the far field does (realistic galaxy masses: 3.8 % of
+            // the pixels against 0.3 %), and the float64 recompute of those costs more than the float64
+            // lattice and near terms (about 1.6× the float32 ones). Measured at `ci` (docs/perf-notes.md):
+            // rounding/bound 0.38 (the paper's galaxies) 8.4 ms in float32, 13.4 in float64; 0.72
+            // (40–90 km/s at 2048²) 255 → 86 ms; 0.82 (110–130 km/s) 36.6 → 30.5 ms.
             SplitModel::Cpu => {
-                rounding(&split.cluster_problem)
-                    + (LEBESGUE + 1.0) * rounding(&split.coarse_problem)
+                let f32_parts = rounding(&split.cluster_problem)
+                    + (LEBESGUE + 1.0) * rounding(&split.coarse_problem);
+                split.plan.direct_f64 = f32_parts > 0.5 * split.plan.worst_bound;
+                if split.plan.direct_f64 {
+                    f64_scale * f32_parts
+                } else {
+                    f32_parts
+                }
             }
             SplitModel::Device => {
                 // The clusters are float64 on the devices; the coarse lattice too where its float32
@@ -351,9 +389,6 @@ impl Split {
                 let coarse32 = LEBESGUE * rounding(&split.coarse_problem);
                 split.plan.coarse_f64 = coarse32 > split.plan.worst_bound;
                 let coarse = if split.plan.coarse_f64 { 0.0 } else { coarse32 };
-                // Float64 rounding: float32's scaled by the units' ratio, taken 16 times over for the
-                // float64 routines' own few-ulp errors (~1e-13″, far below any far-field bound).
-                let f64_scale = 16.0 * f64::EPSILON / f64::from(f32::EPSILON);
                 coarse
                     + f64_scale
                         * (rounding(&split.cluster_problem)
@@ -431,6 +466,7 @@ impl Split {
                 direct: 0,
                 rounding_error: 0.0,
                 coarse_f64: false,
+                direct_f64: false,
             },
             runs: vec![],
             galaxies: galaxies.to_vec(),
@@ -533,11 +569,11 @@ impl Split {
         }
     }
 
-    /// The galaxies' summed field at every node, x and y planes (zero without galaxies).
-    fn coarse(&self) -> [Vec<f64>; 2] {
+    /// The galaxies' summed field at every node in precision T, x and y planes (zero without galaxies).
+    fn coarse<T: SplitReal>(&self) -> [Vec<f64>; 2] {
         match &self.coarse_problem {
             Some(c) => {
-                let mut field = c.cpu_grid(&c.tables32);
+                let mut field = c.cpu_grid(T::tables(&self.coarse_problem));
                 let y = field.components.pop().expect("two components");
                 [field.components.pop().expect("two components"), y]
             }
@@ -546,25 +582,25 @@ impl Split {
     }
 
     /// Each galaxy's values at the nodes around it (every cell a near pixel can be in, with the 4 × 4
-    /// stencil's reach), from the coarse problem's float32 tables: node (a, c) is its pixel (a, c).
-    fn node_tables(&self) -> Vec<NodeTable> {
+    /// stencil's reach), from the coarse problem's tables in precision T: node (a, c) is its pixel (a, c).
+    fn node_tables<T: SplitReal>(&self) -> Vec<NodeTable> {
         let side = self.side();
-        let Some(coarse) = self.coarse_problem.as_deref() else {
+        if self.coarse_problem.is_none() {
             return vec![];
-        };
-        let t = &coarse.tables32;
-        let cell = self.cell as f32;
+        }
+        let t = T::tables(&self.coarse_problem);
+        let cell = T::from_f64(self.cell);
         self.galaxies
             .par_iter()
             .enumerate()
             .map(|(k, g)| {
                 let (a0, c0) = self.table_origin(g);
-                let (mut x, mut y) = (vec![0.0f32; side * side], vec![0.0f32; side * side]);
+                let (mut x, mut y) = (vec![T::ZERO; side * side], vec![T::ZERO; side * side]);
                 for (r, (xr, yr)) in x.chunks_mut(side).zip(y.chunks_mut(side)).enumerate() {
                     let j = (c0 + r as i64) as i32;
                     add_halo_along_row(t, k, cell, j, a0 as i32, xr, yr);
                 }
-                let widen = |v: Vec<f32>| v.into_iter().map(f64::from).collect();
+                let widen = |v: Vec<T>| v.into_iter().map(T::to_f64).collect();
                 NodeTable {
                     a0,
                     c0,
@@ -617,10 +653,19 @@ impl Split {
     /// that interpolant in float64, plus the clusters and the near galaxies' exact terms in float32 along
     /// row segments (the direct grid's vectorised loops).
     pub fn grid_into(&self, p: &LensProblem, out: &mut Field) {
+        if self.plan.direct_f64 {
+            self.grid_into_in::<f64>(p, out)
+        } else {
+            self.grid_into_in::<f32>(p, out)
+        }
+    }
+
+    /// [`Self::grid_into`] with the direct parts in precision T.
+    fn grid_into_in<T: SplitReal>(&self, p: &LensProblem, out: &mut Field) {
         let (n, step, nodes) = (p.n, self.plan.step, self.nodes);
         let cells = (n - 1) / step + 1;
-        let [coarse_x, coarse_y] = self.coarse();
-        let tables = self.node_tables();
+        let [coarse_x, coarse_y] = self.coarse::<T>();
+        let tables = self.node_tables::<T>();
         let weights = self.weights();
         // The x-pass weights four pixel offsets at a time: x_weights[q][d][l] weighs node d for offset 4q + l.
         let x_weights: Vec<[[f64; 4]; 4]> = (0..step.div_ceil(4))
@@ -631,10 +676,10 @@ impl Split {
             })
             .collect();
         let (clusters, exact) = (
-            tables32(&self.cluster_problem),
-            tables32(&self.galaxy_problem),
+            T::tables(&self.cluster_problem),
+            T::tables(&self.galaxy_problem),
         );
-        let pixel = p.pixel as f32;
+        let pixel = T::from_f64(p.pixel);
         out.reshape(2, n * n);
         let [gx, gy] = &mut out.components[..] else {
             unreachable!("reshaped to two components")
@@ -659,7 +704,7 @@ impl Split {
             .for_each(|(c, ((band_x, band_y), runs))| {
                 let far = band.far_stencils(c, runs);
                 let mut scratch = RowScratch {
-                    direct: [0, 1, 2, 3].map(|_| vec![0.0f32; n]),
+                    direct: [0, 1, 2, 3].map(|_| vec![T::ZERO; n]),
                     line: vec![[0.0; 8]; cells],
                     spread: vec![0.0; 2 * (cells * step + 4)],
                 };
@@ -746,9 +791,9 @@ fn flag_row(h: f64, sy: f64, limits: &[f64], rows: [&[f64]; 4], flags: &mut [boo
 }
 
 /// One worker's rows for a pixel row of the `cpu` model's split grid.
-struct RowScratch {
-    /// The float32 parts: clusters x, y, near terms x, y.
-    direct: [Vec<f32>; 4],
+struct RowScratch<T> {
+    /// The direct parts: clusters x, y, near terms x, y.
+    direct: [Vec<T>; 4],
     /// The y-pass per cell: line[a][4·comp + dx].
     line: Vec<[f64; 8]>,
     /// The interpolant along the row, x then y, each cells × step pixels with room for the last cell's
@@ -757,24 +802,24 @@ struct RowScratch {
 }
 
 /// What one cell row of the `cpu` model's split grid reads ([`Split::grid_into`]).
-struct Band<'a> {
+struct Band<'a, T> {
     n: usize,
     step: usize,
     /// Pixel cells per row, and nodes per lattice row.
     cells: usize,
     nodes: usize,
-    pixel: f32,
+    pixel: T,
     coarse: [&'a [f64]; 2],
     tables: &'a [NodeTable],
-    clusters: &'a KernelTables<f32>,
+    clusters: &'a KernelTables<T>,
     /// The galaxies' own float32 tables (row k: galaxy k), for their exact near terms.
-    exact: &'a KernelTables<f32>,
+    exact: &'a KernelTables<T>,
     weights: &'a [[f64; 4]],
     /// x_weights[q][d][l] weighs node d for pixel offset 4q + l within a cell (0 past the step).
     x_weights: &'a [[[f64; 4]; 4]],
 }
 
-impl Band<'_> {
+impl<T: Real> Band<'_, T> {
     /// far[a][16·comp + 4·dy + dx]: node (a + dx, c + dy) of the coarse field, less the node values of the
     /// galaxies near cell a. Pixel cell (a, c) interpolates from those 4 × 4. Cell-major, so a near galaxy's
     /// four nodes of a stencil row are one contiguous run of its table and of the stencil.
@@ -820,9 +865,9 @@ impl Band<'_> {
     /// The float32 parts of pixel row j: the clusters (direct[0], [1]) and the near galaxies' exact terms
     /// (direct[2], [3]), in separate rows so the near terms' rounding stays at their own small scale.
     #[inline(never)]
-    fn direct_row(&self, j: usize, runs: &[NearRun], direct: &mut [Vec<f32>; 4]) {
+    fn direct_row(&self, j: usize, runs: &[NearRun], direct: &mut [Vec<T>; 4]) {
         for v in direct.iter_mut() {
-            v.fill(0.0);
+            v.fill(T::ZERO);
         }
         let [cl_x, cl_y, near_x, near_y] = direct;
         let (clusters, j) = (self.clusters, j as i32);
@@ -846,7 +891,7 @@ impl Band<'_> {
         &self,
         r: usize,
         far: &[[f64; 32]],
-        scratch: &mut RowScratch,
+        scratch: &mut RowScratch<T>,
         row_x: &mut [f64],
         row_y: &mut [f64],
     ) {
@@ -889,8 +934,8 @@ impl Band<'_> {
         }
         let [cl_x, cl_y, near_x, near_y] = direct;
         for i in 0..n {
-            row_x[i] = spread_x[i] + f64::from(cl_x[i]) + f64::from(near_x[i]);
-            row_y[i] = spread_y[i] + f64::from(cl_y[i]) + f64::from(near_y[i]);
+            row_x[i] = spread_x[i] + cl_x[i].to_f64() + near_x[i].to_f64();
+            row_y[i] = spread_y[i] + cl_y[i].to_f64() + near_y[i].to_f64();
         }
     }
 }
