@@ -181,7 +181,6 @@ pub struct SplitPlan {
     pub coarse_f64: bool,
     /// The `cpu` model evaluates its direct parts (coarse lattice, node tables, clusters, near terms) in
     /// float64 (the devices never do: their clusters and near terms are always float64).
-    #[serde(default)]
     pub direct_f64: bool,
 }
 
