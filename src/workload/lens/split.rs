@@ -141,7 +141,7 @@ pub(super) fn tables64(q: &Option<Box<LensProblem>>) -> &KernelTables<f64> {
 }
 
 /// One galaxy's values at the nodes around it (`side` × `side` from node column `a0`, row `c0`), x and y
-/// planes row by row: computed in float32, as its share of the coarse field they are taken out of, and held
+/// planes row by row: computed in the precision of the coarse field they are taken out of, and held
 /// widened to float64 so taking them out is one vector subtraction per stencil row.
 struct NodeTable {
     a0: i64,
@@ -171,8 +171,9 @@ pub struct SplitPlan {
     pub target_error: f64,
     /// Worst per-cell bound of the far field's interpolation error over the grid (arcsec).
     pub worst_bound: f64,
-    /// Estimated float32 error of the direct parts (clusters, and the coarse galaxy field through the
-    /// interpolation, whose weights' absolute sum is at most LEBESGUE), added to every pixel's bound.
+    /// Estimated rounding error of the direct parts (clusters, and the coarse galaxy field through the
+    /// interpolation, whose weights' absolute sum is at most LEBESGUE), float32's or float64's as the plan
+    /// runs them, added to every pixel's bound.
     pub rounding_error: f64,
     /// Halos in the near/far treatment (b below CLUSTER_B_ARCSEC) and summed directly.
     pub galaxies: usize,
@@ -199,20 +200,22 @@ pub struct Split {
     runs: Vec<Vec<NearRun>>,
     galaxies: Vec<HaloEval>,
     /// The galaxies alone on the coarse lattice (shifted so the lattice is a grid centred on 0), and the
-    /// clusters alone on the problem's grid: both evaluated by the direct `cpu` grid in float32 (exact
-    /// offsets), whose estimated error enters every pixel's bound.
+    /// clusters alone on the problem's grid: both evaluated by the direct `cpu` grid (exact offsets) in
+    /// float32, or float64 where the plan says `direct_f64`; their estimated error enters every pixel's bound.
     pub(super) coarse_problem: Option<Box<LensProblem>>,
     pub(super) cluster_problem: Option<Box<LensProblem>>,
     /// Coarse lattice: `nodes` × `nodes`, node (a, c) at (origin + a·H, origin + c·H).
     nodes: usize,
     origin: f64,
     cell: f64,
-    /// Per coarse cell (lower-left node a, c: `bound[c * nodes + a]`), the far field's error bound.
+    /// Per pixel cell (a, c), `bound[c * cells + a]`: the far field's error bound.
     bound: Vec<f64>,
+    /// Pixel cells per side.
+    cells: usize,
     /// Each galaxy's node table covers `side` × `side` nodes from `reach` nodes before its own cell.
     reach: i64,
     /// The galaxies alone on the problem's grid: their float64 tables give the device kernels' near terms
-    /// and node tables, their float32 tables the `cpu` model's near terms (galaxy k of `galaxies` is row k
+    /// and node tables, their float32 (or float64) tables the `cpu` model's (galaxy k of `galaxies` is row k
     /// of those tables: SIE rows, then dPIE rows).
     pub(super) galaxy_problem: Option<Box<LensProblem>>,
     /// The device kernels' lists, made when a device first runs the split.
@@ -438,23 +441,14 @@ impl Split {
             };
             remains.then(|| g.strength() * f(least.max(radius) / cell))
         };
-        // bound[(c + 1) · nodes + a + 1] for pixel cell (a, c): that cell's lower-left node.
-        let mut bound = vec![0.0; nodes * nodes];
-        bound
-            .par_chunks_mut(nodes)
-            .skip(1)
-            .take(cells)
-            .enumerate()
-            .for_each(|(c, row)| {
-                let ys = span(c);
-                for (a, b) in row[1..=cells].iter_mut().enumerate() {
-                    let xs = span(a);
-                    *b = galaxies.iter().filter_map(|g| far_term(g, xs, ys)).sum();
-                }
-            });
-        let worst_bound = (0..cells * cells)
-            .map(|q| bound[(q / cells + 1) * nodes + q % cells + 1])
-            .fold(0.0, f64::max);
+        let bound: Vec<f64> = (0..cells * cells)
+            .into_par_iter()
+            .map(|q| {
+                let (xs, ys) = (span(q % cells), span(q / cells));
+                galaxies.iter().filter_map(|g| far_term(g, xs, ys)).sum()
+            })
+            .collect();
+        let worst_bound = bound.iter().copied().fold(0.0, f64::max);
         Split {
             plan: SplitPlan {
                 step,
@@ -475,6 +469,7 @@ impl Split {
             origin,
             cell,
             bound,
+            cells,
             reach: (radius / cell).ceil() as i64 + 3,
             galaxy_problem: None,
             lists: std::sync::OnceLock::new(),
@@ -501,10 +496,10 @@ impl Split {
     }
 
     /// Flag limit of the pixels of pixel cell (a, c): their error bound E (the cell's far-field bound plus
-    /// the float32 estimate of the direct parts) serves magnifications below h / (6·E·BUDGET_SAFETY), the
+    /// the estimated rounding of the direct parts) serves magnifications below h / (6·E·BUDGET_SAFETY), the
     /// reasoning of `budget_magnification`.
     fn flag_limit(&self, a: usize, c: usize, h: f64) -> f64 {
-        self.flag_limit_of(self.bound[(c + 1) * self.nodes + a + 1], h)
+        self.flag_limit_of(self.bound[c * self.cells + a], h)
     }
 
     /// The flag limit of a cell whose far-field bound is `far`.
@@ -524,7 +519,7 @@ impl Split {
     }
 
     fn make_lists(&self, p: &LensProblem) -> SplitLists {
-        let cells_x = (p.n - 1) / self.plan.step + 1;
+        let cells_x = self.cells;
         // The cells each galaxy is near (`runs`: within R of one of their pixels) as CSR lists, each
         // cell's galaxies in catalogue order (the runs of a cell row are).
         let pairs: Vec<(usize, usize)> = (self.runs.iter().enumerate())
@@ -616,7 +611,7 @@ impl Split {
     /// bound's premise).
     fn near_runs(&self, p: &LensProblem) -> Vec<Vec<NearRun>> {
         let (n, step, radius) = (p.n, self.plan.step, self.plan.radius);
-        let mut runs = vec![Vec::new(); (n - 1) / step + 1];
+        let mut runs = vec![Vec::new(); self.cells];
         let rows = runs.len();
         for (galaxy, g) in self.galaxies.iter().enumerate() {
             // The cell rows within R of the galaxy (one more each side against rounding).
@@ -649,8 +644,8 @@ impl Split {
     /// The deflection at every pixel of `p` on the `cpu` model, into `out` (its memory reused). Per cell
     /// row: each cell's 4 × 4 node stencil of the coarse field, with the node values of the galaxies near
     /// that cell taken out (what stays is the far field, whose interpolant the bound covers). Per pixel row:
-    /// that interpolant in float64, plus the clusters and the near galaxies' exact terms in float32 along
-    /// row segments (the direct grid's vectorised loops).
+    /// that interpolant in float64, plus the clusters and the near galaxies' exact terms along row segments
+    /// (the direct grid's vectorised loops), in float32 or, where the plan says `direct_f64`, float64.
     pub fn grid_into(&self, p: &LensProblem, out: &mut Field) {
         if self.plan.direct_f64 {
             self.grid_into_in::<f64>(p, out)
@@ -662,7 +657,7 @@ impl Split {
     /// [`Self::grid_into`] with the direct parts in precision T.
     fn grid_into_in<T: SplitReal>(&self, p: &LensProblem, out: &mut Field) {
         let (n, step, nodes) = (p.n, self.plan.step, self.nodes);
-        let cells = (n - 1) / step + 1;
+        let cells = self.cells;
         let [coarse_x, coarse_y] = self.coarse::<T>();
         let tables = self.node_tables::<T>();
         let weights = self.weights();
@@ -724,12 +719,12 @@ impl Split {
             return vec![];
         }
         let (gx, gy) = (&field.components[0], &field.components[1]);
-        let bands: Vec<Vec<usize>> = (0..(n - 1) / step + 1)
+        let bands: Vec<Vec<usize>> = (0..self.cells)
             .into_par_iter()
             .map(|c| {
                 let mut listed = Vec::new();
                 let mut flags = vec![false; n];
-                let cell = &self.bound[(c + 1) * self.nodes + 1..];
+                let cell = &self.bound[c * self.cells..][..self.cells];
                 let limits: Vec<f64> = (0..n)
                     .map(|i| self.flag_limit_of(cell[i / step], h))
                     .collect();
@@ -811,7 +806,7 @@ struct Band<'a, T> {
     coarse: [&'a [f64]; 2],
     tables: &'a [NodeTable],
     clusters: &'a KernelTables<T>,
-    /// The galaxies' own float32 tables (row k: galaxy k), for their exact near terms.
+    /// The galaxies' own tables in precision T (row k: galaxy k), for their exact near terms.
     exact: &'a KernelTables<T>,
     weights: &'a [[f64; 4]],
     /// x_weights[q][d][l] weighs node d for pixel offset 4q + l within a cell (0 past the step).
@@ -861,7 +856,7 @@ impl<T: Real> Band<'_, T> {
         far
     }
 
-    /// The float32 parts of pixel row j: the clusters (direct[0], [1]) and the near galaxies' exact terms
+    /// The direct parts of pixel row j: the clusters (direct[0], [1]) and the near galaxies' exact terms
     /// (direct[2], [3]), in separate rows so the near terms' rounding stays at their own small scale.
     #[inline(never)]
     fn direct_row(&self, j: usize, runs: &[NearRun], direct: &mut [Vec<T>; 4]) {
@@ -884,7 +879,7 @@ impl<T: Real> Band<'_, T> {
     }
 
     /// Pixel row r of the band: the far field's interpolant (the y-pass for every cell at once into
-    /// `line`, then the x-pass four pixels at a time) plus the float32 parts.
+    /// `line`, then the x-pass four pixels at a time) plus the direct parts.
     #[inline(never)]
     fn interpolate_row(
         &self,
@@ -1071,7 +1066,7 @@ mod tests {
                     let err = (0..2)
                         .map(|c| (field.components[c][q] - reference.components[c][q]).abs())
                         .fold(0.0, f64::max);
-                    let cell = split.bound[(j / step + 1) * split.nodes + i / step + 1];
+                    let cell = split.bound[(j / step) * split.cells + i / step];
                     let bound = cell + split.plan.rounding_error;
                     assert!(
                         err <= bound,
