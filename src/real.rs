@@ -3,7 +3,8 @@
 /// The two floating types of the `cpu` model (the lens grid, the imgsub convolution), so one generic loop
 /// serves float32 and float64; `PRECISION` names the kernels and scalars of device jobs built from them.
 pub trait Real:
-    Copy
+    Lanes
+    + Copy
     + Send
     + Sync
     + PartialOrd
@@ -75,3 +76,138 @@ macro_rules! impl_real {
 }
 impl_real!(f32, F32);
 impl_real!(f64, F64);
+
+/// One 256-bit register of a float's lanes (8 float32 or 4 float64), for the loops whose sums must stay in
+/// registers (the imgsub convolution's pieces): written with AVX2 and FMA intrinsics on x86-64 (the build's
+/// baseline), as plain arrays elsewhere. The autovectoriser, left to the same loop, packs lanes of
+/// different sums into one AVX-512 register and pays a shuffle per tap.
+pub trait Lanes: Copy + Sized {
+    type Vector: Copy;
+    /// Lanes per vector.
+    const LANES: usize;
+    fn splat(v: Self) -> Self::Vector;
+    /// The first LANES values of `s`.
+    fn load(s: &[Self]) -> Self::Vector;
+    /// k × x + acc per lane, rounded once (`mul_add`'s bits).
+    fn fma(k: Self::Vector, x: Self::Vector, acc: Self::Vector) -> Self::Vector;
+    fn add_lanes(a: Self::Vector, b: Self::Vector) -> Self::Vector;
+    /// Into the first LANES values of `out`.
+    fn store(v: Self::Vector, out: &mut [Self]);
+}
+
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma"
+))]
+macro_rules! impl_lanes {
+    ($t:ty, $v:ty, $n:expr, $set1:ident, $loadu:ident, $fmadd:ident, $addv:ident, $storeu:ident) => {
+        impl Lanes for $t {
+            type Vector = $v;
+            const LANES: usize = $n;
+            #[inline(always)]
+            fn splat(v: Self) -> $v {
+                // SAFETY: the build's baseline (this impl's cfg) has AVX2 and FMA.
+                unsafe { std::arch::x86_64::$set1(v) }
+            }
+            #[inline(always)]
+            fn load(s: &[Self]) -> $v {
+                let s = &s[..$n];
+                // SAFETY: `s` holds LANES values; the load needs no alignment.
+                unsafe { std::arch::x86_64::$loadu(s.as_ptr()) }
+            }
+            #[inline(always)]
+            fn fma(k: $v, x: $v, acc: $v) -> $v {
+                // SAFETY: the build's baseline (this impl's cfg) has AVX2 and FMA.
+                unsafe { std::arch::x86_64::$fmadd(k, x, acc) }
+            }
+            #[inline(always)]
+            fn add_lanes(a: $v, b: $v) -> $v {
+                // SAFETY: the build's baseline (this impl's cfg) has AVX2 and FMA.
+                unsafe { std::arch::x86_64::$addv(a, b) }
+            }
+            #[inline(always)]
+            fn store(v: $v, out: &mut [Self]) {
+                let out = &mut out[..$n];
+                // SAFETY: `out` holds LANES values; the store needs no alignment.
+                unsafe { std::arch::x86_64::$storeu(out.as_mut_ptr(), v) }
+            }
+        }
+    };
+}
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma"
+))]
+impl_lanes!(
+    f32,
+    std::arch::x86_64::__m256,
+    8,
+    _mm256_set1_ps,
+    _mm256_loadu_ps,
+    _mm256_fmadd_ps,
+    _mm256_add_ps,
+    _mm256_storeu_ps
+);
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma"
+))]
+impl_lanes!(
+    f64,
+    std::arch::x86_64::__m256d,
+    4,
+    _mm256_set1_pd,
+    _mm256_loadu_pd,
+    _mm256_fmadd_pd,
+    _mm256_add_pd,
+    _mm256_storeu_pd
+);
+
+#[cfg(not(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma"
+)))]
+macro_rules! impl_lanes {
+    ($t:ty, $n:expr) => {
+        impl Lanes for $t {
+            type Vector = [$t; $n];
+            const LANES: usize = $n;
+            #[inline(always)]
+            fn splat(v: Self) -> [$t; $n] {
+                [v; $n]
+            }
+            #[inline(always)]
+            fn load(s: &[Self]) -> [$t; $n] {
+                s[..$n].try_into().unwrap()
+            }
+            #[inline(always)]
+            fn fma(k: [$t; $n], x: [$t; $n], acc: [$t; $n]) -> [$t; $n] {
+                std::array::from_fn(|i| k[i].mul_add(x[i], acc[i]))
+            }
+            #[inline(always)]
+            fn add_lanes(a: [$t; $n], b: [$t; $n]) -> [$t; $n] {
+                std::array::from_fn(|i| a[i] + b[i])
+            }
+            #[inline(always)]
+            fn store(v: [$t; $n], out: &mut [Self]) {
+                out[..$n].copy_from_slice(&v);
+            }
+        }
+    };
+}
+#[cfg(not(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma"
+)))]
+impl_lanes!(f32, 8);
+#[cfg(not(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma"
+)))]
+impl_lanes!(f64, 4);

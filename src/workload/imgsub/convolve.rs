@@ -10,9 +10,12 @@
 //!
 //! Cost per pixel-tap: 5 FMA-unit operations for a varying kernel (the tap's value from its row terms by
 //! Horner in x̂, then one for the image and two for the variance), 2 for a constant one or one constant per
-//! tile. The varying kernel's block sums live in memory (it is bound by its FMA either way); a constant or
-//! tiled kernel's live in registers for PIECE pixels at a time (three AVX2 vectors of float32 per sum, two
-//! rows: 12 registers), its taps broadcast: memory accumulators held it at half its FMA rate.
+//! tile. The varying kernel's block sums live in memory (it is bound by its FMA either way). A constant or
+//! tiled kernel works one plane at a time on pieces of PIECE vectors (`Lanes`: 256-bit vectors written with
+//! intrinsics) and passes of PASS rows (PASS_AVX512 with AVX-512), each image row's chains (its taps from
+//! zero) and the rows' totals in registers where they fit; memory accumulators held it at half its FMA
+//! rate, and the autovectoriser's own packing of the same loop at about 60 % (it paired image and variance
+//! lanes in one AVX-512 register and paid a shuffle per tap).
 
 use super::difference::{tap_row_terms, HALF, SIDE, TERMS};
 pub use crate::real::Real;
@@ -100,31 +103,31 @@ fn convolve_on<T: Real, O: Send, F, const N: usize>(
         variance,
         kernel,
     };
-    // Each pair of output rows with its band of every plane.
+    // Each band of ROWS output rows with its part of every plane.
     let mut planes = outputs.map(|p| p.chunks_mut(ROWS * nx));
     let bands: Vec<[&mut [O]; N]> = (0..ny.div_ceil(ROWS))
         .map(|_| {
             planes
                 .each_mut()
-                .map(|p| p.next().expect("a band per pair of rows"))
+                .map(|p| p.next().expect("a part per band"))
         })
         .collect();
     bands.into_par_iter().enumerate().for_each_init(
         || Scratch::new(&rows),
-        |s, (pair, mut band)| {
-            let y0 = pair * ROWS;
+        |s, (band_index, mut band)| {
+            let y0 = band_index * ROWS;
             #[cfg(target_arch = "x86_64")]
             if avx512 {
                 // SAFETY: `convolve` allows this copy only where it detected the features it is
                 // compiled with.
                 unsafe { rows.sums_avx512(s, y0) };
             } else {
-                rows.sums(s, y0);
+                rows.sums::<PASS>(s, y0);
             }
             #[cfg(not(target_arch = "x86_64"))]
             {
                 let _ = avx512;
-                rows.sums(s, y0);
+                rows.sums::<PASS>(s, y0);
             }
             let width = s.xh.len();
             for r in 0..ROWS.min(ny - y0) {
@@ -140,9 +143,19 @@ fn convolve_on<T: Real, O: Send, F, const N: usize>(
     );
 }
 
-/// Output rows computed together: each image row read serves both, so a tap's loads feed twice the
-/// arithmetic (one row alone is bound by its unaligned loads).
-const ROWS: usize = 2;
+/// Output rows a thread computes together (a band). The varying kernel takes them two at a time: each image
+/// row read serves both, so a tap's loads feed twice the arithmetic (one row alone is bound by its
+/// unaligned loads). A constant or tiled kernel takes them PASS at a time (PASS_AVX512 with AVX-512), so
+/// each image load serves that many rows.
+const ROWS: usize = 12;
+
+/// Rows of a constant or tiled kernel's pass with AVX2's 16 registers: three rows' chains (9 vectors) hide
+/// the FMA's latency, their totals spill (measured: two rows with totals in registers ran no faster than
+/// the autovectorised code, three 11 % faster).
+const PASS: usize = 3;
+
+/// The same with AVX-512's 32 registers: four rows' chains and totals (24 vectors) all in registers.
+const PASS_AVX512: usize = 4;
 
 /// What every row's sums read.
 struct Rows<'a, T> {
@@ -153,18 +166,20 @@ struct Rows<'a, T> {
     kernel: Kernel<'a, T>,
 }
 
-/// One thread's scratch: the zero-padded image and variance row (only the edge blocks' parts are filled), the kernel's row terms and the sums of each of
-/// the ROWS output rows, x̂. Every block is full: the sums run to a multiple of BLOCK, and the padded rows
+/// One thread's scratch: the zero-padded image and variance row (only the edge blocks' parts are filled),
+/// the kernel's row terms and the sums of each of the ROWS output rows, x̂. Every block is full: the sums run to a multiple of BLOCK, and the padded rows
 /// HALF beyond that on each side.
 struct Scratch<T> {
     line: Vec<T>,
     var_line: Vec<T>,
+    /// A piece's image and variance rows, zero-padded, where it reaches past the image's left or right edge.
+    pad: Vec<T>,
     coef: Vec<[T; 3]>,
     c: Vec<T>,
     w: Vec<T>,
     xh: Vec<T>,
-    /// A tiled kernel's (k, k²) per tile column and tap for the tile rows last asked for (two: a pair of
-    /// output rows can straddle a tile edge), keyed by tile row.
+    /// A tiled kernel's (k, k²) per tile column and tap for the tile rows last asked for (one per band row: a
+    /// band can straddle tile edges, and tiles may be one pixel high), keyed by tile row.
     tile_taps: [(usize, Vec<[T; 2]>); ROWS],
 }
 
@@ -176,9 +191,9 @@ impl<T: Real> Scratch<T> {
             xh[..rows.nx].copy_from_slice(cols);
         }
         Scratch {
-            // A piece reads up to PIECE pixels past the last block.
-            line: vec![T::ZERO; width + 2 * HALF + PIECE],
-            var_line: vec![T::ZERO; width + 2 * HALF + PIECE],
+            line: vec![T::ZERO; width + 2 * HALF],
+            var_line: vec![T::ZERO; width + 2 * HALF],
+            pad: vec![T::ZERO; 2 * (ROWS + 2 * HALF) * PAD],
             coef: vec![[T::ZERO; 3]; ROWS * TAPS],
             c: vec![T::ZERO; ROWS * width],
             w: vec![T::ZERO; ROWS * width],
@@ -193,12 +208,13 @@ impl<T: Real> Rows<'_, T> {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw")]
     unsafe fn sums_avx512(&self, s: &mut Scratch<T>, y0: usize) {
-        self.sums(s, y0)
+        self.sums::<PASS_AVX512>(s, y0)
     }
 
-    /// The sums of output rows y0 .. y0 + ROWS (those below ny) into `s.c` and `s.w`.
+    /// The sums of output rows y0 .. y0 + ROWS (those below ny) into `s.c` and `s.w`; a constant or tiled
+    /// kernel's R rows at a time.
     #[inline(always)]
-    fn sums(&self, s: &mut Scratch<T>, y0: usize) {
+    fn sums<const R: usize>(&self, s: &mut Scratch<T>, y0: usize) {
         let (nx, ny) = (self.nx, self.ny);
         let count = ROWS.min(ny - y0);
         // A constant or tiled kernel: each row's (k, k²) table slot and the tile width (a constant kernel is
@@ -228,8 +244,10 @@ impl<T: Real> Rows<'_, T> {
                     slots[r] = match s.tile_taps.iter().position(|(j, _)| *j == tile_row) {
                         Some(slot) => slot,
                         None => {
-                            // The slot the pair's other row does not use.
-                            let slot = usize::from(r == 1 && slots[0] == 0);
+                            // A slot the band's earlier rows do not use.
+                            let slot = (0..ROWS)
+                                .find(|j| !slots[..r].contains(j))
+                                .expect("a slot per row");
                             let (key, table) = &mut s.tile_taps[slot];
                             *key = tile_row;
                             tile_row_taps(kbar, xh, yh[y0 + r], tile, table);
@@ -241,31 +259,31 @@ impl<T: Real> Rows<'_, T> {
             }
         }
         if let Some((slots, tile)) = pieces {
-            if std::mem::size_of::<T>() == 4 {
-                self.sums_in_pieces::<PIECE>(s, y0, count, slots, tile);
-            } else {
-                self.sums_in_pieces::<{ PIECE / 2 }>(s, y0, count, slots, tile);
+            for first in (0..count).step_by(R) {
+                self.sums_in_pieces::<R>(s, y0, first..count.min(first + R), slots, tile);
             }
             return;
         }
         s.c.fill(T::ZERO);
         s.w.fill(T::ZERO);
         // Output row y reads image row y − v through kernel row v; each row takes v in increasing order.
-        let last = (y0 + count - 1 + HALF).min(ny - 1);
-        for yy in (y0.saturating_sub(HALF)..=last).rev() {
-            let lines = (
-                &self.image[yy * nx..][..nx],
-                &self.variance[yy * nx..][..nx],
-            );
-            let reach = kernel_rows(y0, count, yy);
-            if reach.iter().all(Option::is_some) {
-                let outs = std::array::from_fn(|r| r);
-                apply::<T, ROWS>(s, lines, reach.map(Option::unwrap), outs);
-            } else {
-                // Near the image's top or bottom: the rows one at a time.
-                for (r, k) in reach.iter().enumerate() {
-                    if let Some(k) = *k {
-                        apply::<T, 1>(s, lines, [k], [r]);
+        for first in (0..count).step_by(2) {
+            let pair = count.min(first + 2) - first;
+            let last = (y0 + first + pair - 1 + HALF).min(ny - 1);
+            for yy in ((y0 + first).saturating_sub(HALF)..=last).rev() {
+                let lines = (
+                    &self.image[yy * nx..][..nx],
+                    &self.variance[yy * nx..][..nx],
+                );
+                let reach = kernel_rows::<2>(y0 + first, pair, yy);
+                if let [Some(k0), Some(k1)] = reach {
+                    apply::<T, 2>(s, lines, [k0, k1], [first, first + 1]);
+                } else {
+                    // Near the image's top or bottom: the rows one at a time.
+                    for (r, k) in reach.iter().enumerate() {
+                        if let Some(k) = *k {
+                            apply::<T, 1>(s, lines, [k], [first + r]);
+                        }
                     }
                 }
             }
@@ -273,62 +291,95 @@ impl<T: Real> Rows<'_, T> {
     }
 
     /// `sums` for a constant or tiled kernel (tiles `tile` wide; row r's (k, k²) table in
-    /// `s.tile_taps[slots[r]]`): piece by piece of at most W pixels that never crosses a tile edge, every
-    /// image row the two output rows reach summed in registers (taps from zero, as the varying path) and
-    /// added to the piece's row sums, which are written to `s.c` and `s.w` once.
+    /// `s.tile_taps[slots[r]]`) over the output rows y0 + `rows` (at most R), one plane at a time, piece by
+    /// piece of at most PIECE vectors that never crosses a tile edge. For each image row the rows reach,
+    /// each row's taps are summed from zero (the varying path's order) and added to the row's total; where
+    /// an image row reaches all R rows (all but the first and last R − 1), those totals stay in registers.
     #[inline(always)]
-    fn sums_in_pieces<const W: usize>(
+    fn sums_in_pieces<const R: usize>(
         &self,
         s: &mut Scratch<T>,
         y0: usize,
-        count: usize,
+        rows: std::ops::Range<usize>,
         slots: [usize; ROWS],
         tile: usize,
     ) {
         let (nx, ny, width) = (self.nx, self.ny, s.xh.len());
-        let last = (y0 + count - 1 + HALF).min(ny - 1);
+        let wide = PIECE * T::LANES;
+        let (first, count) = (rows.start, rows.len());
+        let top = y0 + first;
+        // Image rows yy = top + j − HALF, j from j_low to j_high; row r reads j through kernel row
+        // r + 2 HALF − j, and j reaches rows j − 2 HALF ..= j (those below count).
+        let j_low = HALF - HALF.min(top);
+        let j_high = (top + count - 1 + HALF).min(ny - 1) + HALF - top;
         let mut x0 = 0;
         while x0 < nx {
             let column = x0 / tile;
-            let end = ((column + 1) * tile).min(nx).min(x0 + W);
-            // The piece reads image columns x0 − HALF .. x0 + W + HALF (padded index p is column p − HALF).
-            let interior = x0 >= HALF && x0 + W + HALF <= nx;
-            let mut totals = [([T::ZERO; W], [T::ZERO; W]); ROWS];
-            for yy in (y0.saturating_sub(HALF)..=last).rev() {
-                let (row, var_row) = (
-                    &self.image[yy * nx..][..nx],
-                    &self.variance[yy * nx..][..nx],
-                );
-                let (line, var_line, base) = if interior {
-                    (row, var_row, x0 - HALF)
-                } else {
-                    let (from, to) = (x0.saturating_sub(HALF), (x0 + W + HALF).min(nx));
-                    s.line[from + HALF..to + HALF].copy_from_slice(&row[from..to]);
-                    s.var_line[from + HALF..to + HALF].copy_from_slice(&var_row[from..to]);
-                    (&s.line[..], &s.var_line[..], x0)
-                };
-                let taps =
-                    |r: usize, k: usize| &s.tile_taps[slots[r]].1[column * TAPS + k..][..SIDE];
-                let reach = kernel_rows(y0, count, yy);
-                if let [Some(k0), Some(k1)] = reach {
-                    let sums = piece::<T, 2, W>(line, var_line, base, [taps(0, k0), taps(1, k1)]);
-                    for (total, sum) in totals.iter_mut().zip(&sums) {
-                        add_into(total, sum);
-                    }
-                } else {
-                    for (r, k) in reach.iter().enumerate() {
-                        if let Some(k) = *k {
-                            let [sum] = piece::<T, 1, W>(line, var_line, base, [taps(r, k)]);
-                            add_into(&mut totals[r], &sum);
-                        }
+            let end = ((column + 1) * tile).min(nx).min(x0 + wide);
+            let len = end - x0;
+            let mut tables = [&s.tile_taps[slots[first]].1[column * TAPS..][..TAPS]; R];
+            for (r, table) in tables.iter_mut().enumerate().take(count) {
+                *table = &s.tile_taps[slots[first + r]].1[column * TAPS..][..TAPS];
+            }
+            // The piece reads image columns x0 − HALF .. x0 + wide + HALF: in place inside the image, from a
+            // zero-padded copy of each row at its edges.
+            let interior = x0 >= HALF && x0 + wide + HALF <= nx;
+            let reach = wide + 2 * HALF;
+            for (plane, (source, out)) in [(self.image, &mut s.c), (self.variance, &mut s.w)]
+                .into_iter()
+                .enumerate()
+            {
+                let pads = &mut s.pad[plane * (ROWS + 2 * HALF) * PAD..][..(ROWS + 2 * HALF) * PAD];
+                if !interior {
+                    let (from, to) = (x0.saturating_sub(HALF), (x0 + wide + HALF).min(nx));
+                    for j in j_low..=j_high {
+                        let row = &source[(top + j - HALF) * nx..][..nx];
+                        let pad = &mut pads[j * PAD..][..reach];
+                        pad.fill(T::ZERO);
+                        pad[from + HALF - x0..to + HALF - x0].copy_from_slice(&row[from..to]);
                     }
                 }
-            }
-            let len = end - x0;
-            for (r, (c, w)) in totals.iter().enumerate().take(count) {
-                let at = r * width + x0;
-                s.c[at..at + len].copy_from_slice(&c[..len]);
-                s.w[at..at + len].copy_from_slice(&w[..len]);
+                let mut lines = [&source[..0]; ROWS + 2 * HALF];
+                for (j, line) in lines.iter_mut().enumerate().take(j_high + 1).skip(j_low) {
+                    *line = if interior {
+                        &source[(top + j - HALF) * nx + x0 - HALF..][..reach]
+                    } else {
+                        &pads[j * PAD..][..reach]
+                    };
+                }
+                let lines = &lines;
+                let zero = T::splat(T::ZERO);
+                let mut totals = [[zero; PIECE]; R];
+                // From the bottom image row up, as the varying path. A pass whose rows all have their 2 HALF + R
+                // image rows: the R − 1 at each end (each reaching fewer than R rows) in one loop per end, the
+                // middle (each reaching all R) with the totals in registers; otherwise row by row.
+                if count == R && j_low == 0 && j_high == 2 * HALF + R - 1 {
+                    edge::<T, R, true>(lines, &tables, plane, &mut totals);
+                    totals = middle::<T, R>(lines, &tables, plane, R - 1..=2 * HALF, totals);
+                    edge::<T, R, false>(lines, &tables, plane, &mut totals);
+                } else {
+                    for j in (j_low..=j_high).rev() {
+                        edge_row::<T, R>(lines[j], &tables, plane, j, count, &mut totals);
+                    }
+                }
+                // Whole vectors where they stay in the row: lanes past the piece's end land where the next
+                // piece (or the row's padding) is written later.
+                let mut lanes = [T::ZERO; PIECE * 8];
+                for (r, sums) in totals.iter().enumerate().take(count) {
+                    let at = (first + r) * width + x0;
+                    let direct = x0 + wide <= width;
+                    let whole = if direct {
+                        &mut out[at..][..wide]
+                    } else {
+                        &mut lanes[..]
+                    };
+                    for (v, &sum) in sums.iter().enumerate() {
+                        T::store(sum, &mut whole[v * T::LANES..]);
+                    }
+                    if !direct {
+                        out[at..at + len].copy_from_slice(&lanes[..len]);
+                    }
+                }
             }
             x0 = end;
         }
@@ -337,37 +388,161 @@ impl<T: Real> Rows<'_, T> {
 
 /// Which kernel row (its offset, v·SIDE) of each of the output rows y0 .. y0 + count reaches image row yy.
 #[inline(always)]
-fn kernel_rows(y0: usize, count: usize, yy: usize) -> [Option<usize>; ROWS] {
+fn kernel_rows<const R: usize>(y0: usize, count: usize, yy: usize) -> [Option<usize>; R] {
     std::array::from_fn(|r| {
         let v = (y0 + r) as i64 - yy as i64;
         (r < count && v.abs() <= HALF as i64).then(|| (v + HALF as i64) as usize * SIDE)
     })
 }
 
-/// total += sum, lane by lane (both planes).
+/// Image row j's chains (`piece`) for the rows it reaches (j − 2 HALF ..= j, those below `count`), each
+/// added to its row's total: the path of a pass that is not full (at the image's top and bottom, and a last
+/// pass of fewer than R rows).
 #[inline(always)]
-fn add_into<T: Real, const W: usize>(total: &mut ([T; W], [T; W]), sum: &([T; W], [T; W])) {
-    for i in 0..W {
-        total.0[i] = total.0[i] + sum.0[i];
-        total.1[i] = total.1[i] + sum.1[i];
+fn edge_row<T: Real, const R: usize>(
+    line: &[T],
+    tables: &[&[[T; 2]]; R],
+    plane: usize,
+    j: usize,
+    count: usize,
+    totals: &mut [[T::Vector; PIECE]; R],
+) {
+    let a = j.saturating_sub(2 * HALF);
+    let b = (j + 1).min(count);
+    // Row a + t's taps; entries past b − a repeat the last (unused).
+    let mut taps = [&tables[0][..SIDE]; R];
+    for (t, taps) in taps.iter_mut().enumerate() {
+        let r = (a + t).min(b - 1);
+        *taps = &tables[r][(r + 2 * HALF - j) * SIDE..][..SIDE];
     }
+    let totals = &mut totals[a..b];
+    match b - a {
+        4 => add_chains::<T, 4, R>(line, &taps, plane, totals),
+        3 => add_chains::<T, 3, R>(line, &taps, plane, totals),
+        2 => add_chains::<T, 2, R>(line, &taps, plane, totals),
+        1 => add_chains::<T, 1, R>(line, &taps, plane, totals),
+        _ => unreachable!("a pass has 1 to 4 rows"),
+    }
+}
+
+/// `piece` for the first N of `taps`, added to `totals`.
+#[inline(always)]
+fn add_chains<T: Real, const N: usize, const R: usize>(
+    line: &[T],
+    taps: &[&[[T; 2]]; R],
+    plane: usize,
+    totals: &mut [[T::Vector; PIECE]],
+) {
+    let mut rows = [<&[[T; 2]; SIDE]>::try_from(taps[0]).unwrap(); N];
+    for (row, taps) in rows.iter_mut().zip(taps) {
+        *row = (*taps).try_into().unwrap();
+    }
+    let chains = piece::<T, N>(line, rows, plane);
+    for (total, chain) in totals.iter_mut().zip(&chains) {
+        for v in 0..PIECE {
+            total[v] = T::add_lanes(total[v], chain[v]);
+        }
+    }
+}
+
+/// The R − 1 image rows at one end of a full pass (the bottom: j = 2 HALF + 1 + e, reaching rows e + 1 ..
+/// R; the top: j = e, reaching rows 0 ..= e; e < R − 1), their chains in one loop over the taps (one row's
+/// few chains alone would wait on the FMA's latency), then added to `totals` from the highest j down.
+// `tap` indexes every chain's taps and places the loads: a range reads clearer than zipped iterators.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+fn edge<T: Real, const R: usize, const BOTTOM: bool>(
+    lines: &[&[T]; ROWS + 2 * HALF],
+    tables: &[&[[T; 2]]; R],
+    plane: usize,
+    totals: &mut [[T::Vector; PIECE]; R],
+) {
+    let row_of = |e: usize| if BOTTOM { 2 * HALF + 1 + e } else { e };
+    let reaches = |e: usize, r: usize| if BOTTOM { r > e } else { r <= e };
+    let mut taps = [[<&[[T; 2]; SIDE]>::try_from(&tables[0][..SIDE]).unwrap(); R]; R];
+    let mut images = [lines[row_of(0)]; R];
+    for e in 0..R - 1 {
+        let j = row_of(e);
+        assert!(lines[j].len() >= PIECE * T::LANES + 2 * HALF);
+        images[e] = lines[j];
+        for r in (0..R).filter(|&r| reaches(e, r)) {
+            taps[e][r] = tables[r][(r + 2 * HALF - j) * SIDE..][..SIDE]
+                .try_into()
+                .unwrap();
+        }
+    }
+    let mut chains = [[[T::splat(T::ZERO); PIECE]; R]; R];
+    for tap in 0..SIDE {
+        let start = 2 * HALF - tap;
+        for e in 0..R - 1 {
+            let pixels: [T::Vector; PIECE] =
+                std::array::from_fn(|v| T::load(&images[e][start + v * T::LANES..]));
+            for r in 0..R {
+                if reaches(e, r) {
+                    let k = T::splat(taps[e][r][tap][plane]);
+                    for v in 0..PIECE {
+                        chains[e][r][v] = T::fma(k, pixels[v], chains[e][r][v]);
+                    }
+                }
+            }
+        }
+    }
+    for e in (0..R - 1).rev() {
+        for r in 0..R {
+            if reaches(e, r) {
+                for v in 0..PIECE {
+                    totals[r][v] = T::add_lanes(totals[r][v], chains[e][r][v]);
+                }
+            }
+        }
+    }
+}
+
+/// The image rows `js` (from the highest down), each reaching all R rows, added to `totals`, which a
+/// local array keeps in registers between them.
+#[inline(always)]
+fn middle<T: Real, const R: usize>(
+    lines: &[&[T]; ROWS + 2 * HALF],
+    tables: &[&[[T; 2]]; R],
+    plane: usize,
+    js: std::ops::RangeInclusive<usize>,
+    mut totals: [[T::Vector; PIECE]; R],
+) -> [[T::Vector; PIECE]; R] {
+    for j in js.rev() {
+        let mut rows = [<&[[T; 2]; SIDE]>::try_from(&tables[0][..SIDE]).unwrap(); R];
+        for (r, row) in rows.iter_mut().enumerate() {
+            *row = tables[r][(r + 2 * HALF - j) * SIDE..][..SIDE]
+                .try_into()
+                .unwrap();
+        }
+        let chains = piece::<T, R>(lines[j], rows, plane);
+        for (total, chain) in totals.iter_mut().zip(&chains) {
+            for v in 0..PIECE {
+                total[v] = T::add_lanes(total[v], chain[v]);
+            }
+        }
+    }
+    totals
 }
 
 /// A tiled kernel's (k, k²) for every tile column of one tile row at ŷ = `yh` (`[tile column][tap]`) into
 /// `table` (its allocation reused: at 10k a table is 1.9 MB), by the varying kernel's own arithmetic at each
 /// tile's x̂, so the two give the same bits.
 fn tile_row_taps<T: Real>(kbar: &[T], xh: &[T], yh: T, tile: usize, table: &mut Vec<[T; 2]>) {
-    let terms: Vec<[T; 3]> = kbar
-        .chunks_exact(TERMS)
-        .map(|k| tap_row_terms(k, yh))
-        .collect();
-    table.clear();
-    table.extend(xh.iter().step_by(tile).flat_map(|&x| {
-        terms.iter().map(move |&[a, b, k3]| {
-            let k = x.mul_add(x.mul_add(k3, b), a);
-            [k, k * k]
-        })
-    }));
+    // The row terms by component, so the loop over taps below vectorises.
+    let (mut a, mut b, mut k3) = ([T::ZERO; TAPS], [T::ZERO; TAPS], [T::ZERO; TAPS]);
+    for (t, k) in kbar.chunks_exact(TERMS).enumerate() {
+        [a[t], b[t], k3[t]] = tap_row_terms(k, yh);
+    }
+    let columns = xh.len().div_ceil(tile);
+    table.resize(columns * TAPS, [T::ZERO; 2]);
+    for (taps, &x) in table.chunks_exact_mut(TAPS).zip(xh.iter().step_by(tile)) {
+        let taps: &mut [[T; 2]; TAPS] = taps.try_into().unwrap();
+        for t in 0..TAPS {
+            let k = x.mul_add(x.mul_add(k3[t], b[t]), a[t]);
+            taps[t] = [k, k * k];
+        }
+    }
 }
 
 /// Adds an image row and its variance row through a varying kernel's rows (output row `outs[r]`'s kernel
@@ -442,37 +617,37 @@ fn block_varying<T: Real, const N: usize>(
     sums
 }
 
-/// Pixels a constant or tiled kernel's sums keep in registers per row and plane, for float32 (float64 takes
-/// half as many: the same three AVX2 vectors).
-const PIECE: usize = 24;
+/// Vectors (`Lanes`: 8 float32 or 4 float64) of output pixels in a constant or tiled kernel's piece: per
+/// row, its chain and its total in registers, so two rows take 12 of AVX2's 16 registers and four 24 of
+/// AVX-512's 32.
+const PIECE: usize = 3;
 
-/// One image row's taps over W output pixels for N kernel rows of (k, k²), read from `line` whose index
-/// `base` is the first output pixel's padded index: the sums stay in registers, the taps are broadcast.
+/// Stride of a piece's zero-padded image rows (`Scratch::pad`): its widest reach, float32's.
+const PAD: usize = PIECE * 8 + 2 * HALF;
+
+/// One image row's taps over a piece's PIECE vectors of output pixels for N kernel rows of one plane
+/// (`plane` 0: the image through k; 1: the variance through k²), from `image` (from the piece's first
+/// output pixel's padded index, PIECE vectors and 2 HALF wide): the sums stay in registers, the taps are
+/// broadcast.
 // `tap` indexes the kernel rows and places the loads: a range reads clearer than zipped iterators.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
-fn piece<T: Real, const N: usize, const W: usize>(
-    line: &[T],
-    var_line: &[T],
-    base: usize,
-    taps: [&[[T; 2]]; N],
-) -> [([T; W], [T; W]); N] {
-    let mut sums = [([T::ZERO; W], [T::ZERO; W]); N];
-    // Sliced once to the piece's reach, so the loads below need no bounds test.
-    let (line, var_line) = (
-        &line[base..][..W + 2 * HALF],
-        &var_line[base..][..W + 2 * HALF],
-    );
-    let taps: [&[[T; 2]; SIDE]; N] = taps.map(|t| t.try_into().unwrap());
+fn piece<T: Real, const N: usize>(
+    image: &[T],
+    taps: [&[[T; 2]; SIDE]; N],
+    plane: usize,
+) -> [[T::Vector; PIECE]; N] {
+    let mut sums = [[T::splat(T::ZERO); PIECE]; N];
+    // Checked once, so the loads below need no bounds test.
+    assert!(image.len() >= PIECE * T::LANES + 2 * HALF);
     for tap in 0..SIDE {
         let start = 2 * HALF - tap;
-        let r: &[T; W] = line[start..start + W].try_into().unwrap();
-        let vr: &[T; W] = var_line[start..start + W].try_into().unwrap();
-        for (row, (c, w)) in sums.iter_mut().enumerate() {
-            let [k, k2] = taps[row][tap];
-            for i in 0..W {
-                c[i] = k.mul_add(r[i], c[i]);
-                w[i] = k2.mul_add(vr[i], w[i]);
+        let pixels: [T::Vector; PIECE] =
+            std::array::from_fn(|v| T::load(&image[start + v * T::LANES..]));
+        for (row, sum) in sums.iter_mut().enumerate() {
+            let k = T::splat(taps[row][tap][plane]);
+            for v in 0..PIECE {
+                sum[v] = T::fma(k, pixels[v], sum[v]);
             }
         }
     }
@@ -544,7 +719,7 @@ mod tests {
                 k[0] + k[1] * a + k[2] * b + k[3] * a * a + k[4] * a * b + k[5] * b * b
             };
             // Tiles of one pixel, narrower than a piece, the seed's 19, and wider than a piece.
-            let placed: Vec<(usize, Vec<f64>, Vec<f64>)> = [1, 7, 19, PIECE + 6]
+            let placed: Vec<(usize, Vec<f64>, Vec<f64>)> = [1, 7, 19, PIECE * 8 + 6]
                 .iter()
                 .map(|&tile| {
                     let (xt, yt) = tile_centres(&xh, &yh, tile);
@@ -620,7 +795,8 @@ mod tests {
     }
 
     /// The tiled path (a table of taps per tile, sums in registers) gives the same float32 bits as the
-    /// varying path given the tile centres' coordinates, on a field whose edges cut tiles.
+    /// varying path given the tile centres' coordinates, on a field whose edges cut tiles and whose middle
+    /// rows make full passes.
     #[test]
     fn tiled_kernel_matches_the_varying_one_bit_for_bit() {
         let (nx, ny) = (3 * BLOCK + 13, 45);
@@ -636,25 +812,27 @@ mod tests {
         for tile in [5, 19, 64] {
             let (xt, yt) = tile_centres(&xh, &yh, tile);
             let mut planes = Vec::new();
-            for kernel in [
-                Kernel::Varying {
-                    kbar: &kbar,
-                    xh: &xt,
-                    yh: &yt,
-                },
-                Kernel::Tiled {
-                    kbar: &kbar,
-                    xh: &xt,
-                    yh: &yt,
-                    tile,
-                },
-            ] {
+            let varying = Kernel::Varying {
+                kbar: &kbar,
+                xh: &xt,
+                yh: &yt,
+            };
+            let tiled = Kernel::Tiled {
+                kbar: &kbar,
+                xh: &xt,
+                yh: &yt,
+                tile,
+            };
+            // The varying kernel, then the tiled one on both copies (their passes differ: PASS and
+            // PASS_AVX512 rows).
+            for (kernel, avx512) in [(varying, false), (tiled, false), (tiled, avx512_here())] {
                 let (mut c, mut w) = (vec![f32::NAN; nx * ny], vec![f32::NAN; nx * ny]);
-                convolve(nx, ny, &img, &var, kernel, [&mut c, &mut w], copy);
+                convolve_on(nx, ny, &img, &var, kernel, [&mut c, &mut w], copy, avx512);
                 assert!(c.iter().chain(&w).all(|v| v.is_finite()), "tile {tile}");
                 planes.push((c, w));
             }
             assert_eq!(planes[0], planes[1], "tile {tile}");
+            assert_eq!(planes[0], planes[2], "tile {tile}, AVX-512");
         }
     }
 }
