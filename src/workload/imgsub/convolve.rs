@@ -21,7 +21,7 @@ use super::difference::{tap_row_terms, HALF, SIDE, TERMS};
 pub use crate::real::Real;
 use rayon::prelude::*;
 
-/// Output pixels a row's inner loop keeps in registers: two AVX-512 vectors of float32 per sum.
+/// Output pixels of the varying kernel's block (its sums live in memory: five AVX-512 vectors of float32).
 const BLOCK: usize = 80;
 const TAPS: usize = SIDE * SIDE;
 
@@ -48,8 +48,8 @@ pub enum Kernel<'a, T> {
     },
 }
 
-/// C = image ⊗ K and W = variance ⊗ K² over an nx × ny image (zero outside it), in parallel over pairs of
-/// output rows: `finish(y, c, w, rows)` receives output row y's sums (nx each) and that row of each of the N
+/// C = image ⊗ K and W = variance ⊗ K² over an nx × ny image (zero outside it), in parallel over bands of
+/// ROWS output rows: `finish(y, c, w, rows)` receives output row y's sums (nx each) and that row of each of the N
 /// output planes (the difference writes D and VD from them, the matched filter its significance alone).
 pub fn convolve<T: Real, O: Send, F, const N: usize>(
     nx: usize,
@@ -77,7 +77,10 @@ pub fn convolve<T: Real, O: Send, F, const N: usize>(
 /// Whether the running core has the AVX-512 the second copy is compiled with.
 fn avx512_here() -> bool {
     #[cfg(target_arch = "x86_64")]
-    return std::arch::is_x86_feature_detected!("avx512f");
+    return std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512vl")
+        && std::arch::is_x86_feature_detected!("avx512dq")
+        && std::arch::is_x86_feature_detected!("avx512bw");
     #[cfg(not(target_arch = "x86_64"))]
     return false;
 }
@@ -157,6 +160,13 @@ const PASS: usize = 3;
 /// The same with AVX-512's 32 registers: four rows' chains and totals (24 vectors) all in registers.
 const PASS_AVX512: usize = 4;
 
+/// Tile tables a thread keeps: one per row of the longer pass.
+const SLOTS: usize = if PASS > PASS_AVX512 {
+    PASS
+} else {
+    PASS_AVX512
+};
+
 /// What every row's sums read.
 struct Rows<'a, T> {
     nx: usize,
@@ -167,8 +177,8 @@ struct Rows<'a, T> {
 }
 
 /// One thread's scratch: the zero-padded image and variance row (only the edge blocks' parts are filled),
-/// the kernel's row terms and the sums of each of the ROWS output rows, x̂. Every block is full: the sums run to a multiple of BLOCK, and the padded rows
-/// HALF beyond that on each side.
+/// the kernel's row terms and the sums of each of the ROWS output rows, x̂. Every block is full: the sums
+/// run to a multiple of BLOCK, and the padded rows HALF beyond that on each side.
 struct Scratch<T> {
     line: Vec<T>,
     var_line: Vec<T>,
@@ -178,9 +188,10 @@ struct Scratch<T> {
     c: Vec<T>,
     w: Vec<T>,
     xh: Vec<T>,
-    /// A tiled kernel's (k, k²) per tile column and tap for the tile rows last asked for (one per band row: a
-    /// band can straddle tile edges, and tiles may be one pixel high), keyed by tile row.
-    tile_taps: [(usize, Vec<[T; 2]>); ROWS],
+    /// A tiled kernel's (k, k²) per tile column and tap for the tile rows last asked for, keyed by tile row:
+    /// one per row of a pass (a pass can straddle tile edges, and tiles may be one pixel high), so at most
+    /// SLOTS tables of nx / tile × TAPS live per thread however small the tiles.
+    tile_taps: [(usize, Vec<[T; 2]>); SLOTS],
 }
 
 impl<T: Real> Scratch<T> {
@@ -217,9 +228,8 @@ impl<T: Real> Rows<'_, T> {
     fn sums<const R: usize>(&self, s: &mut Scratch<T>, y0: usize) {
         let (nx, ny) = (self.nx, self.ny);
         let count = ROWS.min(ny - y0);
-        // A constant or tiled kernel: each row's (k, k²) table slot and the tile width (a constant kernel is
-        // one tile as wide as the row).
-        let mut pieces: Option<([usize; ROWS], usize)> = None;
+        // A constant or tiled kernel: the tile width (a constant kernel is one tile as wide as the row).
+        let mut tiles = None;
         match self.kernel {
             Kernel::Varying { kbar, yh, .. } => {
                 // The kernel's row terms at each row's ŷ: the tap is a + x̂(b + x̂ k3).
@@ -235,32 +245,15 @@ impl<T: Real> Rows<'_, T> {
                 if s.tile_taps[0].0 != 0 {
                     s.tile_taps[0] = (0, taps.iter().map(|&k| [k, k * k]).collect());
                 }
-                pieces = Some(([0; ROWS], nx.max(1)));
+                tiles = Some(nx.max(1));
             }
-            Kernel::Tiled { kbar, xh, yh, tile } => {
-                let mut slots = [0; ROWS];
-                for r in 0..count {
-                    let tile_row = (y0 + r) / tile;
-                    slots[r] = match s.tile_taps.iter().position(|(j, _)| *j == tile_row) {
-                        Some(slot) => slot,
-                        None => {
-                            // A slot the band's earlier rows do not use.
-                            let slot = (0..ROWS)
-                                .find(|j| !slots[..r].contains(j))
-                                .expect("a slot per row");
-                            let (key, table) = &mut s.tile_taps[slot];
-                            *key = tile_row;
-                            tile_row_taps(kbar, xh, yh[y0 + r], tile, table);
-                            slot
-                        }
-                    };
-                }
-                pieces = Some((slots, tile));
-            }
+            Kernel::Tiled { tile, .. } => tiles = Some(tile),
         }
-        if let Some((slots, tile)) = pieces {
+        if let Some(tile) = tiles {
             for first in (0..count).step_by(R) {
-                self.sums_in_pieces::<R>(s, y0, first..count.min(first + R), slots, tile);
+                let rows = first..count.min(first + R);
+                let slots = self.tile_slots(s, y0 + first, rows.len());
+                self.sums_in_pieces::<R>(s, y0, rows, slots, tile);
             }
             return;
         }
@@ -290,6 +283,31 @@ impl<T: Real> Rows<'_, T> {
         }
     }
 
+    /// The (k, k²) table slot in `s.tile_taps` of each of the `count` rows from `top`, building the tables
+    /// a tiled kernel lacks (a constant kernel's one table is slot 0).
+    fn tile_slots(&self, s: &mut Scratch<T>, top: usize, count: usize) -> [usize; SLOTS] {
+        let mut slots = [0; SLOTS];
+        if let Kernel::Tiled { kbar, xh, yh, tile } = self.kernel {
+            for r in 0..count {
+                let tile_row = (top + r) / tile;
+                slots[r] = match s.tile_taps.iter().position(|(j, _)| *j == tile_row) {
+                    Some(slot) => slot,
+                    None => {
+                        // A slot the pass's earlier rows do not use.
+                        let slot = (0..SLOTS)
+                            .find(|j| !slots[..r].contains(j))
+                            .expect("a slot per row of a pass");
+                        let (key, table) = &mut s.tile_taps[slot];
+                        *key = tile_row;
+                        tile_row_taps(kbar, xh, yh[top + r], tile, table);
+                        slot
+                    }
+                };
+            }
+        }
+        slots
+    }
+
     /// `sums` for a constant or tiled kernel (tiles `tile` wide; row r's (k, k²) table in
     /// `s.tile_taps[slots[r]]`) over the output rows y0 + `rows` (at most R), one plane at a time, piece by
     /// piece of at most PIECE vectors that never crosses a tile edge. For each image row the rows reach,
@@ -301,11 +319,13 @@ impl<T: Real> Rows<'_, T> {
         s: &mut Scratch<T>,
         y0: usize,
         rows: std::ops::Range<usize>,
-        slots: [usize; ROWS],
+        slots: [usize; SLOTS],
         tile: usize,
     ) {
         let (nx, ny, width) = (self.nx, self.ny, s.xh.len());
         let wide = PIECE * T::LANES;
+        // The padded rows and the store buffer below hold up to 8 lanes per vector.
+        assert!(T::LANES <= 8 && R <= SLOTS);
         let (first, count) = (rows.start, rows.len());
         let top = y0 + first;
         // Image rows yy = top + j − HALF, j from j_low to j_high; row r reads j through kernel row
@@ -317,9 +337,9 @@ impl<T: Real> Rows<'_, T> {
             let column = x0 / tile;
             let end = ((column + 1) * tile).min(nx).min(x0 + wide);
             let len = end - x0;
-            let mut tables = [&s.tile_taps[slots[first]].1[column * TAPS..][..TAPS]; R];
+            let mut tables = [&s.tile_taps[slots[0]].1[column * TAPS..][..TAPS]; R];
             for (r, table) in tables.iter_mut().enumerate().take(count) {
-                *table = &s.tile_taps[slots[first + r]].1[column * TAPS..][..TAPS];
+                *table = &s.tile_taps[slots[r]].1[column * TAPS..][..TAPS];
             }
             // The piece reads image columns x0 − HALF .. x0 + wide + HALF: in place inside the image, from a
             // zero-padded copy of each row at its edges.
@@ -363,7 +383,7 @@ impl<T: Real> Rows<'_, T> {
                     }
                 }
                 // Whole vectors where they stay in the row: lanes past the piece's end land where the next
-                // piece (or the row's padding) is written later.
+                // piece writes later, or in the row's padding past nx, which nothing reads.
                 let mut lanes = [T::ZERO; PIECE * 8];
                 for (r, sums) in totals.iter().enumerate().take(count) {
                     let at = (first + r) * width + x0;
@@ -618,8 +638,7 @@ fn block_varying<T: Real, const N: usize>(
 }
 
 /// Vectors (`Lanes`: 8 float32 or 4 float64) of output pixels in a constant or tiled kernel's piece: per
-/// row, its chain and its total in registers, so two rows take 12 of AVX2's 16 registers and four 24 of
-/// AVX-512's 32.
+/// row, a chain and a total of PIECE vectors each (four rows: 24 of AVX-512's 32 registers).
 const PIECE: usize = 3;
 
 /// Stride of a piece's zero-padded image rows (`Scratch::pad`): its widest reach, float32's.
