@@ -95,119 +95,110 @@ pub trait Lanes: Copy + Sized {
     fn store(v: Self::Vector, out: &mut [Self]);
 }
 
+/// `Lanes` with AVX2 and FMA intrinsics: the build's baseline on x86-64.
 #[cfg(all(
     target_arch = "x86_64",
     target_feature = "avx2",
     target_feature = "fma"
 ))]
-macro_rules! impl_lanes {
-    ($t:ty, $v:ty, $n:expr, $set1:ident, $loadu:ident, $fmadd:ident, $addv:ident, $storeu:ident) => {
-        impl Lanes for $t {
-            type Vector = $v;
-            const LANES: usize = $n;
-            #[inline(always)]
-            fn splat(v: Self) -> $v {
-                // SAFETY: the build's baseline (this impl's cfg) has AVX2 and FMA.
-                unsafe { std::arch::x86_64::$set1(v) }
-            }
-            #[inline(always)]
-            fn load(s: &[Self]) -> $v {
-                let s = &s[..$n];
-                // SAFETY: `s` holds LANES values; the load needs no alignment.
-                unsafe { std::arch::x86_64::$loadu(s.as_ptr()) }
-            }
-            #[inline(always)]
-            fn fma(k: $v, x: $v, acc: $v) -> $v {
-                // SAFETY: the build's baseline (this impl's cfg) has AVX2 and FMA.
-                unsafe { std::arch::x86_64::$fmadd(k, x, acc) }
-            }
-            #[inline(always)]
-            fn add_lanes(a: $v, b: $v) -> $v {
-                // SAFETY: the build's baseline (this impl's cfg) has AVX2 and FMA.
-                unsafe { std::arch::x86_64::$addv(a, b) }
-            }
-            #[inline(always)]
-            fn store(v: $v, out: &mut [Self]) {
-                let out = &mut out[..$n];
-                // SAFETY: `out` holds LANES values; the store needs no alignment.
-                unsafe { std::arch::x86_64::$storeu(out.as_mut_ptr(), v) }
-            }
-        }
-    };
-}
-#[cfg(all(
-    target_arch = "x86_64",
-    target_feature = "avx2",
-    target_feature = "fma"
-))]
-impl_lanes!(
-    f32,
-    std::arch::x86_64::__m256,
-    8,
-    _mm256_set1_ps,
-    _mm256_loadu_ps,
-    _mm256_fmadd_ps,
-    _mm256_add_ps,
-    _mm256_storeu_ps
-);
-#[cfg(all(
-    target_arch = "x86_64",
-    target_feature = "avx2",
-    target_feature = "fma"
-))]
-impl_lanes!(
-    f64,
-    std::arch::x86_64::__m256d,
-    4,
-    _mm256_set1_pd,
-    _mm256_loadu_pd,
-    _mm256_fmadd_pd,
-    _mm256_add_pd,
-    _mm256_storeu_pd
-);
+mod lanes_avx2 {
+    use super::Lanes;
+    use std::arch::x86_64::*;
 
-#[cfg(not(all(
-    target_arch = "x86_64",
-    target_feature = "avx2",
-    target_feature = "fma"
-)))]
-macro_rules! impl_lanes {
-    ($t:ty, $n:expr) => {
-        impl Lanes for $t {
-            type Vector = [$t; $n];
-            const LANES: usize = $n;
-            #[inline(always)]
-            fn splat(v: Self) -> [$t; $n] {
-                [v; $n]
+    macro_rules! impl_lanes {
+        ($t:ty, $v:ty, $n:expr, $set1:ident, $loadu:ident, $fmadd:ident, $addv:ident, $storeu:ident) => {
+            impl Lanes for $t {
+                type Vector = $v;
+                const LANES: usize = $n;
+                #[inline(always)]
+                fn splat(v: Self) -> $v {
+                    // SAFETY: the build's baseline (this module's cfg) has AVX2 and FMA.
+                    unsafe { $set1(v) }
+                }
+                #[inline(always)]
+                fn load(s: &[Self]) -> $v {
+                    let s = &s[..$n];
+                    // SAFETY: `s` holds LANES values; the load needs no alignment.
+                    unsafe { $loadu(s.as_ptr()) }
+                }
+                #[inline(always)]
+                fn fma(k: $v, x: $v, acc: $v) -> $v {
+                    // SAFETY: the build's baseline (this module's cfg) has AVX2 and FMA.
+                    unsafe { $fmadd(k, x, acc) }
+                }
+                #[inline(always)]
+                fn add_lanes(a: $v, b: $v) -> $v {
+                    // SAFETY: the build's baseline (this module's cfg) has AVX2 and FMA.
+                    unsafe { $addv(a, b) }
+                }
+                #[inline(always)]
+                fn store(v: $v, out: &mut [Self]) {
+                    let out = &mut out[..$n];
+                    // SAFETY: `out` holds LANES values; the store needs no alignment.
+                    unsafe { $storeu(out.as_mut_ptr(), v) }
+                }
             }
-            #[inline(always)]
-            fn load(s: &[Self]) -> [$t; $n] {
-                s[..$n].try_into().unwrap()
-            }
-            #[inline(always)]
-            fn fma(k: [$t; $n], x: [$t; $n], acc: [$t; $n]) -> [$t; $n] {
-                std::array::from_fn(|i| k[i].mul_add(x[i], acc[i]))
-            }
-            #[inline(always)]
-            fn add_lanes(a: [$t; $n], b: [$t; $n]) -> [$t; $n] {
-                std::array::from_fn(|i| a[i] + b[i])
-            }
-            #[inline(always)]
-            fn store(v: [$t; $n], out: &mut [Self]) {
-                out[..$n].copy_from_slice(&v);
-            }
-        }
-    };
+        };
+    }
+    impl_lanes!(
+        f32,
+        __m256,
+        8,
+        _mm256_set1_ps,
+        _mm256_loadu_ps,
+        _mm256_fmadd_ps,
+        _mm256_add_ps,
+        _mm256_storeu_ps
+    );
+    impl_lanes!(
+        f64,
+        __m256d,
+        4,
+        _mm256_set1_pd,
+        _mm256_loadu_pd,
+        _mm256_fmadd_pd,
+        _mm256_add_pd,
+        _mm256_storeu_pd
+    );
 }
+
+/// `Lanes` as plain arrays, for builds without AVX2 and FMA.
 #[cfg(not(all(
     target_arch = "x86_64",
     target_feature = "avx2",
     target_feature = "fma"
 )))]
-impl_lanes!(f32, 8);
-#[cfg(not(all(
-    target_arch = "x86_64",
-    target_feature = "avx2",
-    target_feature = "fma"
-)))]
-impl_lanes!(f64, 4);
+mod lanes_portable {
+    use super::Lanes;
+
+    macro_rules! impl_lanes {
+        ($t:ty, $n:expr) => {
+            impl Lanes for $t {
+                type Vector = [$t; $n];
+                const LANES: usize = $n;
+                #[inline(always)]
+                fn splat(v: Self) -> [$t; $n] {
+                    [v; $n]
+                }
+                #[inline(always)]
+                fn load(s: &[Self]) -> [$t; $n] {
+                    s[..$n].try_into().unwrap()
+                }
+                #[inline(always)]
+                fn fma(k: [$t; $n], x: [$t; $n], acc: [$t; $n]) -> [$t; $n] {
+                    std::array::from_fn(|i| k[i].mul_add(x[i], acc[i]))
+                }
+                #[inline(always)]
+                fn add_lanes(a: [$t; $n], b: [$t; $n]) -> [$t; $n] {
+                    std::array::from_fn(|i| a[i] + b[i])
+                }
+                #[inline(always)]
+                fn store(v: [$t; $n], out: &mut [Self]) {
+                    out[..$n].copy_from_slice(&v);
+                }
+            }
+        };
+    }
+    impl_lanes!(f32, 8);
+    impl_lanes!(f64, 4);
+}

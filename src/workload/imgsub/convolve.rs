@@ -268,7 +268,7 @@ impl<T: Real> Rows<'_, T> {
                     &self.image[yy * nx..][..nx],
                     &self.variance[yy * nx..][..nx],
                 );
-                let reach = kernel_rows::<2>(y0 + first, pair, yy);
+                let reach = kernel_rows(y0 + first, pair, yy);
                 if let [Some(k0), Some(k1)] = reach {
                     apply::<T, 2>(s, lines, [k0, k1], [first, first + 1]);
                 } else {
@@ -406,9 +406,10 @@ impl<T: Real> Rows<'_, T> {
     }
 }
 
-/// Which kernel row (its offset, v·SIDE) of each of the output rows y0 .. y0 + count reaches image row yy.
+/// Which kernel row (its offset, v·SIDE) of each of the output rows y0 .. y0 + count (a pair at most)
+/// reaches image row yy.
 #[inline(always)]
-fn kernel_rows<const R: usize>(y0: usize, count: usize, yy: usize) -> [Option<usize>; R] {
+fn kernel_rows(y0: usize, count: usize, yy: usize) -> [Option<usize>; 2] {
     std::array::from_fn(|r| {
         let v = (y0 + r) as i64 - yy as i64;
         (r < count && v.abs() <= HALF as i64).then(|| (v + HALF as i64) as usize * SIDE)
@@ -430,11 +431,7 @@ fn edge_row<T: Real, const R: usize>(
     let a = j.saturating_sub(2 * HALF);
     let b = (j + 1).min(count);
     // Row a + t's taps; entries past b − a repeat the last (unused).
-    let mut taps = [&tables[0][..SIDE]; R];
-    for (t, taps) in taps.iter_mut().enumerate() {
-        let r = (a + t).min(b - 1);
-        *taps = &tables[r][(r + 2 * HALF - j) * SIDE..][..SIDE];
-    }
+    let taps: [_; R] = std::array::from_fn(|t| taps_from(tables, (a + t).min(b - 1), j));
     let totals = &mut totals[a..b];
     match b - a {
         4 => add_chains::<T, 4, R>(line, &taps, plane, totals),
@@ -449,19 +446,29 @@ fn edge_row<T: Real, const R: usize>(
 #[inline(always)]
 fn add_chains<T: Real, const N: usize, const R: usize>(
     line: &[T],
-    taps: &[&[[T; 2]]; R],
+    taps: &[&[[T; 2]; SIDE]; R],
     plane: usize,
     totals: &mut [[T::Vector; PIECE]],
 ) {
-    let mut rows = [<&[[T; 2]; SIDE]>::try_from(taps[0]).unwrap(); N];
-    for (row, taps) in rows.iter_mut().zip(taps) {
-        *row = (*taps).try_into().unwrap();
-    }
-    let chains = piece::<T, N>(line, rows, plane);
+    let chains = piece::<T, N>(line, std::array::from_fn(|t| taps[t]), plane);
     for (total, chain) in totals.iter_mut().zip(&chains) {
-        for v in 0..PIECE {
-            total[v] = T::add_lanes(total[v], chain[v]);
-        }
+        add_vectors::<T>(total, chain);
+    }
+}
+
+/// Row r's taps (k, k²) from image row j: kernel row r + 2 HALF − j of its table.
+#[inline(always)]
+fn taps_from<'a, T>(tables: &[&'a [[T; 2]]], r: usize, j: usize) -> &'a [[T; 2]; SIDE] {
+    tables[r][(r + 2 * HALF - j) * SIDE..][..SIDE]
+        .try_into()
+        .unwrap()
+}
+
+/// total += chain, vector by vector.
+#[inline(always)]
+fn add_vectors<T: Real>(total: &mut [T::Vector; PIECE], chain: &[T::Vector; PIECE]) {
+    for v in 0..PIECE {
+        total[v] = T::add_lanes(total[v], chain[v]);
     }
 }
 
@@ -479,17 +486,17 @@ fn edge<T: Real, const R: usize, const BOTTOM: bool>(
 ) {
     let row_of = |e: usize| if BOTTOM { 2 * HALF + 1 + e } else { e };
     let reaches = |e: usize, r: usize| if BOTTOM { r > e } else { r <= e };
-    let mut taps = [[<&[[T; 2]; SIDE]>::try_from(&tables[0][..SIDE]).unwrap(); R]; R];
+    // Chain (e, r)'s taps; pairs where e does not reach r hold row 0's from j = 2 HALF (unused).
+    let taps: [[_; R]; R] = std::array::from_fn(|e| {
+        std::array::from_fn(|r| match reaches(e, r) {
+            true => taps_from(tables, r, row_of(e)),
+            false => taps_from(tables, 0, 2 * HALF),
+        })
+    });
     let mut images = [lines[row_of(0)]; R];
     for e in 0..R - 1 {
-        let j = row_of(e);
-        assert!(lines[j].len() >= PIECE * T::LANES + 2 * HALF);
-        images[e] = lines[j];
-        for r in (0..R).filter(|&r| reaches(e, r)) {
-            taps[e][r] = tables[r][(r + 2 * HALF - j) * SIDE..][..SIDE]
-                .try_into()
-                .unwrap();
-        }
+        images[e] = lines[row_of(e)];
+        assert!(images[e].len() >= PIECE * T::LANES + 2 * HALF);
     }
     let mut chains = [[[T::splat(T::ZERO); PIECE]; R]; R];
     for tap in 0..SIDE {
@@ -508,12 +515,8 @@ fn edge<T: Real, const R: usize, const BOTTOM: bool>(
         }
     }
     for e in (0..R - 1).rev() {
-        for r in 0..R {
-            if reaches(e, r) {
-                for v in 0..PIECE {
-                    totals[r][v] = T::add_lanes(totals[r][v], chains[e][r][v]);
-                }
-            }
+        for r in (0..R).filter(|&r| reaches(e, r)) {
+            add_vectors::<T>(&mut totals[r], &chains[e][r]);
         }
     }
 }
@@ -529,17 +532,13 @@ fn middle<T: Real, const R: usize>(
     mut totals: [[T::Vector; PIECE]; R],
 ) -> [[T::Vector; PIECE]; R] {
     for j in js.rev() {
-        let mut rows = [<&[[T; 2]; SIDE]>::try_from(&tables[0][..SIDE]).unwrap(); R];
-        for (r, row) in rows.iter_mut().enumerate() {
-            *row = tables[r][(r + 2 * HALF - j) * SIDE..][..SIDE]
-                .try_into()
-                .unwrap();
-        }
-        let chains = piece::<T, R>(lines[j], rows, plane);
+        let chains = piece::<T, R>(
+            lines[j],
+            std::array::from_fn(|r| taps_from(tables, r, j)),
+            plane,
+        );
         for (total, chain) in totals.iter_mut().zip(&chains) {
-            for v in 0..PIECE {
-                total[v] = T::add_lanes(total[v], chain[v]);
-            }
+            add_vectors::<T>(total, chain);
         }
     }
     totals
