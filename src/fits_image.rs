@@ -5,7 +5,7 @@
 
 use crate::inputs::{
     encode_fits_in_memory, fits_hdu_problem, fits_length_problem, io_error, open_fits_in_memory,
-    wrap_raw_fits, write_atomic_with, InputError, FITS_BLOCK,
+    wrap_raw_fits, write_atomic_over, InputError, WrittenAhead, FITS_BLOCK,
 };
 use fitsio::hdu::HduInfo;
 use fitsio::images::{ImageDescription, ImageType};
@@ -193,6 +193,22 @@ const WRITE_PART: usize = 1 << 20;
 /// on one file only wait (on the H200 machine 400 MB took 0.14 s from 1 thread and from 16), and a caller
 /// writing several planes gets them written at once by writing each from its own thread.
 pub fn write_image(path: &Path, image: &ImageOut) -> Result<(), InputError> {
+    write_image_over(path, image, None)
+}
+
+/// The length of the FITS file [`write_image`] makes of an nx × ny image of `sample_bytes` per pixel, less
+/// its header beyond `header_blocks` 2880-byte records: what to write ahead ([`WrittenAhead`]).
+pub fn image_file_len(nx: usize, ny: usize, sample_bytes: usize, header_blocks: usize) -> u64 {
+    let block = FITS_BLOCK as u64;
+    (header_blocks as u64 + ((nx * ny * sample_bytes) as u64).div_ceil(block)) * block
+}
+
+/// [`write_image`] over a file written ahead for `path` (`None`: a new one).
+pub fn write_image_over(
+    path: &Path,
+    image: &ImageOut,
+    ahead: Option<WrittenAhead>,
+) -> Result<(), InputError> {
     let file = path.display().to_string();
     if let Some(problem) = problem(image) {
         return Err(InputError::Map { file, problem });
@@ -205,8 +221,9 @@ pub fn write_image(path: &Path, image: &ImageOut) -> Result<(), InputError> {
     let data_len = (image.pixels.len() * width) as u64;
     let total = header.len() as u64 + data_len.div_ceil(FITS_BLOCK as u64) * FITS_BLOCK as u64;
     crate::exec::trace_event(|| format!("write {}: begins", path.display()));
-    let written = write_atomic_with(path, |f| {
-        // The padding after the data is zeros: the length is set first, the parts fill the rest.
+    let written = write_atomic_over(path, ahead, |f| {
+        // The padding after the data is zeros: the length is set first, the parts fill the rest (a file
+        // written ahead is zeros already, and longer or shorter only by a few header records).
         f.set_len(total)?;
         f.write_all_at(&header, 0)?;
         let start = header.len() as u64;
@@ -865,6 +882,65 @@ mod tests {
                 _ => panic!("{name}: sample type changed"),
             }
         }
+    }
+
+    #[test]
+    fn images_written_over_a_file_written_ahead_are_the_same_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (nx, ny) = (1031, 1019);
+        let data: Vec<f32> = (0..nx * ny).map(|i| (i as f32).cos() * 3e3 - 7.0).collect();
+        let mask: Vec<u8> = (0..nx * ny).map(|i| (i % 5) as u8).collect();
+        let cards = [Card::real("GAIN", 1.5, "e/ADU")];
+        let history = vec!["written ahead".to_string()];
+        for (name, pixels, bytes) in [
+            ("f.fits", Pixels::F32(&data), 4),
+            ("m.fits", Pixels::U8(&mask), 1),
+        ] {
+            let image = ImageOut {
+                nx,
+                ny,
+                pixels,
+                name: "IMG",
+                cards: &cards,
+                history: &history,
+            };
+            let plain = dir.path().join(format!("plain-{name}"));
+            write_image(&plain, &image).unwrap();
+            let expected = std::fs::read(&plain).unwrap();
+            // Written ahead with more header records than the header takes, with fewer, and with none
+            // (the data then reaches past the zeros): the same file each time, and no temporary left.
+            for header_blocks in [6, 1, 0] {
+                let path = dir.path().join(format!("{header_blocks}-{name}"));
+                let len = image_file_len(nx, ny, bytes, header_blocks);
+                let ahead = WrittenAhead::new(&path, len).unwrap();
+                write_image_over(&path, &image, Some(ahead)).unwrap();
+                assert_eq!(
+                    std::fs::read(&path).unwrap(),
+                    expected,
+                    "{header_blocks} {name}"
+                );
+            }
+        }
+        // A file written ahead and never used is removed.
+        drop(WrittenAhead::new(&dir.path().join("unused.fits"), 10_000).unwrap());
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "0-f.fits",
+                "0-m.fits",
+                "1-f.fits",
+                "1-m.fits",
+                "6-f.fits",
+                "6-m.fits",
+                "plain-f.fits",
+                "plain-m.fits"
+            ]
+        );
     }
 
     #[test]

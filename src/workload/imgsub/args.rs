@@ -5,7 +5,7 @@ use super::difference::{DifferenceProblem, PRESETS};
 use super::field::{generate, FieldSpec, Kind};
 use super::io::{
     read_forced, subtraction_cards, subtraction_files, write_all_or_none, write_field,
-    write_planes, write_tables, PlaneSet,
+    write_planes, write_tables, PlaneSet, PlanesAhead,
 };
 use super::pair::{Pair, PairFiles};
 use super::score::{read_truth, score};
@@ -220,22 +220,24 @@ impl ToolArgs for SubtractArgs {
             return Err(format!("--out {}: no such folder", self.out.display()));
         }
         let command_start = std::time::Instant::now();
-        // The backend starts (a GPU runtime: 0.2-2 s) while the files are read.
-        let (pair, discovery) = std::thread::scope(|scope| {
-            let discovery = scope.spawn(|| {
-                let started = std::time::Instant::now();
-                let found = self.backend.discovery();
-                (found, started.elapsed().as_secs_f64())
-            });
-            let pair = Pair::read(&files);
-            let read_s = command_start.elapsed().as_secs_f64();
-            (
-                pair.map(|p| (p, read_s)),
-                discovery.join().expect("backend discovery panicked"),
-            )
+        // The backend starts (a GPU runtime: 0.2-2 s) while the files are read, and a device's context is
+        // made as soon as the device is found (CUDA: 0.10-0.15 s), beside the rest of the read and the
+        // stamps' choice: made after the read, it held up the fit's first job once the stamps took 40 ms.
+        // That job waits for it, and reports its failure.
+        let (found, discovered) = std::sync::mpsc::channel();
+        let backend = self.backend.clone();
+        let _preparing = crate::exec::JoinOnDrop::spawn(move || {
+            let started = std::time::Instant::now();
+            let discovery = backend.discovery().map(std::sync::Arc::new);
+            let _ = found.send((discovery.clone(), started.elapsed().as_secs_f64()));
+            if let Ok(Ok(Target::Device(dev))) = discovery.as_ref().map(|d| backend.target(d)) {
+                let _ = dev.prepare();
+            }
         });
-        let (pair, mut read_s) = pair?;
-        let (discovery, discovery_s) = discovery;
+        let pair = Pair::read(&files);
+        let mut read_s = command_start.elapsed().as_secs_f64();
+        let (discovery, discovery_s) = discovered.recv().expect("backend discovery panicked");
+        let pair = pair?;
         let discovery = discovery?;
         let (nx, ny) = (pair.nx, pair.ny);
         let truth_start = std::time::Instant::now();
@@ -285,21 +287,21 @@ impl ToolArgs for SubtractArgs {
         let names = subtraction_files(forced.is_some(), truth.is_some());
         // All files or none: the difference, its variance and mask are written while the matched filter and
         // detection run, the significance while detection runs (or, scored, while the scores are computed).
-        // The device's context is made while the stamps are chosen (the CUDA context took 0.10-0.12 s in the
-        // fit's first job; beside the read it outlasted the read by 0.1 s). A failure here is reported by
-        // the first job, which waits for it.
-        let ((sub, quality, score_s, planes_s, tail_s), written) = std::thread::scope(|scope| {
-            if let Target::Device(dev) = target {
-                scope.spawn(move || dev.prepare());
-            }
+        let ((sub, quality, score_s, planes_s, tail_s), written) =
             write_all_or_none(&self.out, "subtract", &names, |staging| {
+                // On an accelerator the planes' files are written ahead while the host waits for the
+                // device; the `cpu` model's cores are busy with the subtraction itself then.
+                let ahead = match target {
+                    Target::Device(_) => PlanesAhead::start(staging, nx, ny),
+                    Target::Cpu(_) => PlanesAhead::none(),
+                };
                 let planes_s = std::sync::Mutex::new(0.0);
                 // The cards are final with the difference: made once for the four planes.
                 let cards = std::sync::OnceLock::new();
                 let write = |sub: &super::subtract::Subtraction, set: PlaneSet| {
                     let started = std::time::Instant::now();
                     let cards = cards.get_or_init(|| subtraction_cards(sub, &wcs));
-                    let written = write_planes(sub, set, cards, &history, staging);
+                    let written = write_planes(sub, set, cards, &history, staging, &ahead);
                     *planes_s.lock().unwrap() += started.elapsed().as_secs_f64();
                     written.map_err(|e| e.to_string())
                 };
@@ -326,8 +328,7 @@ impl ToolArgs for SubtractArgs {
                 let tail_s = tail.elapsed().as_secs_f64();
                 let planes_s = *planes_s.lock().unwrap();
                 Ok::<_, String>((sub, quality, score_s, planes_s, tail_s))
-            })
-        })?;
+            })?;
         let sync_s = crate::inputs::seconds_syncing() - synced_before;
         let command_s = command_start.elapsed().as_secs_f64();
         let sync = if self.no_fsync {

@@ -4,8 +4,10 @@
 //! into a hidden folder beside them and moved into place only when all exist, so a failure leaves none.
 
 use super::field::{Field, Image, Kind};
-use crate::fits_image::{write_image, Card, ImageOut, Pixels};
-use crate::inputs::{csv_writer, finish_csv, float, io_error, write_atomic, InputError};
+use crate::fits_image::{image_file_len, write_image, write_image_over, Card, ImageOut, Pixels};
+use crate::inputs::{
+    csv_writer, finish_csv, float, io_error, write_atomic, InputError, WrittenAhead,
+};
 use std::path::{Path, PathBuf};
 
 /// Arcseconds per pixel of the WCS (the AST3 camera's scale is about 1″).
@@ -417,30 +419,114 @@ pub enum PlaneSet<'a> {
     Significance(&'a [f32]),
 }
 
+/// The FITS planes `subtract` writes: file, extension name, bytes per pixel.
+const PLANES: [(&str, &str, usize); 4] = [
+    ("diff.fits", "DIFF", 4),
+    ("diff.var.fits", "DIFF_VAR", 4),
+    ("diff.mask.fits", "DIFF_MASK", 1),
+    ("diff.snr.fits", "DIFF_SNR", 4),
+];
+
+/// Header records a plane's file is written ahead with (its cards and history take two or three).
+const HEADER_BLOCKS_AHEAD: usize = 4;
+
+/// The subtraction's FITS planes written ahead as zeros into the staging folder by one thread of low
+/// priority while the subtraction runs ([`WrittenAhead`]), the significance first (its write is the
+/// subtraction's tail), then the others in order: [`write_planes`] then writes over cached pages. On an
+/// accelerator the host mostly waits for the device's jobs then. A file not ready when its plane comes is
+/// written new, and the one made ahead is removed. Dropping this joins its thread.
+pub struct PlanesAhead {
+    made: std::sync::Arc<std::sync::Mutex<Vec<(&'static str, WrittenAhead)>>>,
+    /// Set when dropped: no more files are begun (an early error waits for one file at most).
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Joined when dropped.
+    _thread: Option<crate::exec::JoinOnDrop<()>>,
+}
+
+impl PlanesAhead {
+    /// Nothing written ahead.
+    pub fn none() -> PlanesAhead {
+        PlanesAhead {
+            made: Default::default(),
+            done: Default::default(),
+            _thread: None,
+        }
+    }
+
+    /// Starts writing the planes of an nx × ny subtraction ahead into `dir`. A failure (a full disk) is
+    /// left for the plane's own write to report.
+    pub fn start(dir: &Path, nx: usize, ny: usize) -> PlanesAhead {
+        let made = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (dir, list, stop) = (
+            dir.to_path_buf(),
+            std::sync::Arc::clone(&made),
+            std::sync::Arc::clone(&done),
+        );
+        let thread = crate::exec::JoinOnDrop::spawn(move || {
+            crate::exec::lower_this_threads_priority();
+            let done = stop;
+            for &(file, _, bytes) in PLANES[3..].iter().chain(&PLANES[..3]) {
+                if done.load(std::sync::atomic::Ordering::Relaxed) {
+                    return;
+                }
+                let path = dir.join(file);
+                let len = image_file_len(nx, ny, bytes, HEADER_BLOCKS_AHEAD);
+                let Ok(ahead) = WrittenAhead::new(&path, len) else {
+                    return;
+                };
+                list.lock().unwrap().push((file, ahead));
+                crate::exec::trace_event(|| format!("write {}: written ahead", path.display()));
+            }
+        });
+        PlanesAhead {
+            made,
+            done,
+            _thread: Some(thread),
+        }
+    }
+
+    fn take(&self, file: &str) -> Option<WrittenAhead> {
+        let mut made = self.made.lock().unwrap();
+        let at = made.iter().position(|(f, _)| *f == file)?;
+        Some(made.swap_remove(at).1)
+    }
+}
+
+impl Drop for PlanesAhead {
+    fn drop(&mut self) {
+        // Before the thread is joined (it is declared last, so dropped after this).
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Writes `set` into `dir` as FITS (float32, 8-bit mask) with `cards` and `history`, all at once, each file
 /// from a thread of its own (cfitsio is built reentrant; at 10k each plane is 400 MB; `write_image` says why
-/// one writer per file), apart from the rayon pool that the work beside them uses.
+/// one writer per file), apart from the rayon pool that the work beside them uses; over the files `ahead`
+/// has ready.
 pub fn write_planes(
     sub: &super::subtract::Subtraction,
     set: PlaneSet<'_>,
     cards: &[Card],
     history: &[String],
     dir: &Path,
+    ahead: &PlanesAhead,
 ) -> Result<(), InputError> {
     let planes = match set {
         PlaneSet::Difference => vec![
-            ("diff.fits", "DIFF", Pixels::F32(&sub.diff)),
-            ("diff.var.fits", "DIFF_VAR", Pixels::F32(&sub.variance)),
-            ("diff.mask.fits", "DIFF_MASK", Pixels::U8(&sub.mask)),
+            (PLANES[0], Pixels::F32(&sub.diff)),
+            (PLANES[1], Pixels::F32(&sub.variance)),
+            (PLANES[2], Pixels::U8(&sub.mask)),
         ],
-        PlaneSet::Significance(snr) => vec![("diff.snr.fits", "DIFF_SNR", Pixels::F32(snr))],
+        PlaneSet::Significance(snr) => vec![(PLANES[3], Pixels::F32(snr))],
     };
     std::thread::scope(|scope| {
         let handles: Vec<_> = planes
             .into_iter()
-            .map(|(file, name, pixels)| {
+            .map(|((file, name, _), pixels)| {
+                let ahead = ahead.take(file);
                 scope.spawn(move || {
-                    write_image(
+                    write_image_over(
                         &dir.join(file),
                         &ImageOut {
                             nx: sub.nx,
@@ -450,6 +536,7 @@ pub fn write_planes(
                             cards,
                             history,
                         },
+                        ahead,
                     )
                 })
             })

@@ -214,30 +214,6 @@ fn median_fwhm(image: &[f32], nx: usize, places: &[(usize, usize)]) -> f64 {
     median(&mut v)
 }
 
-/// A thread joined when it is dropped, so that an early return (an error) never leaves it running with the
-/// planes it holds (the PSF's: 900 MB at 10k).
-struct JoinOnDrop<T>(Option<std::thread::JoinHandle<T>>);
-
-impl<T: Send + 'static> JoinOnDrop<T> {
-    fn spawn(work: impl FnOnce() -> T + Send + 'static) -> Self {
-        JoinOnDrop(Some(std::thread::spawn(work)))
-    }
-    fn join(mut self) -> T {
-        let handle = self.0.take().expect("joined once");
-        handle
-            .join()
-            .expect("a thread joined by JoinOnDrop panicked")
-    }
-}
-
-impl<T> Drop for JoinOnDrop<T> {
-    fn drop(&mut self) {
-        if let Some(handle) = self.0.take() {
-            let _ = handle.join();
-        }
-    }
-}
-
 /// One image of the pair, shared with the thread that measures the PSF beside the fit and the difference
 /// while the difference pass owns it.
 struct SharedPlane {
@@ -548,6 +524,7 @@ pub fn subtract_streaming(
         // kernel, and beside the difference alone it outlasted the device pass (0.21-0.24 s against 0.20 s
         // at 10k on the H200). Its thread is joined after the difference.
         let psf_thread = {
+            let on_device = matches!(target, Target::Device(_));
             let (data, variance, bad) = (
                 Arc::clone(&unconv.data),
                 Arc::clone(&unconv.variance),
@@ -557,7 +534,7 @@ pub fn subtract_streaming(
                 Direction::Reference => "science",
                 Direction::Science => "reference",
             };
-            JoinOnDrop::spawn(move || {
+            crate::exec::JoinOnDrop::spawn(move || {
                 let started = Instant::now();
                 let measure = || {
                     // PSF stars: bright local maxima over the whole unconvolved image (measure() keeps the
@@ -576,7 +553,14 @@ pub fn subtract_streaming(
                         )
                     })
                 };
-                measure().map(|p| (p, started.elapsed().as_secs_f64()))
+                // Beside an accelerator's jobs, at low priority: the fit's host work takes the cores first.
+                // On `cpu` the difference needs every core: the PSF takes its share as before.
+                let measured = if on_device {
+                    crate::exec::background_pool().install(measure)
+                } else {
+                    measure()
+                };
+                measured.map(|p| (p, started.elapsed().as_secs_f64()))
             })
         };
         // 2. The fit, on the probe's stamps when the reference is convolved (they were chosen on it).
