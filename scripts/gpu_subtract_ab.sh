@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A/B timing of `astroport subtract` at 10240² on the lent GPU machine, variants interleaved in one lending
 # (machines differ by 10-40 % in host work between lendings, so only runs of one lending compare). Each
-# variant is an environment setting; every run is --no-fsync and traced. Results: $OUT/ab.tgz, $OUT/ab.txt.
+# variant is an environment setting; every run is --no-fsync (FSYNC=1: synced) and traced. Results: $OUT/ab.tgz, $OUT/ab.txt.
 # Usage: bash scripts/gpu_subtract_ab.sh REPS "NAME=ENV ..." ...   (ENV as VAR=value,VAR=value or "-";
 # VARIANT_BIN=path runs another binary, e.g. the one before a change)
 set -uo pipefail
@@ -16,12 +16,13 @@ mkdir -p "$work/f"
 f=$work/f
 plain=(--ref "$f/ref.fits" --sci "$f/sci.fits" --ref-var "$f/ref.var.fits" --sci-var "$f/sci.var.fits"
        --ref-mask "$f/ref.mask.fits" --sci-mask "$f/sci.mask.fits")
+nofsync=(--no-fsync); [ -z "${FSYNC:-}" ] || nofsync=()
 for r in $(seq 1 "$reps"); do
   for v in "$@"; do
     name=${v%%=*}; envs=${v#*=}
     d="$out/$name-$r"; mkdir -p "$d"
     ( [ "$envs" = "-" ] || export $(echo "$envs" | tr ',' ' ')
-      ASTROPORT_TRACE_JOBS=1 "${VARIANT_BIN:-$bin}" subtract --out "$d" "${plain[@]}" --backend cuda --no-fsync \
+      ASTROPORT_TRACE_JOBS=1 "${VARIANT_BIN:-$bin}" subtract --out "$d" "${plain[@]}" --backend cuda ${nofsync[@]+"${nofsync[@]}"} \
         > "$d/stdout.txt" 2> "$d/stderr.txt" )
     rm -f "$d"/*.fits
     echo "$name $r $(grep -o 'file to file [0-9.]* s' "$d/stdout.txt") | $(grep -o 'steps: .*' "$d/stdout.txt")"
