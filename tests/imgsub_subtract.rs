@@ -987,3 +987,151 @@ fn another_tools_difference_is_detected_in_place_of_ours() {
     );
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
 }
+
+/// `subtract --pairs`: every listed pair into its own folder on one device, the same pixels and catalogue
+/// as one pair per process (planes written ahead, the backend started once, the next pair read beside);
+/// a pair whose file is missing is reported by name, leaves no folder, and the others go on (exit 2).
+#[test]
+fn a_list_of_pairs_is_subtracted_as_single_pairs_are() {
+    let d = discover();
+    let device = common::devices(&d)[0].id();
+    let dir = tempfile::tempdir().unwrap();
+    let field = dir.path().join("field");
+    std::fs::create_dir(&field).unwrap();
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
+    let (code, _, err) = common::astroport(&[
+        "field",
+        "--size",
+        "384",
+        "--seed",
+        "2",
+        "--out",
+        &path(&field),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let single = dir.path().join("single");
+    std::fs::create_dir(&single).unwrap();
+    let files = ["ref", "sci", "ref.var", "sci.var", "ref.mask", "sci.mask"];
+    let mut args = vec!["subtract".to_string()];
+    for (flag, file) in [
+        "--ref",
+        "--sci",
+        "--ref-var",
+        "--sci-var",
+        "--ref-mask",
+        "--sci-mask",
+    ]
+    .iter()
+    .zip(files)
+    {
+        args.extend([flag.to_string(), path(&field.join(format!("{file}.fits")))]);
+    }
+    let common_flags = ["--backend", device.as_str(), "--no-fsync"];
+    args.extend(["--out".to_string(), path(&single)]);
+    args.extend(common_flags.map(String::from));
+    let (code, _, err) = common::astroport(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "{err}");
+
+    // Paths relative to the list; one pair names a science image that is not there.
+    let row = |name: &str, sci: &str| {
+        format!(
+            "{name},field/ref.fits,{sci},field/ref.var.fits,field/sci.var.fits,field/ref.mask.fits,\
+             field/sci.mask.fits\n"
+        )
+    };
+    let list = dir.path().join("pairs.csv");
+    let text = format!(
+        "name,ref,sci,ref_var,sci_var,ref_mask,sci_mask\n{}{}{}",
+        row("first", "field/sci.fits"),
+        row("lost", "field/none.fits"),
+        row("third", "field/sci.fits")
+    );
+    std::fs::write(&list, text).unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let (code, stdout, err) = common::astroport(&[
+        "subtract",
+        "--pairs",
+        &path(&list),
+        "--out",
+        &path(&out),
+        common_flags[0],
+        common_flags[1],
+        common_flags[2],
+    ]);
+    assert_eq!(code, 2, "{stdout}{err}");
+    assert!(
+        err.contains("pair lost") && err.contains("none.fits"),
+        "{err}"
+    );
+    assert!(
+        stdout.contains("2 of 3 pairs subtracted") && stdout.contains("failed: lost"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("pair third: subtract 384×384"), "{stdout}");
+    assert!(!out.join("lost").exists());
+    let mut made: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    made.sort();
+    assert_eq!(made, ["first", "third"]);
+    for pair in ["first", "third"] {
+        for plane in [
+            "diff.fits",
+            "diff.var.fits",
+            "diff.mask.fits",
+            "diff.snr.fits",
+        ] {
+            let (a, b) = (
+                read_image(&single.join(plane)).unwrap(),
+                read_image(&out.join(pair).join(plane)).unwrap(),
+            );
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert!(bits(&a.data) == bits(&b.data), "{pair} {plane}");
+        }
+        let catalogue =
+            |d: &std::path::Path| std::fs::read_to_string(d.join("catalogue.csv")).unwrap();
+        assert_eq!(catalogue(&single), catalogue(&out.join(pair)), "{pair}");
+        // Nothing but the outputs: no staging folder, no file written ahead left behind.
+        let left = std::fs::read_dir(out.join(pair)).unwrap().count();
+        assert_eq!(left, 6, "{pair}");
+    }
+
+    // A bad list is refused before anything runs, naming the file, the line and the value.
+    for (text, wanted) in [
+        (
+            "name,ref,science\na,r.fits,s.fits\n",
+            "column 'science' is not one of",
+        ),
+        (
+            "name,ref\na,r.fits\n",
+            "needs columns 'name', 'ref' and 'sci'",
+        ),
+        (
+            "name,ref,sci\na,r.fits,s.fits\na,r.fits,s.fits\n",
+            "line 3: name = 'a' is listed twice",
+        ),
+        (
+            "name,ref,sci\nx/y,r.fits,s.fits\n",
+            "line 2: name = 'x/y' is not a plain folder name",
+        ),
+        ("name,ref,sci\n", "no pairs listed"),
+    ] {
+        std::fs::write(&list, text).unwrap();
+        let (code, _, err) = common::astroport(&[
+            "subtract",
+            "--pairs",
+            &path(&list),
+            "--out",
+            &path(&out),
+            "--backend",
+            "cpu",
+        ]);
+        assert_eq!(code, 2, "{text}: {err}");
+        assert!(
+            err.contains("pairs.csv") && err.contains(wanted),
+            "{text}: {err}"
+        );
+    }
+}

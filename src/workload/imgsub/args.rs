@@ -124,30 +124,37 @@ pub struct SubtractArgs {
     /// Reference image (FITS), registered to the science image's pixel grid.
     #[arg(
         long = "ref",
-        required_unless_present = "field",
-        conflicts_with = "field"
+        required_unless_present_any = ["field", "pairs"],
+        conflicts_with_all = ["field", "pairs"]
     )]
     pub reference: Option<PathBuf>,
     /// Science image (FITS).
     #[arg(
         long = "sci",
-        required_unless_present = "field",
-        conflicts_with = "field"
+        required_unless_present_any = ["field", "pairs"],
+        conflicts_with_all = ["field", "pairs"]
     )]
     pub science: Option<PathBuf>,
     /// Variance of the reference (FITS); default: from GAIN and RDNOISE in its header.
-    #[arg(long = "ref-var", conflicts_with = "field")]
+    #[arg(long = "ref-var", conflicts_with_all = ["field", "pairs"])]
     pub reference_variance: Option<PathBuf>,
-    #[arg(long = "sci-var", conflicts_with = "field")]
+    #[arg(long = "sci-var", conflicts_with_all = ["field", "pairs"])]
     pub science_variance: Option<PathBuf>,
     /// Bad-pixel mask of the reference (FITS, non-zero = bad).
-    #[arg(long = "ref-mask", conflicts_with = "field")]
+    #[arg(long = "ref-mask", conflicts_with_all = ["field", "pairs"])]
     pub reference_mask: Option<PathBuf>,
-    #[arg(long = "sci-mask", conflicts_with = "field")]
+    #[arg(long = "sci-mask", conflicts_with_all = ["field", "pairs"])]
     pub science_mask: Option<PathBuf>,
     /// A folder written by `astroport field`: its images, variances, masks and truth.csv (scored).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "pairs")]
     pub field: Option<PathBuf>,
+    /// Many pairs in one process, as a survey pipeline runs them: a CSV list with columns name, ref, sci
+    /// and optionally ref_var, sci_var, ref_mask, sci_mask (paths relative to the list). Each pair's
+    /// outputs go to the folder --out/NAME (made if missing), all or none. The backend starts once, and
+    /// each pair is read while the one before it finishes (its matched filter, detection and writes). A pair
+    /// that fails is reported and the others go on; the exit status is then 2.
+    #[arg(long, conflicts_with_all = ["truth", "forced", "difference"])]
+    pub pairs: Option<PathBuf>,
     /// Places for forced PSF photometry: CSV with columns x, y (0-based pixels) and optionally id.
     #[arg(long)]
     pub forced: Option<PathBuf>,
@@ -194,6 +201,9 @@ impl ToolArgs for SubtractArgs {
     fn run(self) -> Result<i32, String> {
         crate::workload::require_positive("--threshold", self.threshold)?;
         crate::inputs::set_durable(!self.no_fsync);
+        if let Some(list) = &self.pairs {
+            return self.run_pairs(list);
+        }
         let files = match &self.field {
             Some(dir) => PairFiles {
                 reference: dir.join("ref.fits"),
@@ -220,42 +230,188 @@ impl ToolArgs for SubtractArgs {
             return Err(format!("--out {}: no such folder", self.out.display()));
         }
         let command_start = std::time::Instant::now();
-        // The backend starts (a GPU runtime: 0.2-2 s) while the files are read, and a device's context is
-        // made as soon as the device is found (CUDA: 0.10-0.15 s), beside the rest of the read and the
-        // stamps' choice: made after the read, it held up the fit's first job once the stamps took 40 ms.
-        // That job waits for it, and reports its failure.
-        let (found, discovered) = std::sync::mpsc::channel();
-        let backend = self.backend.clone();
-        let _preparing = crate::exec::JoinOnDrop::spawn(move || {
-            let started = std::time::Instant::now();
-            let discovery = backend.discovery().map(std::sync::Arc::new);
-            let _ = found.send((discovery.clone(), started.elapsed().as_secs_f64()));
-            if let Ok(Ok(Target::Device(dev))) = discovery.as_ref().map(|d| backend.target(d)) {
-                let _ = dev.prepare();
-            }
-        });
+        let (_preparing, discovered) = start_backend(&self.backend);
         let pair = Pair::read(&files);
-        let mut read_s = command_start.elapsed().as_secs_f64();
+        let read_s = command_start.elapsed().as_secs_f64();
         let (discovery, discovery_s) = discovered.recv().expect("backend discovery panicked");
         let pair = pair?;
         let discovery = discovery?;
+        let target = self.backend.target(&discovery)?;
+        let outputs = PairOutputs {
+            out: &self.out,
+            truth: truth_path.as_deref(),
+            forced: self.forced.as_deref(),
+            difference: self.difference.as_deref(),
+            label: String::new(),
+            on_difference: None,
+        };
+        let backend_s = Some(discovery_s);
+        self.subtract_pair(pair, read_s, backend_s, target, &outputs, command_start)?;
+        Ok(0)
+    }
+}
+
+/// Starts the backend `--backend` names on a thread of its own: its discovery (a GPU runtime: 0.2-2 s) comes
+/// back on the receiver with its seconds, and a device's context is then made at once (CUDA: 0.10-0.15 s).
+/// The files are read meanwhile: made after the read, the context held up the fit's first job once the
+/// stamps took 40 ms. That job waits for it, and reports its failure. The handle joins on drop.
+#[allow(clippy::type_complexity)]
+fn start_backend(
+    backend: &OneBackendArgs,
+) -> (
+    crate::exec::JoinOnDrop<()>,
+    std::sync::mpsc::Receiver<(
+        Result<std::sync::Arc<crate::backend::Discovery>, String>,
+        f64,
+    )>,
+) {
+    let (found, discovered) = std::sync::mpsc::channel();
+    let backend = backend.clone();
+    let preparing = crate::exec::JoinOnDrop::spawn(move || {
+        let started = std::time::Instant::now();
+        let discovery = backend.discovery().map(std::sync::Arc::new);
+        let _ = found.send((discovery.clone(), started.elapsed().as_secs_f64()));
+        if let Ok(Ok(Target::Device(dev))) = discovery.as_ref().map(|d| backend.target(d)) {
+            let _ = dev.prepare();
+        }
+    });
+    (preparing, discovered)
+}
+
+/// Where one pair's outputs go, and what else it reads: the truth it is scored against, places for forced
+/// photometry, another tool's difference. `label` prefixes its printed lines in a list of pairs;
+/// `on_difference` is called when the difference is known and its planes go to the writers (a list of
+/// pairs then starts reading the next pair).
+struct PairOutputs<'a> {
+    out: &'a std::path::Path,
+    truth: Option<&'a std::path::Path>,
+    forced: Option<&'a std::path::Path>,
+    difference: Option<&'a std::path::Path>,
+    label: String,
+    on_difference: Option<&'a (dyn Fn() + Sync)>,
+}
+
+impl SubtractArgs {
+    /// `--pairs`: every pair of the list into its own folder, the backend started once, each pair read
+    /// while the one before it finishes. Each pair's "file to file" counts from the end of the one before:
+    /// the time a pipeline spends per pair.
+    fn run_pairs(&self, list: &std::path::Path) -> Result<i32, String> {
+        let pairs = super::io::read_pair_list(list).map_err(|e| e.to_string())?;
+        if !self.out.is_dir() {
+            return Err(format!("--out {}: no such folder", self.out.display()));
+        }
+        let command_start = std::time::Instant::now();
+        let (_preparing, discovered) = start_backend(&self.backend);
+        let read = |files: &PairFiles| {
+            let started = std::time::Instant::now();
+            (Pair::read(files), started.elapsed().as_secs_f64())
+        };
+        let mut next = Some(read(&pairs[0].files));
+        let (discovery, discovery_s) = discovered.recv().expect("backend discovery panicked");
+        let discovery = discovery?;
+        let target = self.backend.target(&discovery)?;
+        let mut failed = Vec::new();
+        let (mut started, mut first_s) = (command_start, 0.0);
+        for (k, listed) in pairs.iter().enumerate() {
+            let (pair, read_s) = next.take().expect("each pair is read once");
+            let done = std::thread::scope(|scope| {
+                // The next pair is read once this one's difference is known, beside its matched filter,
+                // detection and writes. Read from the start, beside the stamps and the fit, it slowed them
+                // by as much as it took, even at low priority (docs/perf-notes.md).
+                let (go, wait) = std::sync::mpsc::channel::<()>();
+                let ahead = pairs.get(k + 1).map(|p| {
+                    scope.spawn(move || {
+                        // Also begun when this pair fails before its difference (the sender is gone).
+                        let _ = wait.recv();
+                        read(&p.files)
+                    })
+                });
+                let signal = move || {
+                    let _ = go.send(());
+                };
+                let out = self.out.join(&listed.name);
+                let outputs = PairOutputs {
+                    out: &out,
+                    truth: None,
+                    forced: None,
+                    difference: None,
+                    label: format!("pair {}: ", listed.name),
+                    on_difference: Some(&signal),
+                };
+                // The folder is made once the pair has been read: a pair whose files are missing leaves none.
+                let done = pair.and_then(|pair| {
+                    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+                    let backend_s = (k == 0).then_some(discovery_s);
+                    self.subtract_pair(pair, read_s, backend_s, target, &outputs, started)
+                });
+                // A wait for the next pair's read counts in the next pair's time.
+                let finished = std::time::Instant::now();
+                drop(signal);
+                next = ahead.map(|h| h.join().expect("a pair's reader panicked"));
+                (done, finished)
+            });
+            if let Err(e) = done.0 {
+                eprintln!(
+                    "error: pair {} (listed in {}): {e}",
+                    listed.name,
+                    list.display()
+                );
+                failed.push(listed.name.as_str());
+            }
+            if k == 0 {
+                first_s = (done.1 - command_start).as_secs_f64();
+            }
+            started = done.1;
+        }
+        let total = command_start.elapsed().as_secs_f64();
+        let later = match pairs.len() {
+            1 => String::new(),
+            n => format!(
+                ", {:.3} s per pair after the first",
+                (total - first_s) / (n - 1) as f64
+            ),
+        };
+        println!(
+            "{} of {} pairs subtracted in {total:.3} s ({:.3} s per pair{later}){}",
+            pairs.len() - failed.len(),
+            pairs.len(),
+            total / pairs.len() as f64,
+            if failed.is_empty() {
+                String::new()
+            } else {
+                format!("; failed: {}", failed.join(", "))
+            }
+        );
+        Ok(if failed.is_empty() { 0 } else { 2 })
+    }
+
+    /// Subtracts `pair` (read in `read_s`) on `target` into `outputs.out`, all files or none, and prints its
+    /// timeline; `started` is where its file to file time counts from, `backend_s` the seconds the backend
+    /// took to start, where this pair waited for it.
+    fn subtract_pair(
+        &self,
+        pair: Pair,
+        mut read_s: f64,
+        backend_s: Option<f64>,
+        target: &Target,
+        outputs: &PairOutputs,
+        started: std::time::Instant,
+    ) -> Result<(), String> {
         let (nx, ny) = (pair.nx, pair.ny);
         let truth_start = std::time::Instant::now();
-        let external_difference = self
+        let external_difference = outputs
             .difference
-            .as_ref()
             .map(|p| {
                 pair.read_matching("--difference", p)
                     .map(std::sync::Arc::new)
             })
             .transpose()?;
-        let forced = self
+        let forced = outputs
             .forced
-            .as_ref()
             .map(|p| read_forced(p, nx, ny).map_err(|e| e.to_string()))
             .transpose()?;
-        let truth = truth_path
-            .as_ref()
+        let truth = outputs
+            .truth
             .map(|p| read_truth(p).map_err(|e| e.to_string()))
             .transpose()?;
         read_s += truth_start.elapsed().as_secs_f64();
@@ -266,13 +422,12 @@ impl ToolArgs for SubtractArgs {
             env!("ASTROPORT_GIT_COMMIT")
         )];
         history.extend(pair.sources.iter().cloned());
-        if let Some(p) = &self.difference {
+        if let Some(p) = outputs.difference {
             history.push(format!(
                 "difference image from {} (scored in place of astroport's)",
                 p.display()
             ));
         }
-        let target = self.backend.target(&discovery)?;
         let options = SubtractOptions {
             tile: self.tile,
             threshold: self.threshold,
@@ -288,7 +443,7 @@ impl ToolArgs for SubtractArgs {
         // All files or none: the difference, its variance and mask are written while the matched filter and
         // detection run, the significance while detection runs (or, scored, while the scores are computed).
         let ((sub, quality, score_s, planes_s, tail_s), written) =
-            write_all_or_none(&self.out, "subtract", &names, |staging| {
+            write_all_or_none(outputs.out, "subtract", &names, |staging| {
                 // On an accelerator the planes' files are written ahead while the host waits for the
                 // device; the `cpu` model's cores are busy with the subtraction itself then. Not when the
                 // files are synced: the disk is then the bound (1.3 GB at 1.5-1.6 GB/s at 10k), and zeros
@@ -311,6 +466,10 @@ impl ToolArgs for SubtractArgs {
                 // rather than beside detection, which is shorter than either.
                 let sub = subtract_streaming(pair, &options, target, |sub, set| match set {
                     PlaneSet::Significance(_) if truth.is_some() => Ok(()),
+                    PlaneSet::Difference => {
+                        outputs.on_difference.inspect(|f| f());
+                        write(sub, set)
+                    }
                     _ => write(sub, set),
                 })?;
                 let tail = std::time::Instant::now();
@@ -332,7 +491,7 @@ impl ToolArgs for SubtractArgs {
                 Ok::<_, String>((sub, quality, score_s, planes_s, tail_s))
             })?;
         let sync_s = crate::inputs::seconds_syncing() - synced_before;
-        let command_s = command_start.elapsed().as_secs_f64();
+        let command_s = started.elapsed().as_secs_f64();
         let sync = if self.no_fsync {
             "no fsync: --no-fsync".to_string()
         } else {
@@ -340,15 +499,20 @@ impl ToolArgs for SubtractArgs {
         };
         let d = sub.diagnostics();
         let t = &sub.timings;
-        if let Some(p) = &self.difference {
+        let label = &outputs.label;
+        let backend = match backend_s {
+            Some(s) => format!("backends found in {s:.3} s (beside the read)"),
+            None => "the backend started for an earlier pair".into(),
+        };
+        if let Some(p) = outputs.difference {
             println!(
-                "difference image: {} (in place of astroport's; variance, mask, PSF model and detector are \
+                "{label}difference image: {} (in place of astroport's; variance, mask, PSF model and detector are \
                  astroport's)",
                 p.display()
             );
         }
         println!(
-            "subtract {nx}×{ny} on {} {}: convolved the {} image (FWHM ref {:.2}, sci {:.2} px); \
+            "{label}subtract {nx}×{ny} on {} {}: convolved the {} image (FWHM ref {:.2}, sci {:.2} px); \
              {} stamps fitted, {} clipped, χ²/px {:.3}, condition {:.2e}; kernel sum {:.4} ({:.4}…{:.4})",
             sub.backend,
             sub.precision.name(),
@@ -370,7 +534,7 @@ impl ToolArgs for SubtractArgs {
             "  {} detections at {}σ; time: read {read_s:.3} s, fit {:.3} s (basis images {:.3} s, stamp sums {:.3} s wall, jobs {:.3} \
              s, {:.2} ms on the backend), difference \
              {:.2} ms ({:.3} s wall), filter {:.2} ms ({:.3} s wall{}), host {:.3} s, subtraction {:.3} s; \
-             backends found in {discovery_s:.3} s (beside the read); planes written in {planes_s:.3} s ({sync}; \
+             {backend}; planes written in {planes_s:.3} s ({sync}; \
              beside the filter, detection and scoring), scored in \
              {score_s:.3} s, after detection {tail_s:.3} s; file to file {command_s:.3} s",
             sub.detections.len(),
@@ -421,6 +585,6 @@ impl ToolArgs for SubtractArgs {
         for path in written {
             crate::detail!("  wrote {}", path.display());
         }
-        Ok(0)
+        Ok(())
     }
 }

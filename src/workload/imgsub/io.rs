@@ -309,6 +309,91 @@ pub fn read_forced(path: &Path, nx: usize, ny: usize) -> Result<Vec<ForcedPlace>
         .collect()
 }
 
+/// One pair of a `subtract --pairs` list: the name of its output folder and its files.
+#[derive(Debug, Clone)]
+pub struct ListedPair {
+    pub name: String,
+    pub files: super::pair::PairFiles,
+}
+
+/// The columns of a pair list: `name`, `ref` and `sci` required, the others optional (an empty field: none).
+const PAIR_COLUMNS: [&str; 7] = [
+    "name", "ref", "sci", "ref_var", "sci_var", "ref_mask", "sci_mask",
+];
+
+/// Reads a `subtract --pairs` list: CSV with a header naming [`PAIR_COLUMNS`] (in any order), one pair a
+/// row. Relative paths are taken from the list's folder. Names become output folders, so each must be
+/// unique and a plain folder name.
+pub fn read_pair_list(path: &Path) -> Result<Vec<ListedPair>, InputError> {
+    let text = std::fs::read_to_string(path).map_err(|e| io_error(path, e))?;
+    let file = path.display().to_string();
+    let base = path.parent().unwrap_or(Path::new("."));
+    let (columns, rows) = crate::inputs::csv_rows(&text, &file, |line, header| {
+        if let Some(unknown) = header.iter().find(|h| !PAIR_COLUMNS.contains(h)) {
+            return Err(InputError::Csv {
+                file: file.clone(),
+                message: format!(
+                    "line {line}: column '{unknown}' is not one of {}",
+                    PAIR_COLUMNS.join(", ")
+                ),
+            });
+        }
+        let columns = PAIR_COLUMNS.map(|c| header.iter().position(|h| h == c));
+        match columns {
+            [Some(_), Some(_), Some(_), ..] => Ok(columns),
+            _ => Err(InputError::Csv {
+                file: file.clone(),
+                message: format!("line {line}: the header needs columns 'name', 'ref' and 'sci'"),
+            }),
+        }
+    })?;
+    let mut seen = std::collections::HashSet::new();
+    let pairs = rows
+        .iter()
+        .map(|(line, r)| {
+            let field = |k: usize| columns[k].map(|c| &r[c]).filter(|v| !v.is_empty());
+            let place = |k: usize| field(k).map(|v| base.join(v));
+            let problem = |message: String| InputError::Csv {
+                file: file.clone(),
+                message: format!("line {line}: {message}"),
+            };
+            let name = field(0).ok_or_else(|| problem("name is empty".into()))?;
+            let plain = Path::new(name).file_name().is_some_and(|f| f == name)
+                && name != "."
+                && name != ".."
+                && !name.starts_with('.');
+            if !plain {
+                return Err(problem(format!(
+                    "name = '{name}' is not a plain folder name (no '/', not starting with '.')"
+                )));
+            }
+            if !seen.insert(name.to_string()) {
+                return Err(problem(format!("name = '{name}' is listed twice")));
+            }
+            let required =
+                |k: usize| place(k).ok_or_else(|| problem(format!("{} is empty", PAIR_COLUMNS[k])));
+            Ok(ListedPair {
+                name: name.to_string(),
+                files: super::pair::PairFiles {
+                    reference: required(1)?,
+                    science: required(2)?,
+                    reference_variance: place(3),
+                    science_variance: place(4),
+                    reference_mask: place(5),
+                    science_mask: place(6),
+                },
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if pairs.is_empty() {
+        return Err(InputError::Csv {
+            file,
+            message: "no pairs listed".into(),
+        });
+    }
+    Ok(pairs)
+}
+
 /// The header cards of the four planes `subtract` writes: the science image's WCS, then the fit (direction,
 /// kernel sum, background, stamps, χ², condition number, FWHMs, tile, backend, precision). All are known
 /// once the difference is, so the planes can be written while detection runs.
