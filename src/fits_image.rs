@@ -196,8 +196,8 @@ pub fn write_image(path: &Path, image: &ImageOut) -> Result<(), InputError> {
     write_image_over(path, image, None)
 }
 
-/// The length of the FITS file [`write_image`] makes of an nx × ny image of `sample_bytes` per pixel, less
-/// its header beyond `header_blocks` 2880-byte records: what to write ahead ([`WrittenAhead`]).
+/// The length of the FITS file [`write_image`] makes of an nx × ny image of `sample_bytes` per pixel, taking
+/// its header to be `header_blocks` 2880-byte records: what to write ahead ([`WrittenAhead`]).
 pub fn image_file_len(nx: usize, ny: usize, sample_bytes: usize, header_blocks: usize) -> u64 {
     let block = FITS_BLOCK as u64;
     (header_blocks as u64 + ((nx * ny * sample_bytes) as u64).div_ceil(block)) * block

@@ -121,7 +121,8 @@ pub fn write_atomic_over(
     ahead: Option<WrittenAhead>,
     write: impl FnOnce(&fs::File) -> std::io::Result<()>,
 ) -> Result<(), InputError> {
-    debug_assert!(ahead.as_ref().is_none_or(|a| a.path == path));
+    // A file written ahead for another path is not used (dropped, it is removed).
+    let ahead = ahead.filter(|a| a.path == path);
     let (tmp, f) = match ahead.and_then(|mut a| Some((a.tmp.clone(), a.file.take()?))) {
         Some(made) => made,
         None => {
@@ -130,7 +131,7 @@ pub fn write_atomic_over(
                 .write(true)
                 .create_new(true)
                 .open(&tmp);
-            (tmp.clone(), opened.map_err(|e| io_error(&tmp, e))?)
+            (tmp, opened.map_err(|e| io_error(path, e))?)
         }
     };
     let dir = folder_of(path);
@@ -223,7 +224,7 @@ impl WrittenAhead {
             }),
             Err(e) => {
                 let _ = fs::remove_file(&tmp);
-                Err(io_error(&tmp, e))
+                Err(io_error(path, e))
             }
         }
     }

@@ -676,24 +676,26 @@ fn subtract_writes_its_files_with_the_wcs_and_scores() {
             "{name} without fsync, unscored"
         );
     }
+    assert_same_planes(&out, &quick, "without fsync");
+    let catalogue = |d: &std::path::Path| std::fs::read_to_string(d.join("catalogue.csv")).unwrap();
+    assert_eq!(catalogue(&out), catalogue(&quick));
+}
+
+/// The four planes `subtract` wrote into `a` and `b` hold the same pixels, bit for bit.
+fn assert_same_planes(a: &std::path::Path, b: &std::path::Path, label: &str) {
     for plane in [
         "diff.fits",
         "diff.var.fits",
         "diff.mask.fits",
         "diff.snr.fits",
     ] {
-        let (a, b) = (
-            read_image(&out.join(plane)).unwrap(),
-            read_image(&quick.join(plane)).unwrap(),
+        let (x, y) = (
+            read_image(&a.join(plane)).unwrap(),
+            read_image(&b.join(plane)).unwrap(),
         );
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert!(
-            bits(&a.data) == bits(&b.data),
-            "{plane} differs without fsync"
-        );
+        assert!(bits(&x.data) == bits(&y.data), "{plane} differs: {label}");
     }
-    let catalogue = |d: &std::path::Path| std::fs::read_to_string(d.join("catalogue.csv")).unwrap();
-    assert_eq!(catalogue(&out), catalogue(&quick));
 }
 
 /// Bad input: exit 2, a message naming the file and what is wrong, and no output.
@@ -1039,9 +1041,23 @@ fn a_list_of_pairs_is_subtracted_as_single_pairs_are() {
              field/sci.mask.fits\n"
         )
     };
+    // And one pair that is read but has no stars: its fit fails, and it must leave no folder either.
+    let flat = vec![100.0f32; 384 * 384];
+    write_image(
+        &dir.path().join("flat.fits"),
+        &ImageOut {
+            nx: 384,
+            ny: 384,
+            pixels: Pixels::F32(&flat),
+            name: "IMG",
+            cards: &[],
+            history: &[],
+        },
+    )
+    .unwrap();
     let list = dir.path().join("pairs.csv");
     let text = format!(
-        "name,ref,sci,ref_var,sci_var,ref_mask,sci_mask\n{}{}{}",
+        "name,ref,sci,ref_var,sci_var,ref_mask,sci_mask\n{}{}flat,flat.fits,flat.fits,,,,\n{}",
         row("first", "field/sci.fits"),
         row("lost", "field/none.fits"),
         row("third", "field/sci.fits")
@@ -1065,7 +1081,11 @@ fn a_list_of_pairs_is_subtracted_as_single_pairs_are() {
         "{err}"
     );
     assert!(
-        stdout.contains("2 of 3 pairs subtracted") && stdout.contains("failed: lost"),
+        err.contains("pair flat") && err.contains("usable stamps"),
+        "{err}"
+    );
+    assert!(
+        stdout.contains("2 of 4 pairs subtracted") && stdout.contains("failed: lost, flat"),
         "{stdout}"
     );
     assert!(stdout.contains("pair third: subtract 384×384"), "{stdout}");
@@ -1077,19 +1097,7 @@ fn a_list_of_pairs_is_subtracted_as_single_pairs_are() {
     made.sort();
     assert_eq!(made, ["first", "third"]);
     for pair in ["first", "third"] {
-        for plane in [
-            "diff.fits",
-            "diff.var.fits",
-            "diff.mask.fits",
-            "diff.snr.fits",
-        ] {
-            let (a, b) = (
-                read_image(&single.join(plane)).unwrap(),
-                read_image(&out.join(pair).join(plane)).unwrap(),
-            );
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert!(bits(&a.data) == bits(&b.data), "{pair} {plane}");
-        }
+        assert_same_planes(&single, &out.join(pair), pair);
         let catalogue =
             |d: &std::path::Path| std::fs::read_to_string(d.join("catalogue.csv")).unwrap();
         assert_eq!(catalogue(&single), catalogue(&out.join(pair)), "{pair}");
@@ -1110,7 +1118,11 @@ fn a_list_of_pairs_is_subtracted_as_single_pairs_are() {
         ),
         (
             "name,ref,sci\na,r.fits,s.fits\na,r.fits,s.fits\n",
-            "line 3: name = 'a' is listed twice",
+            "line 3: name = 'a' is listed already on line 2",
+        ),
+        (
+            "name,ref,sci,sci\na,r.fits,s.fits,t.fits\n",
+            "line 1: column 'sci' is named twice",
         ),
         (
             "name,ref,sci\nx/y,r.fits,s.fits\n",

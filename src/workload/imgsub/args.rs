@@ -152,7 +152,8 @@ pub struct SubtractArgs {
     /// and optionally ref_var, sci_var, ref_mask, sci_mask (paths relative to the list). Each pair's
     /// outputs go to the folder --out/NAME (made if missing), all or none. The backend starts once, and
     /// each pair is read while the one before it finishes (its matched filter, detection and writes). A pair
-    /// that fails is reported and the others go on; the exit status is then 2.
+    /// that fails is reported and the others go on; the exit status is then 2, as for a bad list, and the
+    /// last line names the pairs that failed.
     #[arg(long, conflicts_with_all = ["truth", "forced", "difference"])]
     pub pairs: Option<PathBuf>,
     /// Places for forced PSF photometry: CSV with columns x, y (0-based pixels) and optionally id.
@@ -201,6 +202,8 @@ impl ToolArgs for SubtractArgs {
     fn run(self) -> Result<i32, String> {
         crate::workload::require_positive("--threshold", self.threshold)?;
         crate::inputs::set_durable(!self.no_fsync);
+        // Checked here, once, rather than by every pair of a list.
+        crate::workload::mib_flag("--device-mem-mib", self.device_mem_mib)?;
         if let Some(list) = &self.pairs {
             return self.run_pairs(list);
         }
@@ -338,12 +341,18 @@ impl SubtractArgs {
                     label: format!("pair {}: ", listed.name),
                     on_difference: Some(&signal),
                 };
-                // The folder is made once the pair has been read: a pair whose files are missing leaves none.
+                // The folder is made once the pair has been read, and taken away again if this run made it
+                // and the pair failed: a failed pair leaves no folder.
+                let made = !out.exists();
                 let done = pair.and_then(|pair| {
                     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
                     let backend_s = (k == 0).then_some(discovery_s);
                     self.subtract_pair(pair, read_s, backend_s, target, &outputs, started)
                 });
+                if done.is_err() && made {
+                    // Empty: a failed subtraction leaves none of its files.
+                    let _ = std::fs::remove_dir(&out);
+                }
                 // A wait for the next pair's read counts in the next pair's time.
                 let finished = std::time::Instant::now();
                 drop(signal);
@@ -467,7 +476,9 @@ impl SubtractArgs {
                 let sub = subtract_streaming(pair, &options, target, |sub, set| match set {
                     PlaneSet::Significance(_) if truth.is_some() => Ok(()),
                     PlaneSet::Difference => {
-                        outputs.on_difference.inspect(|f| f());
+                        if let Some(signal) = outputs.on_difference {
+                            signal();
+                        }
                         write(sub, set)
                     }
                     _ => write(sub, set),

@@ -276,7 +276,7 @@ pub enum StampStatus {
     Spare,
 }
 
-/// At most this many pixels of a region are sampled for its sky level and σ: the level's standard error
+/// About this many pixels of a region at most are sampled for its sky level and σ: the level's standard error
 /// is then 0.005 σ and σ's about 0.5 %, fine for thresholds that halve from 20 σ to 5 σ. At 10k the stamps'
 /// 100 regions of a megapixel each sampled every other pixel and took two medians of 262,144 values.
 const SKY_SAMPLES: usize = 1 << 16;
@@ -290,9 +290,12 @@ pub(crate) fn sky_stats(
     xs: (usize, usize),
     ys: (usize, usize),
 ) -> (f64, f64) {
-    let area = (xs.1 - xs.0) * (ys.1 - ys.0);
-    let step = (area.div_ceil(SKY_SAMPLES) as f64).sqrt().ceil().max(2.0) as usize;
-    let mut v: Vec<f32> = Vec::with_capacity(area.div_ceil(step * step));
+    let (w, h) = (xs.1 - xs.0, ys.1 - ys.0);
+    let step = ((w * h).div_ceil(SKY_SAMPLES) as f64)
+        .sqrt()
+        .ceil()
+        .max(2.0) as usize;
+    let mut v: Vec<f32> = Vec::with_capacity(w.div_ceil(step) * h.div_ceil(step));
     for y in (ys.0..ys.1).step_by(step) {
         for x in (xs.0..xs.1).step_by(step) {
             let at = y * nx + x;
@@ -494,8 +497,8 @@ fn region_stamps(
 ) -> Vec<(usize, usize, f64)> {
     let reach = half + HALF;
     // Pixels over the threshold that top their 8 neighbours, brightest first (a stable sort). The
-    // sub-stamp's own tests (a 31 × 31 maximum, masks over 51 × 51) then run down that list until `keep`
-    // pass: at 10k a region holds ~2,000 stars, and testing every one took most of the stamps' choice.
+    // sub-stamp's own tests (a 31 × 31 maximum, the convolved image's mask over 51 × 51 and the target's
+    // over 31 × 31) then run down that list until `keep` pass: at 10k a region holds ~2,000 stars, and testing every one took most of the stamps' choice.
     let mut tops = Vec::new();
     for y in ys.0.max(reach)..ys.1.min(img.ny.saturating_sub(reach)) {
         for x in xs.0.max(reach)..xs.1.min(img.nx.saturating_sub(reach)) {

@@ -338,6 +338,16 @@ pub fn read_pair_list(path: &Path) -> Result<Vec<ListedPair>, InputError> {
                 ),
             });
         }
+        if let Some(twice) = header
+            .iter()
+            .enumerate()
+            .find(|&(k, h)| header.iter().skip(k + 1).any(|other| other == h))
+        {
+            return Err(InputError::Csv {
+                file: file.clone(),
+                message: format!("line {line}: column '{}' is named twice", twice.1),
+            });
+        }
         let columns = PAIR_COLUMNS.map(|c| header.iter().position(|h| h == c));
         match columns {
             [Some(_), Some(_), Some(_), ..] => Ok(columns),
@@ -347,7 +357,7 @@ pub fn read_pair_list(path: &Path) -> Result<Vec<ListedPair>, InputError> {
             }),
         }
     })?;
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = std::collections::HashMap::new();
     let pairs = rows
         .iter()
         .map(|(line, r)| {
@@ -367,8 +377,10 @@ pub fn read_pair_list(path: &Path) -> Result<Vec<ListedPair>, InputError> {
                     "name = '{name}' is not a plain folder name (no '/', not starting with '.')"
                 )));
             }
-            if !seen.insert(name.to_string()) {
-                return Err(problem(format!("name = '{name}' is listed twice")));
+            if let Some(first) = seen.insert(name.to_string(), *line) {
+                return Err(problem(format!(
+                    "name = '{name}' is listed already on line {first}"
+                )));
             }
             let required =
                 |k: usize| place(k).ok_or_else(|| problem(format!("{} is empty", PAIR_COLUMNS[k])));
@@ -515,13 +527,19 @@ const PLANES: [(&str, &str, usize); 4] = [
 /// Header records a plane's file is written ahead with (its cards and history take two or three).
 const HEADER_BLOCKS_AHEAD: usize = 4;
 
+/// Files written ahead by name ([`PlanesAhead`]).
+type AheadFiles = Vec<(&'static str, Option<WrittenAhead>)>;
+
 /// The subtraction's FITS planes written ahead as zeros into the staging folder by one thread of low
 /// priority while the subtraction runs ([`WrittenAhead`]), the significance first (its write is the
 /// subtraction's tail), then the others in order: [`write_planes`] then writes over cached pages. On an
 /// accelerator the host mostly waits for the device's jobs then. A file not ready when its plane comes is
-/// written new, and the one made ahead is removed. Dropping this joins its thread.
+/// written new; the thread then skips it, or removes it if it was being written. Dropping this joins the
+/// thread.
 pub struct PlanesAhead {
-    made: std::sync::Arc<std::sync::Mutex<Vec<(&'static str, WrittenAhead)>>>,
+    /// Per file asked for or written ahead: the file while it waits, `None` once its plane came (taken, or
+    /// written new because it was not ready; the thread then skips it or drops it).
+    made: std::sync::Arc<std::sync::Mutex<AheadFiles>>,
     /// Set when dropped: no more files are begun (an early error waits for one file at most).
     done: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Joined when dropped.
@@ -551,17 +569,26 @@ impl PlanesAhead {
         let thread = crate::exec::JoinOnDrop::spawn(move || {
             crate::exec::lower_this_threads_priority();
             let done = stop;
+            let came = |file: &str, list: &[(&str, Option<WrittenAhead>)]| {
+                list.iter().any(|(f, _)| *f == file)
+            };
             for &(file, _, bytes) in PLANES[3..].iter().chain(&PLANES[..3]) {
-                if done.load(std::sync::atomic::Ordering::Relaxed) {
-                    return;
+                if done.load(std::sync::atomic::Ordering::Relaxed)
+                    || came(file, &list.lock().unwrap())
+                {
+                    continue;
                 }
                 let path = dir.join(file);
                 let len = image_file_len(nx, ny, bytes, HEADER_BLOCKS_AHEAD);
                 let Ok(ahead) = WrittenAhead::new(&path, len) else {
                     return;
                 };
-                list.lock().unwrap().push((file, ahead));
-                crate::exec::trace_event(|| format!("write {}: written ahead", path.display()));
+                let mut list = list.lock().unwrap();
+                // A plane that came meanwhile was written new: this file is dropped (removed).
+                if !came(file, &list) {
+                    list.push((file, Some(ahead)));
+                    crate::exec::trace_event(|| format!("write {}: written ahead", path.display()));
+                }
             }
         });
         PlanesAhead {
@@ -571,10 +598,16 @@ impl PlanesAhead {
         }
     }
 
-    fn take(&self, file: &str) -> Option<WrittenAhead> {
+    /// The file written ahead for `file`, if it is ready; either way the thread will not write it now.
+    fn take(&self, file: &'static str) -> Option<WrittenAhead> {
         let mut made = self.made.lock().unwrap();
-        let at = made.iter().position(|(f, _)| *f == file)?;
-        Some(made.swap_remove(at).1)
+        match made.iter_mut().find(|(f, _)| *f == file) {
+            Some((_, ready)) => ready.take(),
+            None => {
+                made.push((file, None));
+                None
+            }
+        }
     }
 }
 
