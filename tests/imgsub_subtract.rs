@@ -574,19 +574,8 @@ fn the_stamp_sums_agree_on_every_backend() {
 #[test]
 fn subtract_writes_its_files_with_the_wcs_and_scores() {
     let dir = tempfile::tempdir().unwrap();
-    let (field, out) = (dir.path().join("field"), dir.path().join("out"));
-    std::fs::create_dir(&field).unwrap();
+    let (field, out) = (field_in(dir.path()), dir.path().join("out"));
     std::fs::create_dir(&out).unwrap();
-    let (code, _, err) = common::astroport(&[
-        "field",
-        "--size",
-        "384",
-        "--seed",
-        "2",
-        "--out",
-        field.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
     // The field subtracted on the `cpu` model with forced photometry into `dest`, with `extra` flags:
     // scored (`--field`), or as a pipeline runs it (the six images named, no truth, no scores).
     let path = |name: &str| field.join(name).to_str().unwrap().to_string();
@@ -679,6 +668,23 @@ fn subtract_writes_its_files_with_the_wcs_and_scores() {
     assert_same_planes(&out, &quick, "without fsync");
     let catalogue = |d: &std::path::Path| std::fs::read_to_string(d.join("catalogue.csv")).unwrap();
     assert_eq!(catalogue(&out), catalogue(&quick));
+}
+
+/// A 384² field (seed 2) made by `astroport field` in `dir/field`.
+fn field_in(dir: &std::path::Path) -> std::path::PathBuf {
+    let field = dir.join("field");
+    std::fs::create_dir(&field).unwrap();
+    let (code, _, err) = common::astroport(&[
+        "field",
+        "--size",
+        "384",
+        "--seed",
+        "2",
+        "--out",
+        field.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    field
 }
 
 /// The four planes `subtract` wrote into `a` and `b` hold the same pixels, bit for bit.
@@ -998,19 +1004,8 @@ fn a_list_of_pairs_is_subtracted_as_single_pairs_are() {
     let d = discover();
     let device = common::devices(&d)[0].id();
     let dir = tempfile::tempdir().unwrap();
-    let field = dir.path().join("field");
-    std::fs::create_dir(&field).unwrap();
+    let field = field_in(dir.path());
     let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
-    let (code, _, err) = common::astroport(&[
-        "field",
-        "--size",
-        "384",
-        "--seed",
-        "2",
-        "--out",
-        &path(&field),
-    ]);
-    assert_eq!(code, 0, "{err}");
     let single = dir.path().join("single");
     std::fs::create_dir(&single).unwrap();
     let files = ["ref", "sci", "ref.var", "sci.var", "ref.mask", "sci.mask"];

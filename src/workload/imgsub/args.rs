@@ -197,8 +197,8 @@ pub struct SubtractArgs {
 impl ToolArgs for SubtractArgs {
     const NAME: &'static str = "subtract";
     const ABOUT: &'static str =
-        "Image subtraction of a registered pair: kernel fit (Alard-Lupton, HOTPANTS' \
-        basis), difference and variance on a backend, detection, PSF photometry";
+        "Image subtraction of a registered pair, or of a list of pairs: kernel fit \
+        (Alard-Lupton, HOTPANTS' basis), difference and variance on a backend, detection, PSF photometry";
     fn run(self) -> Result<i32, String> {
         crate::workload::require_positive("--threshold", self.threshold)?;
         crate::inputs::set_durable(!self.no_fsync);
