@@ -202,10 +202,18 @@ impl ToolArgs for SubtractArgs {
     fn run(self) -> Result<i32, String> {
         crate::workload::require_positive("--threshold", self.threshold)?;
         crate::inputs::set_durable(!self.no_fsync);
-        // Checked here, once, rather than by every pair of a list.
-        crate::workload::mib_flag("--device-mem-mib", self.device_mem_mib)?;
+        // Made once, for the pair or for every pair of a list.
+        let options = SubtractOptions {
+            tile: self.tile,
+            threshold: self.threshold,
+            precision: self.precision,
+            direction: self.convolve,
+            run: self.backend.options().single_shot_if_once(),
+            device_mem_cap: crate::workload::mib_flag("--device-mem-mib", self.device_mem_mib)?,
+            ..SubtractOptions::default()
+        };
         if let Some(list) = &self.pairs {
-            return self.run_pairs(list);
+            return self.run_pairs(list, &options);
         }
         let files = match &self.field {
             Some(dir) => PairFiles {
@@ -249,7 +257,15 @@ impl ToolArgs for SubtractArgs {
             on_difference: None,
         };
         let backend_s = Some(discovery_s);
-        self.subtract_pair(pair, read_s, backend_s, target, &outputs, command_start)?;
+        self.subtract_pair(
+            pair,
+            read_s,
+            backend_s,
+            target,
+            &options,
+            &outputs,
+            command_start,
+        )?;
         Ok(0)
     }
 }
@@ -298,7 +314,7 @@ impl SubtractArgs {
     /// `--pairs`: every pair of the list into its own folder, the backend started once, each pair read
     /// while the one before it finishes. Each pair's "file to file" counts from the end of the one before:
     /// the time a pipeline spends per pair.
-    fn run_pairs(&self, list: &std::path::Path) -> Result<i32, String> {
+    fn run_pairs(&self, list: &std::path::Path, options: &SubtractOptions) -> Result<i32, String> {
         let pairs = super::io::read_pair_list(list).map_err(|e| e.to_string())?;
         if !self.out.is_dir() {
             return Err(format!("--out {}: no such folder", self.out.display()));
@@ -347,7 +363,7 @@ impl SubtractArgs {
                 let done = pair.and_then(|pair| {
                     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
                     let backend_s = (k == 0).then_some(discovery_s);
-                    self.subtract_pair(pair, read_s, backend_s, target, &outputs, started)
+                    self.subtract_pair(pair, read_s, backend_s, target, options, &outputs, started)
                 });
                 if done.is_err() && made {
                     // Empty: a failed subtraction leaves none of its files.
@@ -394,15 +410,17 @@ impl SubtractArgs {
         Ok(if failed.is_empty() { 0 } else { 2 })
     }
 
-    /// Subtracts `pair` (read in `read_s`) on `target` into `outputs.out`, all files or none, and prints its
-    /// timeline; `started` is where its file to file time counts from, `backend_s` the seconds the backend
-    /// took to start, where this pair waited for it.
+    /// Subtracts `pair` (read in `read_s`) on `target` with `options` into `outputs.out`, all files or none,
+    /// and prints its timeline; `started` is where its file to file time counts from, `backend_s` the
+    /// seconds the backend took to start, where this pair waited for it.
+    #[allow(clippy::too_many_arguments)]
     fn subtract_pair(
         &self,
         pair: Pair,
         mut read_s: f64,
         backend_s: Option<f64>,
         target: &Target,
+        options: &SubtractOptions,
         outputs: &PairOutputs,
         started: std::time::Instant,
     ) -> Result<(), String> {
@@ -438,14 +456,8 @@ impl SubtractArgs {
             ));
         }
         let options = SubtractOptions {
-            tile: self.tile,
-            threshold: self.threshold,
-            precision: self.precision,
-            direction: self.convolve,
-            run: self.backend.options().single_shot_if_once(),
-            device_mem_cap: crate::workload::mib_flag("--device-mem-mib", self.device_mem_mib)?,
             external_difference,
-            ..SubtractOptions::default()
+            ..options.clone()
         };
         let synced_before = crate::inputs::seconds_syncing();
         let names = subtraction_files(forced.is_some(), truth.is_some());

@@ -498,7 +498,8 @@ fn region_stamps(
     let reach = half + HALF;
     // Pixels over the threshold that top their 8 neighbours, brightest first (a stable sort). The
     // sub-stamp's own tests (a 31 × 31 maximum, the convolved image's mask over 51 × 51 and the target's
-    // over 31 × 31) then run down that list until `keep` pass: at 10k a region holds ~2,000 stars, and testing every one took most of the stamps' choice.
+    // over 31 × 31) then run down that list until `keep` pass: at 10k a region holds ~2,000 stars, and
+    // testing every one took most of the stamps' choice.
     let mut tops = Vec::new();
     for y in ys.0.max(reach)..ys.1.min(img.ny.saturating_sub(reach)) {
         for x in xs.0.max(reach)..xs.1.min(img.nx.saturating_sub(reach)) {
@@ -538,11 +539,10 @@ fn tops_neighbours(image: &[f32], nx: usize, x: usize, y: usize, half: usize, v:
     })
 }
 
-/// Whether (x, y) holds the largest value of its sub-stamp (ties go to the first in row order).
+/// Whether (x, y) holds the largest value of its sub-stamp (ties go to the first in row order). Its 8
+/// neighbours are in the window, but callers test them first ([`tops_neighbours`]): most candidates fail
+/// there.
 fn is_brightest(image: &[f32], nx: usize, x: usize, y: usize, half: usize, v: f32) -> bool {
-    if !tops_neighbours(image, nx, x, y, half, v) {
-        return false;
-    }
     for yy in y - half..=y + half {
         let line = &image[yy * nx + x - half..][..2 * half + 1];
         for (i, &w) in line.iter().enumerate() {

@@ -248,10 +248,10 @@ fn write_into(field: &Field, dir: &Path) -> Result<(), InputError> {
 
 /// The files `astroport subtract` always writes, in order (plus `forced.csv` and `quality.json` when asked).
 pub const SUBTRACTION_FILES: [&str; 6] = [
-    "diff.fits",
-    "diff.var.fits",
-    "diff.mask.fits",
-    "diff.snr.fits",
+    PLANES[0].0,
+    PLANES[1].0,
+    PLANES[2].0,
+    PLANES[3].0,
     "catalogue.csv",
     "kernel.json",
 ];
