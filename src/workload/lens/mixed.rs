@@ -170,15 +170,17 @@ impl LensProblem {
     /// Estimated worst float32 error of the exact-offset grid in arcsec: the halos' largest deflections
     /// (SIE b·√(1+e), dPIE b) weighted by [`F32_ERROR_ULPS_SIE`] / [`F32_ERROR_ULPS_DPIE`] unit roundoffs.
     pub fn f32_error_estimate(&self) -> f64 {
+        (0..self.halos.len()).map(|k| self.f32_error_of(k)).sum()
+    }
+
+    /// Halo k's share of [`Self::f32_error_estimate`], arcsec.
+    pub fn f32_error_of(&self, k: usize) -> f64 {
         let unit = f64::from(f32::EPSILON) / 2.0;
         let h = &self.halos;
-        (0..h.len())
-            .map(|k| match h.profile[k] {
-                HaloProfile::Sie => F32_ERROR_ULPS_SIE * h.b[k] * (1.0 + h.e[k]).sqrt(),
-                HaloProfile::Dpie => F32_ERROR_ULPS_DPIE * h.b[k],
-            })
-            .sum::<f64>()
-            * unit
+        unit * match h.profile[k] {
+            HaloProfile::Sie => F32_ERROR_ULPS_SIE * h.b[k] * (1.0 + h.e[k]).sqrt(),
+            HaloProfile::Dpie => F32_ERROR_ULPS_DPIE * h.b[k],
+        }
     }
 
     /// The magnification above which the error-budget scheme recomputes a pixel in float64. A pixel of

@@ -23,6 +23,7 @@ pub mod mixed;
 pub mod mock;
 pub mod model;
 pub mod split;
+mod split_far;
 mod tables;
 
 use crate::backend::{HostVec, KernelJob, Target};

@@ -19,6 +19,7 @@
 use super::cpu::add_halo_along_row;
 use super::mixed::{BUDGET_SAFETY, CLUSTER_B_ARCSEC};
 use super::model::{HaloEval, Halos};
+use super::split_far::{FarLevel, BLOCK, LEBESGUE6};
 use super::tables::KernelTables;
 use super::LensProblem;
 use crate::exec::Field;
@@ -76,6 +77,12 @@ impl SplitModel {
 
 /// The `cpu` model's near cost (see [`SplitModel::near_cost`]).
 const NEAR_COST_CPU: f64 = 2.0;
+
+/// The share of the far-field target the `cpu` model's lattice leaves to its second level (split_far.rs).
+const FAR_LEVEL_SHARE: f64 = 0.3;
+
+/// The close radii D/H the `cpu` model's second level tries, smallest first (split_far.rs).
+const FAR_LEVEL_RADII: [f64; 9] = [6.0, 8.0, 10.0, 12.0, 14.0, 16.0, 20.0, 24.0, 32.0];
 
 /// Largest Σ|w| of the 4 × 4 cubic Lagrange weights (1.25 per axis, on the middle interval): how much the
 /// interpolation can amplify an error of the node values.
@@ -151,12 +158,27 @@ struct NodeTable {
     y: Vec<f64>,
 }
 
-/// Galaxy `galaxy` is near the pixel cells `first..=last` of a cell row.
+/// Galaxy `galaxy` is near the pixel cells `first..=last` of a cell row (or close to the lattice blocks
+/// `first..=last` of a block row, split_far.rs).
 #[derive(Debug, Clone, Copy)]
-struct NearRun {
-    galaxy: usize,
-    first: usize,
-    last: usize,
+pub(super) struct NearRun {
+    pub(super) galaxy: usize,
+    pub(super) first: usize,
+    pub(super) last: usize,
+}
+
+/// The least distance from galaxy `g` to the rectangle [x_lo, x_hi] × [y_lo, y_hi] (a square root of the
+/// squares, not `hypot`: the plan search takes it for every cell, galaxy and candidate, far from overflow).
+pub(super) fn least_distance(
+    g: &HaloEval,
+    (x_lo, x_hi): (f64, f64),
+    (y_lo, y_hi): (f64, f64),
+) -> f64 {
+    let (dx, dy) = (
+        (x_lo - g.x0).max(g.x0 - x_hi).max(0.0),
+        (y_lo - g.y0).max(g.y0 - y_hi).max(0.0),
+    );
+    (dx * dx + dy * dy).sqrt()
 }
 
 /// The split's geometry, chosen for a problem from its galaxies and its error budget.
@@ -183,6 +205,9 @@ pub struct SplitPlan {
     /// The `cpu` model evaluates its direct parts (coarse lattice, node tables, clusters, near terms) in
     /// float64 (the devices never do: their clusters and near terms are always float64).
     pub direct_f64: bool,
+    /// The `cpu` model's lattice in two levels: galaxies within this distance (arcsec) of a block of
+    /// nodes summed exactly there, the others interpolated from the second level (split_far.rs).
+    pub far_level_radius: Option<f64>,
 }
 
 impl SplitPlan {
@@ -220,6 +245,9 @@ pub struct Split {
     pub(super) galaxy_problem: Option<Box<LensProblem>>,
     /// The device kernels' lists, made when a device first runs the split.
     lists: std::sync::OnceLock<SplitLists>,
+    /// The `cpu` model's coarse lattice from a second, coarser one for the galaxies far from each block
+    /// of nodes (split_far.rs); `None` when it would not pay.
+    far: Option<FarLevel>,
 }
 
 /// What the split's device kernels read besides the halo tables (cl/common/lens_split.h), per problem.
@@ -238,10 +266,24 @@ pub(super) struct SplitLists {
     pub weights: Vec<f64>,
 }
 
+/// The `order` Lagrange weights of nodes 1 − order/2 … order/2 at fraction t of a cell (4: [`lagrange`]).
+fn lagrange_weights(t: f64, order: usize) -> Vec<f64> {
+    let node = |i: usize| i as f64 + 1.0 - (order / 2) as f64;
+    (0..order)
+        .map(|i| {
+            (0..order)
+                .filter(|&j| j != i)
+                .map(|j| (t - node(j)) / (node(i) - node(j)))
+                .product()
+        })
+        .collect()
+}
+
 /// Worst interpolation error of a unit isothermal deflection (b = 1, ellipticity up to `e`) at distance q
-/// cells from its centre, for q on the table's steps, made non-increasing in q: measured by placing the
-/// centre at 7 offsets within a cell and the point at 32 angles.
-fn error_table(e: f64) -> Vec<f64> {
+/// cells from its centre, tensor Lagrange interpolation on `order` × `order` nodes (4 or 6), for q on the
+/// table's steps, made non-increasing in q: measured by placing the centre at 7 offsets within a cell and
+/// the point at 32 angles.
+fn error_table(e: f64, order: usize) -> Vec<f64> {
     let halo = |theta: f64| HaloEval::sie(0.0, 0.0, 1.0, e, theta);
     let steps = (F_TABLE_CELLS / F_TABLE_STEP) as usize + 1;
     let offsets = [
@@ -265,12 +307,14 @@ fn error_table(e: f64) -> Vec<f64> {
                     // The point, in cells, relative to a lattice with a node at (ox, oy) from the centre.
                     let (px, py) = (q * phi.cos() - ox, q * phi.sin() - oy);
                     let (ci, cj) = (px.floor(), py.floor());
-                    let (wx, wy) = (lagrange(px - ci), lagrange(py - cj));
+                    let wx = lagrange_weights(px - ci, order);
+                    let wy = lagrange_weights(py - cj, order);
+                    let first = 1.0 - (order / 2) as f64;
                     let (mut ix, mut iy) = (0.0, 0.0);
                     for (dj, &wyj) in wy.iter().enumerate() {
                         for (di, &wxi) in wx.iter().enumerate() {
-                            let nx = ci + di as f64 - 1.0 + ox;
-                            let ny = cj + dj as f64 - 1.0 + oy;
+                            let nx = ci + di as f64 + first + ox;
+                            let ny = cj + dj as f64 + first + oy;
                             let (gx, gy) = g.at(nx, ny);
                             ix += wxi * wyj * gx;
                             iy += wxi * wyj * gy;
@@ -287,6 +331,16 @@ fn error_table(e: f64) -> Vec<f64> {
         table[k] = table[k].max(table[k + 1]);
     }
     table
+}
+
+/// The error table of an `order`-node interpolation at q cells; beyond the table the error falls as q^−order
+/// from its last value.
+fn table_error(table: &[f64], order: i32, q: f64) -> f64 {
+    let k = (q / F_TABLE_STEP).floor() as usize;
+    table
+        .get(k)
+        .copied()
+        .unwrap_or_else(|| table[table.len() - 1] * (F_TABLE_CELLS / q).powi(order))
 }
 
 impl Split {
@@ -311,16 +365,10 @@ impl Split {
             h
         };
         let e_max = galaxies.iter().map(|g| g.e).fold(0.0, f64::max);
-        let table = error_table(e_max);
-        let f = |q: f64| {
-            let k = (q / F_TABLE_STEP).floor() as usize;
-            // Beyond the table the error falls as q⁻⁴ from its last value.
-            table
-                .get(k)
-                .copied()
-                .unwrap_or_else(|| table[table.len() - 1] * (F_TABLE_CELLS / q).powi(4))
-        };
+        let table = error_table(e_max, 4);
+        let f = |q: f64| table_error(&table, 4, q);
         let target = p.f32_error_estimate() * model.target_factor();
+
         let n = p.n as f64;
         let mut best: Option<Split> = None;
         'search: for &k in model.near_radii() {
@@ -358,6 +406,19 @@ impl Split {
         split.cluster_problem = problem(subset(&cluster_index, 0.0), p.n, p.pixel);
         split.galaxy_problem = problem(subset(&galaxy_index, 0.0), p.n, p.pixel);
         split.plan.direct = cluster_index.len();
+        if model == SplitModel::Cpu {
+            split.far = split.far_level(p, &galaxy_index, e_max, target);
+            if let Some(far) = &mut split.far {
+                let shift = far.shift(split.origin, split.cell);
+                far.problem = problem(subset(&galaxy_index, shift), far.nodes2, 2.0 * split.cell);
+                for q in 0..split.bound.len() {
+                    let (a, c) = (q % split.cells, q / split.cells);
+                    split.bound[q] += LEBESGUE * far.stencil_error(a, c);
+                }
+                split.plan.worst_bound = split.bound.iter().copied().fold(0.0, f64::max);
+                split.plan.far_level_radius = Some(far.radius);
+            }
+        }
         let rounding =
             |q: &Option<Box<LensProblem>>| q.as_ref().map_or(0.0, |q| q.f32_error_estimate());
         split.runs = split.near_runs(p);
@@ -373,9 +434,16 @@ impl Split {
             // lattice and near terms (about 1.6× the float32 ones). Measured at `ci` (docs/perf-notes.md):
             // rounding/bound 0.38 (the paper's galaxies) 8.4 ms in float32, 13.4 in float64; 0.72
             // (40–90 km/s at 2048²) 255 → 86 ms; 0.82 (110–130 km/s) 36.6 → 30.5 ms.
+            // With the lattice's second level (split_far.rs), a node holds the second lattice's rounding
+            // through the six-node weights, the close galaxies' exact sum and their values on the second
+            // lattice taken out through the same weights.
             SplitModel::Cpu => {
+                let lattice = match &split.far {
+                    None => 1.0,
+                    Some(far) => LEBESGUE6 + (LEBESGUE6 + 1.0) * far.close_share,
+                };
                 let f32_parts = rounding(&split.cluster_problem)
-                    + (LEBESGUE + 1.0) * rounding(&split.coarse_problem);
+                    + (LEBESGUE * lattice + 1.0) * rounding(&split.coarse_problem);
                 split.plan.direct_f64 = f32_parts > 0.5 * split.plan.worst_bound;
                 if split.plan.direct_f64 {
                     f64_scale * f32_parts
@@ -412,7 +480,12 @@ impl Split {
         let cell = step as f64 * p.pixel;
         // Nodes from one cell before the first pixel to two after the last.
         let origin = p.coord(0) - cell;
-        let nodes = (p.n - 1) / step + 4;
+        // The `cpu` model's lattice is whole blocks of its second level (split_far.rs), which also keeps its
+        // rows whole vectors.
+        let nodes = match model {
+            SplitModel::Cpu => ((p.n - 1) / step + 4).next_multiple_of(BLOCK),
+            SplitModel::Device => (p.n - 1) / step + 4,
+        };
         let cells = (p.n - 1) / step + 1;
         // The pixel coordinates a cell row or column spans (the last one may be short).
         let span = |a: usize| (p.coord(a * step), p.coord(((a + 1) * step).min(p.n) - 1));
@@ -421,17 +494,13 @@ impl Split {
         // cell it is within R of (`near_runs`), so only galaxies farther than R from all of a cell's pixels
         // remain, a hair inside R kept against rounding. The device kernels test R per pixel, so a galaxy
         // beyond R from any pixel of the cell remains, at no less than R.
-        // (A square root of the squares, not `hypot`: the plan search makes this sum for every cell, galaxy
-        // and candidate, and the coordinates are far from overflow.)
         let length = |x: f64, y: f64| (x * x + y * y).sqrt();
-        let far_term = |g: &HaloEval, (x_lo, x_hi): (f64, f64), (y_lo, y_hi): (f64, f64)| {
-            let least = length(
-                (x_lo - g.x0).max(g.x0 - x_hi).max(0.0),
-                (y_lo - g.y0).max(g.y0 - y_hi).max(0.0),
-            );
+        let far_term = |g: &HaloEval, xs: (f64, f64), ys: (f64, f64)| {
+            let least = least_distance(g, xs, ys);
             let remains = match model {
                 SplitModel::Cpu => least > radius * (1.0 - 1e-9),
                 SplitModel::Device => {
+                    let ((x_lo, x_hi), (y_lo, y_hi)) = (xs, ys);
                     let most = length(
                         (x_lo - g.x0).abs().max((x_hi - g.x0).abs()),
                         (y_lo - g.y0).abs().max((y_hi - g.y0).abs()),
@@ -460,6 +529,7 @@ impl Split {
                 rounding_error: 0.0,
                 coarse_f64: false,
                 direct_f64: false,
+                far_level_radius: None,
             },
             runs: vec![],
             galaxies: galaxies.to_vec(),
@@ -473,7 +543,35 @@ impl Split {
             reach: (radius / cell).ceil() as i64 + 3,
             galaxy_problem: None,
             lists: std::sync::OnceLock::new(),
+            far: None,
         }
+    }
+
+    /// The `cpu` model's second lattice level (split_far.rs) with the smallest close radius whose error,
+    /// through the pixels' interpolation, stays within its share of the target; `None` when none does or
+    /// when a block would sum more than half the galaxies exactly anyway.
+    fn far_level(
+        &self,
+        p: &LensProblem,
+        galaxy_index: &[usize],
+        e_max: f64,
+        target: f64,
+    ) -> Option<FarLevel> {
+        if self.galaxies.is_empty() || self.nodes < 4 * BLOCK {
+            return None;
+        }
+        let table = error_table(e_max, 6);
+        let f6 = |q: f64| table_error(&table, 6, q);
+        let estimates: Vec<f64> = galaxy_index.iter().map(|&k| p.f32_error_of(k)).collect();
+        let lattice = (self.origin, self.cell, self.nodes);
+        FAR_LEVEL_RADII
+            .iter()
+            .map(|&d| FarLevel::new(&self.galaxies, &estimates, lattice, d * self.cell, &f6))
+            .take_while(|far| far.mean_close() < 0.5 * self.galaxies.len() as f64)
+            .find(|far| {
+                let worst = far.error.iter().copied().fold(0.0, f64::max);
+                LEBESGUE * worst <= FAR_LEVEL_SHARE * target
+            })
     }
 
     /// The interpolation weights of each pixel offset 0..step within a cell.
@@ -565,6 +663,9 @@ impl Split {
 
     /// The galaxies' summed field at every node in precision T, x and y planes (zero without galaxies).
     fn coarse<T: SplitReal>(&self) -> [Vec<f64>; 2] {
+        if let Some(far) = &self.far {
+            return far.lattice(self.nodes, self.cell, T::tables(&self.coarse_problem));
+        }
         match &self.coarse_problem {
             Some(c) => {
                 let mut field = c.cpu_grid(T::tables(&self.coarse_problem));
@@ -972,18 +1073,26 @@ mod tests {
     /// The measured error table falls as the fourth power of the distance (cubic interpolation of a field
     /// whose fourth derivative goes as r⁻⁵ · r: b/r⁴ per cell⁴), and bounds the error at points it was not
     /// measured on.
-    #[test]
-    fn the_error_table_falls_as_the_fourth_power_and_bounds_other_points() {
-        let table = error_table(0.15);
+    /// Error table `table` of an `order`-node interpolation falls by 2^order (within a factor of 2 either
+    /// way) from each q in `qs` to 2q.
+    fn assert_falls_as_power(table: &[f64], order: i32, qs: &[f64]) {
         let at = |q: f64| table[(q / F_TABLE_STEP) as usize];
-        for q in [8.0, 16.0, 32.0] {
+        let expected = 2f64.powi(order);
+        for &q in qs {
             let ratio = at(q) / at(2.0 * q);
             assert!(
-                (8.0..=32.0).contains(&ratio),
-                "f({q})/f({}) = {ratio}",
+                (expected / 2.0..=expected * 2.0).contains(&ratio),
+                "order {order}: f({q})/f({}) = {ratio}",
                 2.0 * q
             );
         }
+    }
+
+    #[test]
+    fn the_error_table_falls_as_the_fourth_power_and_bounds_other_points() {
+        let table = error_table(0.15, 4);
+        let at = |q: f64| table[(q / F_TABLE_STEP) as usize];
+        assert_falls_as_power(&table, 4, &[8.0, 16.0, 32.0]);
         // A galaxy of b = 0.3″ at an arbitrary place and angle, a lattice of 0.8″: the error at points 5-40
         // cells away stays below b·f(q).
         let g = HaloEval::sie(0.123, -0.456, 0.3, 0.1, 0.7);
@@ -1020,24 +1129,86 @@ mod tests {
         }
     }
 
+    /// The general Lagrange weights are the cubic ones at order 4, and at order 6 the second level's fixed
+    /// weights (split_far.rs) at half a cell and the node itself at 0; the six-node error table falls as
+    /// the sixth power of the distance.
+    #[test]
+    fn six_node_weights_and_their_error_table() {
+        for t in [0.0, 0.125, 0.5, 0.9] {
+            let (general, cubic) = (lagrange_weights(t, 4), lagrange(t));
+            for d in 0..4 {
+                assert!((general[d] - cubic[d]).abs() < 1e-15, "t {t}, node {d}");
+            }
+        }
+        let (half, at_node) = (lagrange_weights(0.5, 6), lagrange_weights(0.0, 6));
+        for d in 0..6 {
+            assert!((half[d] - crate::workload::lens::split_far::HALF[d]).abs() < 1e-15);
+            assert_eq!(at_node[d], if d == 2 { 1.0 } else { 0.0 });
+        }
+        assert_falls_as_power(&error_table(0.15, 6), 6, &[6.0, 12.0, 24.0]);
+    }
+
+    /// The `cpu` model's two-level lattice (split_far.rs) against the float64 direct sum at every node, with
+    /// float64 arithmetic so only the second level's interpolation errs: within each node's bound, and not
+    /// by a vacuous one. At `ci`'s size, with the paper's and with realistic galaxy masses.
+    #[test]
+    fn the_two_level_lattice_is_within_its_bound_at_every_node() {
+        use crate::workload::lens::{LensOptions, Preset};
+        for sigma in [(10.0, 15.0), (110.0, 130.0)] {
+            let opts = LensOptions {
+                galaxy_sigma: sigma,
+                seed: 11,
+                ..LensOptions::default()
+            };
+            let p = LensProblem::preset(Preset::Ci, &opts).expect("a valid preset");
+            let split = p.split(SplitModel::Cpu);
+            let far = split.far.as_ref().expect("a second level at ci's size");
+            let coarse = split.coarse_problem.as_ref().expect("galaxies");
+            let two_level = far.lattice(split.nodes, split.cell, &coarse.tables64);
+            let direct = coarse.cpu_grid(&coarse.tables64);
+            let mut tightest = 0.0f64;
+            for c in 0..split.nodes {
+                for a in 0..split.nodes {
+                    let q = c * split.nodes + a;
+                    let err = (0..2)
+                        .map(|k| (two_level[k][q] - direct.components[k][q]).abs())
+                        .fold(0.0, f64::max);
+                    let bound = far.node_error(a, c) + 1e-12;
+                    assert!(
+                        err <= bound,
+                        "{sigma:?}, node ({a}, {c}): {err:.3e} over {bound:.3e}"
+                    );
+                    tightest = tightest.max(err / bound);
+                }
+            }
+            assert!(
+                tightest > 0.01,
+                "{sigma:?}: the bound is {:.0}× the worst error",
+                1.0 / tightest
+            );
+        }
+    }
+
     /// The `cpu` model's per-cell bound (the far field's interpolation error, galaxies near a cell summed
     /// exactly over all of it) plus the float32 estimate holds at every pixel of the grid before its flags
     /// and recompute: the premise of the flags. Checked on an untuned size with the paper's and with
     /// realistic galaxy masses (where the far field, not float32, is most of the error), and with three
     /// realistic galaxies alone, where the bound of a cell is one or two galaxies' worst error and so
     /// nearly tight: a galaxy left out of its cells' bounds, or summed exactly over too few of them, fails.
+    /// Also at 1100² px, where the lattice has its second level (split_far.rs).
     #[test]
     fn the_cpu_bound_holds_at_every_pixel_before_the_recompute() {
         use crate::workload::lens::{LensOptions, Preset};
-        let preset = |sigma| {
+        let sized = |sigma, n| {
             let opts = LensOptions {
-                n: Some(300),
+                n: Some(n),
                 galaxy_sigma: sigma,
                 seed: 5,
                 ..LensOptions::default()
             };
             LensProblem::preset(Preset::Ci, &opts).expect("a valid preset")
         };
+        let preset = |sigma| sized(sigma, 300);
         let realistic = preset((110.0, 130.0));
         let three = {
             let mut h = Halos::default();
@@ -1053,8 +1224,10 @@ mod tests {
             ("paper's galaxies", preset((10.0, 15.0)), 0.01),
             ("realistic galaxies", realistic, 0.1),
             ("three galaxies", three, 0.3),
+            ("paper's galaxies at 1100²", sized((10.0, 15.0), 1100), 0.01),
         ] {
             let split = p.split(SplitModel::Cpu);
+            assert!(split.far.is_some() || p.n < 1000, "{name}: no second level");
             let mut field = Field::new(vec![]);
             split.grid_into(&p, &mut field);
             let reference = p.cpu_grid(&p.tables64);
