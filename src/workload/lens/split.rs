@@ -307,8 +307,12 @@ fn error_table(e: f64, order: usize) -> Vec<f64> {
                     // The point, in cells, relative to a lattice with a node at (ox, oy) from the centre.
                     let (px, py) = (q * phi.cos() - ox, q * phi.sin() - oy);
                     let (ci, cj) = (px.floor(), py.floor());
-                    let wx = lagrange_weights(px - ci, order);
-                    let wy = lagrange_weights(py - cj, order);
+                    // Cubic weights from `lagrange`, the ones the grid uses, to the last bit.
+                    let weights = |t: f64| match order {
+                        4 => lagrange(t).to_vec(),
+                        _ => lagrange_weights(t, order),
+                    };
+                    let (wx, wy) = (weights(px - ci), weights(py - cj));
                     let first = 1.0 - (order / 2) as f64;
                     let (mut ix, mut iy) = (0.0, 0.0);
                     for (dj, &wyj) in wy.iter().enumerate() {
@@ -549,7 +553,7 @@ impl Split {
 
     /// The `cpu` model's second lattice level (split_far.rs) with the smallest close radius whose error,
     /// through the pixels' interpolation, stays within its share of the target; `None` when none does or
-    /// when a block would sum more than half the galaxies exactly anyway.
+    /// when its blocks would sum more than half the galaxies exactly on average anyway.
     fn far_level(
         &self,
         p: &LensProblem,
