@@ -181,6 +181,70 @@ pub(super) fn least_distance(
     (dx * dx + dy * dy).sqrt()
 }
 
+/// `count` points of a regular axis (`coord(i)`, `spacing` apart) taken in groups of `group`, the last maybe
+/// short: the pixels in cells, or the coarse lattice's nodes in blocks (split_far.rs). It serves x and y.
+pub(super) struct GroupedAxis<C> {
+    pub(super) coord: C,
+    pub(super) spacing: f64,
+    pub(super) count: usize,
+    pub(super) group: usize,
+}
+
+impl<C: Fn(usize) -> f64> GroupedAxis<C> {
+    pub(super) fn groups(&self) -> usize {
+        self.count.div_ceil(self.group)
+    }
+
+    /// The coordinates of group g's first and last points.
+    pub(super) fn span(&self, g: usize) -> (f64, f64) {
+        let last = ((g + 1) * self.group).min(self.count) - 1;
+        ((self.coord)(g * self.group), (self.coord)(last))
+    }
+
+    /// Per row of groups, each galaxy within `radius` of some point of a group, as runs of the groups of
+    /// the row it is within `radius` of (galaxies in their order).
+    pub(super) fn runs_within(&self, galaxies: &[HaloEval], radius: f64) -> Vec<Vec<NearRun>> {
+        let (origin, rows) = ((self.coord)(0), self.groups());
+        let mut runs = vec![Vec::new(); rows];
+        for (galaxy, g) in galaxies.iter().enumerate() {
+            // The rows within `radius` of the galaxy (one more each side against rounding).
+            let row_of = |y: f64| ((y - origin) / (self.spacing * self.group as f64)).floor();
+            let c_lo = row_of(g.y0 - radius).max(1.0) as usize - 1;
+            let c_hi = (row_of(g.y0 + radius) + 1.0).clamp(0.0, rows as f64) as usize;
+            for (c, list) in runs.iter_mut().enumerate().take(c_hi).skip(c_lo) {
+                let (y_lo, y_hi) = self.span(c);
+                let dy = (y_lo - g.y0).max(g.y0 - y_hi).max(0.0);
+                if dy > radius {
+                    continue;
+                }
+                let half = (radius * radius - dy * dy).sqrt();
+                let first = ((g.x0 - half - origin) / self.spacing).ceil().max(0.0);
+                let last = ((g.x0 + half - origin) / self.spacing)
+                    .floor()
+                    .min((self.count - 1) as f64);
+                if last >= first {
+                    list.push(NearRun {
+                        galaxy,
+                        first: first as usize / self.group,
+                        last: last as usize / self.group,
+                    });
+                }
+            }
+        }
+        runs
+    }
+}
+
+/// The pixels of `p` in cells of `step` × `step`.
+fn pixel_cells(p: &LensProblem, step: usize) -> GroupedAxis<impl Fn(usize) -> f64 + Sync + '_> {
+    GroupedAxis {
+        coord: move |i| p.coord(i),
+        spacing: p.pixel,
+        count: p.n,
+        group: step,
+    }
+}
+
 /// The split's geometry, chosen for a problem from its galaxies and its error budget.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SplitPlan {
@@ -372,7 +436,6 @@ impl Split {
         let table = error_table(e_max, 4);
         let f = |q: f64| table_error(&table, 4, q);
         let target = p.f32_error_estimate() * model.target_factor();
-
         let n = p.n as f64;
         let mut best: Option<Split> = None;
         'search: for &k in model.near_radii() {
@@ -490,9 +553,8 @@ impl Split {
             SplitModel::Cpu => ((p.n - 1) / step + 4).next_multiple_of(BLOCK),
             SplitModel::Device => (p.n - 1) / step + 4,
         };
-        let cells = (p.n - 1) / step + 1;
-        // The pixel coordinates a cell row or column spans (the last one may be short).
-        let span = |a: usize| (p.coord(a * step), p.coord(((a + 1) * step).min(p.n) - 1));
+        let axis = pixel_cells(p, step);
+        let cells = axis.groups();
         // Per pixel cell, the galaxies whose interpolant some of its pixels keep, each at the least distance
         // of those pixels (f is non-increasing). The `cpu` model sums a galaxy exactly over the whole of every
         // cell it is within R of (`near_runs`), so only galaxies farther than R from all of a cell's pixels
@@ -517,7 +579,7 @@ impl Split {
         let bound: Vec<f64> = (0..cells * cells)
             .into_par_iter()
             .map(|q| {
-                let (xs, ys) = (span(q % cells), span(q / cells));
+                let (xs, ys) = (axis.span(q % cells), axis.span(q / cells));
                 galaxies.iter().filter_map(|g| far_term(g, xs, ys)).sum()
             })
             .collect();
@@ -715,35 +777,7 @@ impl Split {
     /// cell is near that cell, so one that is not is farther than R from all of its pixels (the per-cell
     /// bound's premise).
     fn near_runs(&self, p: &LensProblem) -> Vec<Vec<NearRun>> {
-        let (n, step, radius) = (p.n, self.plan.step, self.plan.radius);
-        let mut runs = vec![Vec::new(); self.cells];
-        let rows = runs.len();
-        for (galaxy, g) in self.galaxies.iter().enumerate() {
-            // The cell rows within R of the galaxy (one more each side against rounding).
-            let row_of = |y: f64| ((y - p.coord(0)) / (p.pixel * step as f64)).floor();
-            let c_lo = row_of(g.y0 - radius).max(1.0) as usize - 1;
-            let c_hi = (row_of(g.y0 + radius) + 1.0).clamp(0.0, rows as f64) as usize;
-            for (c, list) in runs.iter_mut().enumerate().take(c_hi).skip(c_lo) {
-                let (y_lo, y_hi) = (p.coord(c * step), p.coord(((c + 1) * step).min(n) - 1));
-                let dy = (y_lo - g.y0).max(g.y0 - y_hi).max(0.0);
-                if dy > radius {
-                    continue;
-                }
-                let half = (radius * radius - dy * dy).sqrt();
-                let first = ((g.x0 - half - p.coord(0)) / p.pixel).ceil().max(0.0);
-                let last = ((g.x0 + half - p.coord(0)) / p.pixel)
-                    .floor()
-                    .min((n - 1) as f64);
-                if last >= first {
-                    list.push(NearRun {
-                        galaxy,
-                        first: first as usize / step,
-                        last: last as usize / step,
-                    });
-                }
-            }
-        }
-        runs
+        pixel_cells(p, self.plan.step).runs_within(&self.galaxies, self.plan.radius)
     }
 
     /// The deflection at every pixel of `p` on the `cpu` model, into `out` (its memory reused). Per cell
@@ -1074,9 +1108,6 @@ impl LensProblem {
 mod tests {
     use super::*;
 
-    /// The measured error table falls as the fourth power of the distance (cubic interpolation of a field
-    /// whose fourth derivative goes as r⁻⁵ · r: b/r⁴ per cell⁴), and bounds the error at points it was not
-    /// measured on.
     /// Error table `table` of an `order`-node interpolation falls by 2^order (within a factor of 2 either
     /// way) from each q in `qs` to 2q.
     fn assert_falls_as_power(table: &[f64], order: i32, qs: &[f64]) {
@@ -1092,6 +1123,9 @@ mod tests {
         }
     }
 
+    /// The measured error table falls as the fourth power of the distance (cubic interpolation of a field
+    /// whose fourth derivative goes as r⁻⁵ · r: b/r⁴ per cell⁴), and bounds the error at points it was not
+    /// measured on.
     #[test]
     fn the_error_table_falls_as_the_fourth_power_and_bounds_other_points() {
         let table = error_table(0.15, 4);

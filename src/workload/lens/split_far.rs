@@ -3,7 +3,7 @@
 //! The split's coarse lattice (step H) needs every galaxy at every node: nodes × galaxies interactions, the
 //! largest single part of a `cpu` evaluation. Most of those galaxies are far from most nodes, where their
 //! summed field is smooth on the scale of several H. So the lattice's nodes are taken in blocks of
-//! [`BLOCK`] × [`BLOCK`]; the galaxies within D of a block ("close") are summed exactly at its nodes, and the
+//! [`BLOCK`] × [`BLOCK`]; the galaxies within D of one of a block's nodes ("close") are summed exactly at its nodes, and the
 //! others come from a second lattice of step 2H holding every galaxy, interpolated to the nodes by
 //! six-node Lagrange weights, with the close galaxies' own values on that lattice taken out first (the same
 //! construction as the pixels' far field from the lattice, one level up). Every node of the first lattice
@@ -17,7 +17,7 @@
 
 use super::cpu::add_halo_along_row;
 use super::model::HaloEval;
-use super::split::{least_distance, NearRun, SplitReal};
+use super::split::{least_distance, GroupedAxis, NearRun, SplitReal};
 use super::tables::KernelTables;
 use super::LensProblem;
 use rayon::prelude::*;
@@ -44,7 +44,7 @@ pub(super) const LEBESGUE6: f64 = (356.0 / 256.0) * (356.0 / 256.0);
 /// The second level of the `cpu` model's coarse lattice (see the module's comment).
 #[derive(Debug, Clone)]
 pub(super) struct FarLevel {
-    /// D, arcsec: galaxies within D of a block's nodes are summed exactly there.
+    /// D, arcsec: galaxies within D of one of a block's nodes are summed exactly there.
     pub(super) radius: f64,
     /// Blocks per side of the first lattice.
     blocks: usize,
@@ -71,39 +71,15 @@ impl FarLevel {
         radius: f64,
         f6: &(dyn Fn(f64) -> f64 + Sync),
     ) -> FarLevel {
-        let blocks = nodes / BLOCK;
-        let nodes2 = nodes / 2 + UNION - BLOCK / 2;
-        // The coordinates of block b's first and last nodes along an axis.
-        let span = |b: usize| {
-            let first = origin + (BLOCK * b) as f64 * cell;
-            (first, first + (BLOCK - 1) as f64 * cell)
+        let axis = GroupedAxis {
+            coord: |i: usize| origin + i as f64 * cell,
+            spacing: cell,
+            count: nodes,
+            group: BLOCK,
         };
-        let step = BLOCK as f64 * cell;
-        let close: Vec<Vec<NearRun>> = (0..blocks)
-            .map(|bi| {
-                let (y_lo, y_hi) = span(bi);
-                let mut runs = Vec::new();
-                for (galaxy, g) in galaxies.iter().enumerate() {
-                    let dy = (y_lo - g.y0).max(g.y0 - y_hi).max(0.0);
-                    if dy > radius {
-                        continue;
-                    }
-                    let half = (radius * radius - dy * dy).sqrt();
-                    // The blocks whose nodes' x range meets [x0 − half, x0 + half].
-                    let first = ((g.x0 - half - origin - (BLOCK - 1) as f64 * cell) / step).ceil();
-                    let last = ((g.x0 + half - origin) / step).floor();
-                    let (first, last) = (first.max(0.0), last.min((blocks - 1) as f64));
-                    if first <= last {
-                        runs.push(NearRun {
-                            galaxy,
-                            first: first as usize,
-                            last: last as usize,
-                        });
-                    }
-                }
-                runs
-            })
-            .collect();
+        let blocks = axis.groups();
+        let nodes2 = nodes / 2 + UNION - BLOCK / 2;
+        let close = axis.runs_within(galaxies, radius);
         let total: f64 = estimates.iter().sum();
         let (error, share): (Vec<f64>, Vec<f64>) = (0..blocks * blocks)
             .into_par_iter()
@@ -115,7 +91,7 @@ impl FarLevel {
                         is_close[run.galaxy] = true;
                     }
                 }
-                let (xs, ys) = (span(bj), span(bi));
+                let (xs, ys) = (axis.span(bj), axis.span(bi));
                 let far: f64 = (galaxies.iter().zip(&is_close))
                     .filter(|(_, &c)| !c)
                     .map(|(g, _)| g.strength() * f6(least_distance(g, xs, ys) / (2.0 * cell)))
