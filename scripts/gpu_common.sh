@@ -18,3 +18,13 @@ export CUDA_CACHE_DISABLE=1   # NVIDIA OpenCL returns no ptxas report for cached
 cat "$out/devices.txt"
 nv=$(awk '$2=="opencl" && /NVIDIA/ {print $1; exit}' "$out/devices.txt")
 [ -n "$nv" ] || nv="opencl"   # no NVIDIA OpenCL: the row will say why
+
+# make_field SIZE: a field of SIZE² made here into a new temporary folder; sets f (that folder), plain (the six
+# file flags of its pair for `subtract`) and nofsync (--no-fsync, or nothing when FSYNC=1).
+make_field() {
+  f=$(mktemp -d)
+  "$bin" field --size "$1" --out "$f" > "$out/field.log" 2>&1 || exit 1
+  plain=(--ref "$f/ref.fits" --sci "$f/sci.fits" --ref-var "$f/ref.var.fits" --sci-var "$f/sci.var.fits"
+         --ref-mask "$f/ref.mask.fits" --sci-mask "$f/sci.mask.fits")
+  nofsync=(--no-fsync); [ -z "${FSYNC:-}" ] || nofsync=()
+}

@@ -10,13 +10,7 @@ mkdir -p "$final"
 export OUT=$(mktemp -d)
 source "$(dirname "$0")/gpu_common.sh"
 reps=$1; shift
-work=$(mktemp -d)
-mkdir -p "$work/f"
-"$bin" field --size 10240 --out "$work/f" > "$out/field.log" 2>&1 || exit 1
-f=$work/f
-plain=(--ref "$f/ref.fits" --sci "$f/sci.fits" --ref-var "$f/ref.var.fits" --sci-var "$f/sci.var.fits"
-       --ref-mask "$f/ref.mask.fits" --sci-mask "$f/sci.mask.fits")
-nofsync=(--no-fsync); [ -z "${FSYNC:-}" ] || nofsync=()
+make_field 10240
 for r in $(seq 1 "$reps"); do
   for v in "$@"; do
     name=${v%%=*}; envs=${v#*=}

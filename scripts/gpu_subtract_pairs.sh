@@ -9,22 +9,18 @@ mkdir -p "$final"
 export OUT=$(mktemp -d)
 source "$(dirname "$0")/gpu_common.sh"
 pairs=${1:-4}; reps=${2:-2}
+make_field 10240
 work=$(mktemp -d)
-mkdir -p "$work/f"
-"$bin" field --size 10240 --out "$work/f" > "$out/field.log" 2>&1 || exit 1
-f=$work/f
-nofsync=(--no-fsync); [ -z "${FSYNC:-}" ] || nofsync=()
 {
   echo "name,ref,sci,ref_var,sci_var,ref_mask,sci_mask"
   for p in $(seq 1 "$pairs"); do
-    echo "p$p,f/ref.fits,f/sci.fits,f/ref.var.fits,f/sci.var.fits,f/ref.mask.fits,f/sci.mask.fits"
+    echo "p$p,$f/ref.fits,$f/sci.fits,$f/ref.var.fits,$f/sci.var.fits,$f/ref.mask.fits,$f/sci.mask.fits"
   done
 } > "$work/pairs.csv"
 for r in $(seq 1 "$reps"); do
   d="$out/single-$r"; mkdir -p "$d"
-  /usr/bin/time -f "%e s wall" "$bin" subtract --out "$d" --ref "$f/ref.fits" --sci "$f/sci.fits" \
-    --ref-var "$f/ref.var.fits" --sci-var "$f/sci.var.fits" --ref-mask "$f/ref.mask.fits" \
-    --sci-mask "$f/sci.mask.fits" --backend cuda ${nofsync[@]+"${nofsync[@]}"} > "$d/stdout.txt" 2> "$d/stderr.txt"
+  /usr/bin/time -f "%e s wall" "$bin" subtract --out "$d" "${plain[@]}" --backend cuda \
+    ${nofsync[@]+"${nofsync[@]}"} > "$d/stdout.txt" 2> "$d/stderr.txt"
   rm -f "$d"/*.fits
   echo "single $r: $(grep -o 'file to file [0-9.]* s' "$d/stdout.txt") ($(tail -1 "$d/stderr.txt"))"
   d="$out/list-$r"; mkdir -p "$d"

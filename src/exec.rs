@@ -283,11 +283,9 @@ impl<T> Drop for JoinOnDrop<T> {
 /// beside a pipeline's critical path that should leave the cores to it when both want them. Best effort.
 pub fn lower_this_threads_priority() {
     #[cfg(target_os = "linux")]
-    // SAFETY: plain system calls on the calling thread's own id.
+    // SAFETY: nice(3) changes only the calling thread's nice value (clamped at 19).
     unsafe {
-        let tid = libc::gettid() as libc::id_t;
-        let now = libc::getpriority(libc::PRIO_PROCESS, tid);
-        let _ = libc::setpriority(libc::PRIO_PROCESS, tid, (now + 10).min(19));
+        let _ = libc::nice(10);
     }
 }
 

@@ -218,8 +218,7 @@ pub fn write_image_over(
         message: e.to_string(),
     })?;
     let width = image.pixels.sample_bytes();
-    let data_len = (image.pixels.len() * width) as u64;
-    let total = header.len() as u64 + data_len.div_ceil(FITS_BLOCK as u64) * FITS_BLOCK as u64;
+    let total = image_file_len(image.nx, image.ny, width, header.len() / FITS_BLOCK);
     crate::exec::trace_event(|| format!("write {}: begins", path.display()));
     let written = write_atomic_over(path, ahead, |f| {
         // The padding after the data is zeros: the length is set first, the parts fill the rest (a file

@@ -80,7 +80,7 @@ pub fn io_error(path: &Path, source: std::io::Error) -> InputError {
 /// never share one (the last rename wins). On any failure the temporary file is removed. The one atomic
 /// writer of the project: every output file goes through it or through [`append_lines`].
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), InputError> {
-    write_atomic_with(path, |f| {
+    write_atomic_over(path, None, |f| {
         let mut f = f;
         f.write_all(bytes)
     })
@@ -89,7 +89,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), InputError> {
 /// Time the atomic writer has spent waiting for the disk (fsync), summed over the process.
 static SYNC_NANOS: AtomicU64 = AtomicU64::new(0);
 
-/// Seconds [`write_atomic`] and [`write_atomic_with`] have waited for files to reach the disk so far.
+/// Seconds [`write_atomic`] and [`write_atomic_over`] have waited for files to reach the disk so far.
 pub fn seconds_syncing() -> f64 {
     SYNC_NANOS.load(Ordering::Relaxed) as f64 * 1e-9
 }
@@ -105,17 +105,9 @@ pub fn set_durable(durable: bool) {
     DURABLE.store(durable, Ordering::Relaxed);
 }
 
-/// [`write_atomic`] for a writer that fills the new file itself (`write` gets it open for writing, empty;
-/// a large image writes its parts from several threads at their offsets).
-pub fn write_atomic_with(
-    path: &Path,
-    write: impl FnOnce(&fs::File) -> std::io::Result<()>,
-) -> Result<(), InputError> {
-    write_atomic_over(path, None, write)
-}
-
-/// [`write_atomic_with`] over a file written ahead for `path` ([`WrittenAhead`]; `None`: a new empty file).
-/// `write` gets it open for writing with the zeros still in it, and sets its length itself.
+/// [`write_atomic`] for a writer that fills the file itself (a large image writes its parts from several
+/// threads at their offsets), into a file written ahead for `path` ([`WrittenAhead`]: `write` gets it with
+/// the zeros still in it and sets its length itself) or, with `None`, a new empty one.
 pub fn write_atomic_over(
     path: &Path,
     ahead: Option<WrittenAhead>,
@@ -154,7 +146,8 @@ pub fn write_atomic_over(
     })
 }
 
-fn folder_of(path: &Path) -> &Path {
+/// The folder `path` is in ("." for a bare file name).
+pub fn folder_of(path: &Path) -> &Path {
     match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -276,11 +269,8 @@ pub fn float(v: f64) -> String {
     format!("{v:?}")
 }
 
-extern "C" {
-    /// C `realloc`, the growth function cfitsio's memory files and decompressor call.
-    pub fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void;
-    fn free(ptr: *mut c_void);
-}
+/// C `realloc`, the growth function cfitsio's memory files and decompressor call.
+pub use libc::realloc;
 
 /// Memory that cfitsio grows with C `realloc`, so it is released with C `free`.
 pub struct CBuffer {
@@ -292,7 +282,7 @@ impl Drop for CBuffer {
     fn drop(&mut self) {
         if !self.ptr.is_null() {
             // SAFETY: ptr came from C realloc (directly or via cfitsio) and is freed once, here.
-            unsafe { free(self.ptr) };
+            unsafe { libc::free(self.ptr) };
         }
     }
 }
@@ -494,6 +484,51 @@ pub unsafe fn fits_hdu_problem(fptr: *mut fitsio::sys::fitsfile, len: usize) -> 
 
 /// Data rows of a CSV table, each with its 1-based line.
 pub type CsvRows = Vec<(u64, csv::StringRecord)>;
+
+/// The columns of a CSV header row (on `line` of `file`) by name: each of `known` at most once, nothing
+/// else, and every one of `required`; an error names the line and the column.
+pub fn header_columns(
+    file: &str,
+    line: u64,
+    record: &csv::StringRecord,
+    known: &[&'static str],
+    required: &[&'static str],
+) -> Result<std::collections::HashMap<&'static str, usize>, InputError> {
+    let line_error = |problem: String| InputError::Line {
+        file: file.to_string(),
+        line,
+        problem,
+    };
+    let mut columns = std::collections::HashMap::new();
+    let mut unknown = Vec::new();
+    for (index, name) in record.iter().enumerate() {
+        match known.iter().find(|k| **k == name) {
+            Some(k) => {
+                if columns.insert(*k, index).is_some() {
+                    return Err(line_error(format!("duplicate column '{name}'")));
+                }
+            }
+            None => unknown.push(format!("'{name}'")),
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(line_error(format!(
+            "unknown column{} {} (known columns: {})",
+            if unknown.len() > 1 { "s" } else { "" },
+            unknown.join(", "),
+            known.join(", ")
+        )));
+    }
+    for r in required {
+        if !columns.contains_key(r) {
+            return Err(InputError::MissingColumn {
+                file: file.to_string(),
+                column: r.to_string(),
+            });
+        }
+    }
+    Ok(columns)
+}
 
 /// Blank lines and lines starting with '#' are skipped; fields are trimmed; a bad row names its line.
 /// `header` checks the header row (given its line) as soon as it is read, so a bad header is reported before

@@ -237,16 +237,10 @@ impl ToolArgs for SubtractArgs {
             .truth
             .clone()
             .or_else(|| self.field.as_ref().map(|d| d.join("truth.csv")));
-        if !self.out.is_dir() {
-            return Err(format!("--out {}: no such folder", self.out.display()));
-        }
-        let command_start = std::time::Instant::now();
-        let (_preparing, discovered) = start_backend(&self.backend);
-        let pair = Pair::read(&files);
-        let read_s = command_start.elapsed().as_secs_f64();
-        let (discovery, discovery_s) = discovered.recv().expect("backend discovery panicked");
+        let started = self.start(&files)?;
+        let (pair, read_s) = started.first;
         let pair = pair?;
-        let discovery = discovery?;
+        let discovery = started.discovery?;
         let target = self.backend.target(&discovery)?;
         let outputs = PairOutputs {
             out: &self.out,
@@ -256,7 +250,7 @@ impl ToolArgs for SubtractArgs {
             label: String::new(),
             on_difference: None,
         };
-        let backend_s = Some(discovery_s);
+        let backend_s = Some(started.discovery_s);
         self.subtract_pair(
             pair,
             read_s,
@@ -264,10 +258,29 @@ impl ToolArgs for SubtractArgs {
             target,
             &options,
             &outputs,
-            command_start,
+            started.command_start,
         )?;
         Ok(0)
     }
+}
+
+/// A pair read from its files, and the seconds the read took.
+type ReadPair = (Result<Pair, String>, f64);
+
+fn read_pair(files: &PairFiles) -> ReadPair {
+    let started = std::time::Instant::now();
+    (Pair::read(files), started.elapsed().as_secs_f64())
+}
+
+/// The start a single pair and a list share ([`SubtractArgs::start`]).
+struct Started {
+    command_start: std::time::Instant,
+    /// Makes the device's context after discovery; joined on drop.
+    _preparing: crate::exec::JoinOnDrop<()>,
+    /// The first pair, read while the backend starts.
+    first: ReadPair,
+    discovery: Result<std::sync::Arc<crate::backend::Discovery>, String>,
+    discovery_s: f64,
 }
 
 /// Starts the backend `--backend` names on a thread of its own: its discovery (a GPU runtime: 0.2-2 s) comes
@@ -311,22 +324,38 @@ struct PairOutputs<'a> {
 }
 
 impl SubtractArgs {
-    /// `--pairs`: every pair of the list into its own folder, the backend started once, each pair read
-    /// while the one before it finishes. Each pair's "file to file" counts from the end of the one before:
-    /// the time a pipeline spends per pair.
-    fn run_pairs(&self, list: &std::path::Path, options: &SubtractOptions) -> Result<i32, String> {
-        let pairs = super::io::read_pair_list(list).map_err(|e| e.to_string())?;
+    /// What a single pair and a list begin with: `--out` checked, the clock started, the backend started on
+    /// a thread of its own ([`start_backend`]) while the first pair is read, and its discovery waited for.
+    fn start(&self, first: &PairFiles) -> Result<Started, String> {
         if !self.out.is_dir() {
             return Err(format!("--out {}: no such folder", self.out.display()));
         }
         let command_start = std::time::Instant::now();
         let (_preparing, discovered) = start_backend(&self.backend);
-        let read = |files: &PairFiles| {
-            let started = std::time::Instant::now();
-            (Pair::read(files), started.elapsed().as_secs_f64())
-        };
-        let mut next = Some(read(&pairs[0].files));
+        let first = read_pair(first);
         let (discovery, discovery_s) = discovered.recv().expect("backend discovery panicked");
+        Ok(Started {
+            command_start,
+            _preparing,
+            first,
+            discovery,
+            discovery_s,
+        })
+    }
+
+    /// `--pairs`: every pair of the list into its own folder, the backend started once, each pair read
+    /// while the one before it finishes. Each pair's "file to file" counts from the end of the one before:
+    /// the time a pipeline spends per pair.
+    fn run_pairs(&self, list: &std::path::Path, options: &SubtractOptions) -> Result<i32, String> {
+        let pairs = super::io::read_pair_list(list).map_err(|e| e.to_string())?;
+        let Started {
+            command_start,
+            _preparing,
+            first,
+            discovery,
+            discovery_s,
+        } = self.start(&pairs[0].files)?;
+        let mut next = Some(first);
         let discovery = discovery?;
         let target = self.backend.target(&discovery)?;
         let mut failed = Vec::new();
@@ -342,7 +371,7 @@ impl SubtractArgs {
                     scope.spawn(move || {
                         // Also begun when this pair fails before its difference (the sender is gone).
                         let _ = wait.recv();
-                        read(&p.files)
+                        read_pair(&p.files)
                     })
                 });
                 let signal = move || {
@@ -357,18 +386,11 @@ impl SubtractArgs {
                     label: format!("pair {}: ", listed.name),
                     on_difference: Some(&signal),
                 };
-                // The folder is made once the pair has been read, and taken away again if this run made it
-                // and the pair failed: a failed pair leaves no folder.
-                let made = !out.exists();
+                // The pair's folder is made by the all-or-none writer, which takes it away again on failure.
                 let done = pair.and_then(|pair| {
-                    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
                     let backend_s = (k == 0).then_some(discovery_s);
                     self.subtract_pair(pair, read_s, backend_s, target, options, &outputs, started)
                 });
-                if done.is_err() && made {
-                    // Empty: a failed subtraction leaves none of its files.
-                    let _ = std::fs::remove_dir(&out);
-                }
                 // A wait for the next pair's read counts in the next pair's time.
                 let finished = std::time::Instant::now();
                 drop(signal);

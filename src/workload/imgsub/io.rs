@@ -160,9 +160,10 @@ pub fn truth_csv(field: &Field, file: &str) -> Result<Vec<u8>, InputError> {
     finish_csv(w, result, file)
 }
 
-/// Writes files named `names` into `dir` (which must exist) through `write`, which puts them in the folder
-/// it is given: a hidden staging folder inside `dir`, whose files are moved into place only when all were
-/// written. A failure leaves none of them.
+/// Writes files named `names` into `dir` through `write`, which puts them in the folder it is given: a
+/// hidden staging folder inside `dir`, whose files are moved into place only when all were written. A
+/// failure leaves none of them. `dir` is made if it is missing (its parent must exist) and, on a failure,
+/// taken away again.
 /// `write` may compute as it writes (`subtract` writes the difference while detecting): its value comes
 /// back with the files' places.
 pub fn write_all_or_none<T, E: From<InputError>>(
@@ -171,12 +172,9 @@ pub fn write_all_or_none<T, E: From<InputError>>(
     names: &[&str],
     write: impl FnOnce(&Path) -> Result<T, E>,
 ) -> Result<(T, Vec<PathBuf>), E> {
-    if !dir.is_dir() {
-        return Err(io_error(
-            dir,
-            std::io::Error::new(std::io::ErrorKind::NotFound, "--out: no such folder"),
-        )
-        .into());
+    let made = !dir.is_dir();
+    if made {
+        std::fs::create_dir(dir).map_err(|e| io_error(dir, e))?;
     }
     let staging = dir.join(format!(".{tag}-{}.partial", std::process::id()));
     std::fs::create_dir_all(&staging).map_err(|e| io_error(&staging, e))?;
@@ -192,6 +190,9 @@ pub fn write_all_or_none<T, E: From<InputError>>(
         Ok((value, places))
     });
     let _ = std::fs::remove_dir_all(&staging);
+    if made && result.is_err() {
+        let _ = std::fs::remove_dir(dir);
+    }
     result
 }
 
@@ -329,45 +330,19 @@ pub fn read_pair_list(path: &Path) -> Result<Vec<ListedPair>, InputError> {
     let file = path.display().to_string();
     let base = path.parent().unwrap_or(Path::new("."));
     let (columns, rows) = crate::inputs::csv_rows(&text, &file, |line, header| {
-        if let Some(unknown) = header.iter().find(|h| !PAIR_COLUMNS.contains(h)) {
-            return Err(InputError::Csv {
-                file: file.clone(),
-                message: format!(
-                    "line {line}: column '{unknown}' is not one of {}",
-                    PAIR_COLUMNS.join(", ")
-                ),
-            });
-        }
-        if let Some(twice) = header
-            .iter()
-            .enumerate()
-            .find(|&(k, h)| header.iter().skip(k + 1).any(|other| other == h))
-        {
-            return Err(InputError::Csv {
-                file: file.clone(),
-                message: format!("line {line}: column '{}' is named twice", twice.1),
-            });
-        }
-        let columns = PAIR_COLUMNS.map(|c| header.iter().position(|h| h == c));
-        match columns {
-            [Some(_), Some(_), Some(_), ..] => Ok(columns),
-            _ => Err(InputError::Csv {
-                file: file.clone(),
-                message: format!("line {line}: the header needs columns 'name', 'ref' and 'sci'"),
-            }),
-        }
+        crate::inputs::header_columns(&file, line, header, &PAIR_COLUMNS, &PAIR_COLUMNS[..3])
     })?;
     let mut seen = std::collections::HashMap::new();
     let pairs = rows
         .iter()
         .map(|(line, r)| {
-            let field = |k: usize| columns[k].map(|c| &r[c]).filter(|v| !v.is_empty());
-            let place = |k: usize| field(k).map(|v| base.join(v));
+            let field = |c: &str| columns.get(c).map(|&k| &r[k]).filter(|v| !v.is_empty());
+            let place = |c: &str| field(c).map(|v| base.join(v));
             let problem = |message: String| InputError::Csv {
                 file: file.clone(),
                 message: format!("line {line}: {message}"),
             };
-            let name = field(0).ok_or_else(|| problem("name is empty".into()))?;
+            let name = field("name").ok_or_else(|| problem("name is empty".into()))?;
             let plain = Path::new(name).file_name().is_some_and(|f| f == name)
                 && name != "."
                 && name != ".."
@@ -382,17 +357,16 @@ pub fn read_pair_list(path: &Path) -> Result<Vec<ListedPair>, InputError> {
                     "name = '{name}' is listed already on line {first}"
                 )));
             }
-            let required =
-                |k: usize| place(k).ok_or_else(|| problem(format!("{} is empty", PAIR_COLUMNS[k])));
+            let required = |c: &str| place(c).ok_or_else(|| problem(format!("{c} is empty")));
             Ok(ListedPair {
                 name: name.to_string(),
                 files: super::pair::PairFiles {
-                    reference: required(1)?,
-                    science: required(2)?,
-                    reference_variance: place(3),
-                    science_variance: place(4),
-                    reference_mask: place(5),
-                    science_mask: place(6),
+                    reference: required("ref")?,
+                    science: required("sci")?,
+                    reference_variance: place("ref_var"),
+                    science_variance: place("sci_var"),
+                    reference_mask: place("ref_mask"),
+                    science_mask: place("sci_mask"),
                 },
             })
         })
@@ -527,8 +501,23 @@ const PLANES: [(&str, &str, usize); 4] = [
 /// Header records a plane's file is written ahead with (its cards and history take two or three).
 const HEADER_BLOCKS_AHEAD: usize = 4;
 
-/// Files written ahead by name ([`PlanesAhead`]).
-type AheadFiles = Vec<(&'static str, Option<WrittenAhead>)>;
+/// A plane's file in [`PlanesAhead`].
+enum Ahead {
+    /// Not written yet, and its plane has not come.
+    Wanted,
+    /// Written ahead, waiting for its plane.
+    Ready(WrittenAhead),
+    /// Its plane came (and took the file, or was written new: the thread then skips it or drops it).
+    Gone,
+}
+
+/// What the writer thread and the planes' writes share.
+struct AheadState {
+    /// Per plane of [`PLANES`].
+    slots: [Ahead; 4],
+    /// Set when dropped: no more files are begun (an early error waits for one file at most).
+    stop: bool,
+}
 
 /// The subtraction's FITS planes written ahead as zeros into the staging folder by one thread of low
 /// priority while the subtraction runs ([`WrittenAhead`]), the significance first (its write is the
@@ -537,21 +526,20 @@ type AheadFiles = Vec<(&'static str, Option<WrittenAhead>)>;
 /// written new; the thread then skips it, or removes it if it was being written. Dropping this joins the
 /// thread.
 pub struct PlanesAhead {
-    /// Per file asked for or written ahead: the file while it waits, `None` once its plane came (taken, or
-    /// written new because it was not ready; the thread then skips it or drops it).
-    made: std::sync::Arc<std::sync::Mutex<AheadFiles>>,
-    /// Set when dropped: no more files are begun (an early error waits for one file at most).
-    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    state: std::sync::Arc<std::sync::Mutex<AheadState>>,
     /// Joined when dropped.
     _thread: Option<crate::exec::JoinOnDrop<()>>,
 }
 
 impl PlanesAhead {
+    fn with(slots: [Ahead; 4]) -> std::sync::Arc<std::sync::Mutex<AheadState>> {
+        std::sync::Arc::new(std::sync::Mutex::new(AheadState { slots, stop: false }))
+    }
+
     /// Nothing written ahead.
     pub fn none() -> PlanesAhead {
         PlanesAhead {
-            made: Default::default(),
-            done: Default::default(),
+            state: Self::with([0, 1, 2, 3].map(|_| Ahead::Gone)),
             _thread: None,
         }
     }
@@ -559,54 +547,41 @@ impl PlanesAhead {
     /// Starts writing the planes of an nx × ny subtraction ahead into `dir`. A failure (a full disk) is
     /// left for the plane's own write to report.
     pub fn start(dir: &Path, nx: usize, ny: usize) -> PlanesAhead {
-        let made = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (dir, list, stop) = (
-            dir.to_path_buf(),
-            std::sync::Arc::clone(&made),
-            std::sync::Arc::clone(&done),
-        );
+        let state = Self::with([0, 1, 2, 3].map(|_| Ahead::Wanted));
+        let (dir, shared) = (dir.to_path_buf(), std::sync::Arc::clone(&state));
         let thread = crate::exec::JoinOnDrop::spawn(move || {
             crate::exec::lower_this_threads_priority();
-            let done = stop;
-            let came = |file: &str, list: &[(&str, Option<WrittenAhead>)]| {
-                list.iter().any(|(f, _)| *f == file)
-            };
-            for &(file, _, bytes) in PLANES[3..].iter().chain(&PLANES[..3]) {
-                if done.load(std::sync::atomic::Ordering::Relaxed)
-                    || came(file, &list.lock().unwrap())
-                {
+            let wanted = |s: &AheadState, k: usize| !s.stop && matches!(s.slots[k], Ahead::Wanted);
+            for k in [3, 0, 1, 2] {
+                if !wanted(&shared.lock().unwrap(), k) {
                     continue;
                 }
+                let (file, _, bytes) = PLANES[k];
                 let path = dir.join(file);
                 let len = image_file_len(nx, ny, bytes, HEADER_BLOCKS_AHEAD);
                 let Ok(ahead) = WrittenAhead::new(&path, len) else {
                     return;
                 };
-                let mut list = list.lock().unwrap();
+                let mut s = shared.lock().unwrap();
                 // A plane that came meanwhile was written new: this file is dropped (removed).
-                if !came(file, &list) {
-                    list.push((file, Some(ahead)));
+                if matches!(s.slots[k], Ahead::Wanted) {
+                    s.slots[k] = Ahead::Ready(ahead);
                     crate::exec::trace_event(|| format!("write {}: written ahead", path.display()));
                 }
             }
         });
         PlanesAhead {
-            made,
-            done,
+            state,
             _thread: Some(thread),
         }
     }
 
-    /// The file written ahead for `file`, if it is ready; either way the thread will not write it now.
-    fn take(&self, file: &'static str) -> Option<WrittenAhead> {
-        let mut made = self.made.lock().unwrap();
-        match made.iter_mut().find(|(f, _)| *f == file) {
-            Some((_, ready)) => ready.take(),
-            None => {
-                made.push((file, None));
-                None
-            }
+    /// The file written ahead for plane k of [`PLANES`], if it is ready; either way the thread will not
+    /// write it now.
+    fn take(&self, k: usize) -> Option<WrittenAhead> {
+        match std::mem::replace(&mut self.state.lock().unwrap().slots[k], Ahead::Gone) {
+            Ahead::Ready(ahead) => Some(ahead),
+            _ => None,
         }
     }
 }
@@ -614,7 +589,7 @@ impl PlanesAhead {
 impl Drop for PlanesAhead {
     fn drop(&mut self) {
         // Before the thread is joined (it is declared last, so dropped after this).
-        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.state.lock().unwrap().stop = true;
     }
 }
 
@@ -632,17 +607,18 @@ pub fn write_planes(
 ) -> Result<(), InputError> {
     let planes = match set {
         PlaneSet::Difference => vec![
-            (PLANES[0], Pixels::F32(&sub.diff)),
-            (PLANES[1], Pixels::F32(&sub.variance)),
-            (PLANES[2], Pixels::U8(&sub.mask)),
+            (0, Pixels::F32(&sub.diff)),
+            (1, Pixels::F32(&sub.variance)),
+            (2, Pixels::U8(&sub.mask)),
         ],
-        PlaneSet::Significance(snr) => vec![(PLANES[3], Pixels::F32(snr))],
+        PlaneSet::Significance(snr) => vec![(3, Pixels::F32(snr))],
     };
     std::thread::scope(|scope| {
         let handles: Vec<_> = planes
             .into_iter()
-            .map(|((file, name, _), pixels)| {
-                let ahead = ahead.take(file);
+            .map(|(k, pixels)| {
+                let (file, name, _) = PLANES[k];
+                let ahead = ahead.take(k);
                 scope.spawn(move || {
                     write_image_over(
                         &dir.join(file),

@@ -222,10 +222,7 @@ impl ToolArgs for MapsArgs {
     fn run(self) -> Result<i32, String> {
         let problem = self.problem.problem()?;
         // Before any work: the maps' folder must exist.
-        let folder = match self.prefix.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => std::path::Path::new("."),
-        };
+        let folder = crate::inputs::folder_of(&self.prefix);
         if !folder.is_dir() {
             return Err(format!(
                 "--prefix {}: the folder {} does not exist",

@@ -17,7 +17,9 @@ use std::path::Path;
 use crate::fits_image::{read_image, write_image, Card, ImageOut, Pixels};
 
 pub use crate::inputs::InputError;
-use crate::inputs::{csv_rows, csv_writer, finish_csv, float, io_error, write_atomic};
+use crate::inputs::{
+    csv_rows, csv_writer, finish_csv, float, header_columns, io_error, write_atomic,
+};
 
 // ---------------------------------------------------------------------------------------------------
 // Halo catalogue
@@ -522,49 +524,6 @@ impl Table {
             rows,
         })
     }
-}
-
-fn header_columns(
-    file: &str,
-    line: u64,
-    record: &csv::StringRecord,
-    known: &[&'static str],
-    required: &[&'static str],
-) -> Result<HashMap<&'static str, usize>, InputError> {
-    let line_error = |problem: String| InputError::Line {
-        file: file.to_string(),
-        line,
-        problem,
-    };
-    let mut columns = HashMap::new();
-    let mut unknown = Vec::new();
-    for (index, name) in record.iter().enumerate() {
-        match known.iter().find(|k| **k == name) {
-            Some(k) => {
-                if columns.insert(*k, index).is_some() {
-                    return Err(line_error(format!("duplicate column '{name}'")));
-                }
-            }
-            None => unknown.push(format!("'{name}'")),
-        }
-    }
-    if !unknown.is_empty() {
-        return Err(line_error(format!(
-            "unknown column{} {} (known columns: {})",
-            if unknown.len() > 1 { "s" } else { "" },
-            unknown.join(", "),
-            known.join(", ")
-        )));
-    }
-    for r in required {
-        if !columns.contains_key(r) {
-            return Err(InputError::MissingColumn {
-                file: file.to_string(),
-                column: r.to_string(),
-            });
-        }
-    }
-    Ok(columns)
 }
 
 /// One data row, read by column name.
