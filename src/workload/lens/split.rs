@@ -6,7 +6,8 @@
 //! (4 × 4 nodes). Within R of a galaxy that interpolant is wrong (the field turns on the scale of the
 //! distance), so for every pixel within R of galaxy g the interpolant of g's own field is taken out and g's
 //! exact deflection put in: α(p) = I[G](p) + Σ_{|p − g| ≤ R} (α_g(p) − I[α_g](p)) + Σ_clusters α_c(p), with
-//! I[α_g] read from a table of g's values at the nodes around it. What is left is the interpolation error of
+//! I[α_g] from g's values at the nodes around it (a table per galaxy on the devices; made per cell row on
+//! the `cpu` model). What is left is the interpolation error of
 //! the galaxies farther than R, bounded per coarse cell by Σ_g b_g·f(r_g/H), f the measured worst error of a
 //! unit isothermal deflection at distance r (in cells). Pixels whose magnification needs more accuracy than
 //! that bound leaves are recomputed directly, as `mixed-budget` does. The interpolation and the recompute are
@@ -147,17 +148,6 @@ pub(super) fn tables64(q: &Option<Box<LensProblem>>) -> &KernelTables<f64> {
     q.as_deref().map_or(&NO_HALOS64, |q| &q.tables64)
 }
 
-/// One galaxy's values at the nodes around it (`side` × `side` from node column `a0`, row `c0`), x and y
-/// planes row by row: computed in the precision of the coarse field they are taken out of, and held
-/// widened to float64 so taking them out is one vector subtraction per stencil row.
-struct NodeTable {
-    a0: i64,
-    c0: i64,
-    side: usize,
-    x: Vec<f64>,
-    y: Vec<f64>,
-}
-
 /// Galaxy `galaxy` is near the pixel cells `first..=last` of a cell row (or close to the lattice blocks
 /// `first..=last` of a block row, split_far.rs).
 #[derive(Debug, Clone, Copy)]
@@ -266,7 +256,7 @@ pub struct SplitPlan {
     pub direct: usize,
     /// The devices evaluate the coarse lattice in float64 (the `cpu` model's choice is `direct_f64`).
     pub coarse_f64: bool,
-    /// The `cpu` model evaluates its direct parts (coarse lattice, node tables, clusters, near terms) in
+    /// The `cpu` model evaluates its direct parts (coarse lattice, the near galaxies' node values, clusters, near terms) in
     /// float64 (the devices never do: their clusters and near terms are always float64).
     pub direct_f64: bool,
     /// The `cpu` model's lattice in two levels: galaxies within this distance (arcsec) of a block of
@@ -742,37 +732,6 @@ impl Split {
         }
     }
 
-    /// Each galaxy's values at the nodes around it (every cell a near pixel can be in, with the 4 × 4
-    /// stencil's reach), from the coarse problem's tables in precision T: node (a, c) is its pixel (a, c).
-    fn node_tables<T: SplitReal>(&self) -> Vec<NodeTable> {
-        let side = self.side();
-        if self.coarse_problem.is_none() {
-            return vec![];
-        }
-        let t = T::tables(&self.coarse_problem);
-        let cell = T::from_f64(self.cell);
-        self.galaxies
-            .par_iter()
-            .enumerate()
-            .map(|(k, g)| {
-                let (a0, c0) = self.table_origin(g);
-                let (mut x, mut y) = (vec![T::ZERO; side * side], vec![T::ZERO; side * side]);
-                for (r, (xr, yr)) in x.chunks_mut(side).zip(y.chunks_mut(side)).enumerate() {
-                    let j = (c0 + r as i64) as i32;
-                    add_halo_along_row(t, k, cell, j, a0 as i32, xr, yr);
-                }
-                let widen = |v: Vec<T>| v.into_iter().map(T::to_f64).collect();
-                NodeTable {
-                    a0,
-                    c0,
-                    side,
-                    x: widen(x),
-                    y: widen(y),
-                }
-            })
-            .collect()
-    }
-
     /// Per cell row (`step` pixel rows), the galaxies near its cells: a galaxy within R of any pixel of a
     /// cell is near that cell, so one that is not is farther than R from all of its pixels (the per-cell
     /// bound's premise).
@@ -798,7 +757,6 @@ impl Split {
         let (n, step, nodes) = (p.n, self.plan.step, self.nodes);
         let cells = self.cells;
         let [coarse_x, coarse_y] = self.coarse::<T>();
-        let tables = self.node_tables::<T>();
         let weights = self.weights();
         // The x-pass weights four pixel offsets at a time: x_weights[q][d][l] weighs node d for offset 4q + l.
         let x_weights: Vec<[[f64; 4]; 4]> = (0..step.div_ceil(4))
@@ -824,7 +782,8 @@ impl Split {
             nodes,
             pixel,
             coarse: [&coarse_x, &coarse_y],
-            tables: &tables,
+            lattice: T::tables(&self.coarse_problem),
+            cell: T::from_f64(self.cell),
             clusters,
             exact,
             weights: &weights,
@@ -943,7 +902,10 @@ struct Band<'a, T> {
     nodes: usize,
     pixel: T,
     coarse: [&'a [f64]; 2],
-    tables: &'a [NodeTable],
+    /// The galaxies' tables on the coarse lattice (node (a, c) is its pixel (a, c); row k: galaxy k) and
+    /// its step, for the near galaxies' node values.
+    lattice: &'a KernelTables<T>,
+    cell: T,
     clusters: &'a KernelTables<T>,
     /// The galaxies' own tables in precision T (row k: galaxy k), for their exact near terms.
     exact: &'a KernelTables<T>,
@@ -968,15 +930,29 @@ impl<T: Real> Band<'_, T> {
                 }
             }
         }
+        // A near galaxy's values at the nodes its cells' stencils read: made here, four rows from node
+        // column `first` (tables of every galaxy cost more to write and read than to evaluate).
+        let mut strip = [0, 1].map(|_| vec![T::ZERO; self.cells + 3]);
+        let mut values = [0, 1].map(|_| vec![0.0f64; 4 * (self.cells + 3)]);
         for run in runs {
-            let t = &self.tables[run.galaxy];
+            let width = run.last - run.first + 4;
+            for dy in 0..4 {
+                let [sx, sy] = &mut strip;
+                let (sx, sy) = (&mut sx[..width], &mut sy[..width]);
+                sx.fill(T::ZERO);
+                sy.fill(T::ZERO);
+                let (j, i0) = ((c + dy) as i32, run.first as i32);
+                add_halo_along_row(self.lattice, run.galaxy, self.cell, j, i0, sx, sy);
+                for (to, from) in values.iter_mut().zip(&strip) {
+                    for (v, t) in to[dy * width..][..width].iter_mut().zip(from) {
+                        *v = t.to_f64();
+                    }
+                }
+            }
             let cells = &mut far[run.first..=run.last];
-            for comp in 0..2 {
-                let values = if comp == 0 { &t.x } else { &t.y };
+            for (comp, values) in values.iter().enumerate() {
                 for dy in 0..4 {
-                    let row = (c + dy) as i64 - t.c0;
-                    let at = (row * t.side as i64 + run.first as i64 - t.a0) as usize;
-                    let nodes = &values[at..at + cells.len() + 3];
+                    let nodes = &values[dy * width..][..width];
                     let at = 16 * comp + 4 * dy;
                     for (stencil, four) in cells.iter_mut().zip(nodes.windows(4)) {
                         let four: &[f64; 4] = four.try_into().expect("four nodes");
