@@ -1116,14 +1116,17 @@ impl<T: Real> Band<'_, T> {
         } = scratch;
         let (step, n) = (self.step, self.n);
         let wy = &self.weights[r];
-        // line[a][4·comp + dx]
+        // line[a][4·comp + dx], the four dx of a stencil row at once (the sum over dy in order).
         for (out, stencil) in line.iter_mut().zip(far) {
             for comp in 0..2 {
-                for dx in 0..4 {
-                    out[4 * comp + dx] = (0..4)
-                        .map(|dy| wy[dy] * stencil[16 * comp + 4 * dy + dx])
-                        .sum();
+                let mut sum = [0.0; 4];
+                for (dy, w) in wy.iter().enumerate() {
+                    let row = &stencil[16 * comp + 4 * dy..][..4];
+                    for dx in 0..4 {
+                        sum[dx] += w * row[dx];
+                    }
                 }
+                out[4 * comp..][..4].copy_from_slice(&sum);
             }
         }
         // Four pixels at a time into `spread` (step rounded up to 4 per cell: a cell's extra pixels are
