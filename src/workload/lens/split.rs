@@ -1386,8 +1386,8 @@ mod tests {
         for _ in 0..200_000 {
             let scale = 10f64.powf(rng.random_range(-6.0..0.0));
             let [a, b, c] = [0; 3].map(|_| scale * rng.random_range(-1.0..1.0));
-            // Near-singular: c chosen so det is a small multiple of the limit.
             let limit = scale * 10f64.powf(rng.random_range(-4.0..0.0));
+            // Half of them near-singular: c chosen so det is a small multiple of the limit.
             let c = if rng.random_bool(0.5) && a.abs() > 0.0 {
                 (b * b + rng.random_range(-3.0..3.0) * limit * a.abs()) / a
             } else {
@@ -1421,14 +1421,20 @@ mod tests {
 
     /// The pixels the grid pass lists (flagged per band as its rows are made, the bands' last rows
     /// after) are exactly those a plain pass over the finished field flags, in order: on sizes whose last
-    /// band is whole, one row, and a few rows.
+    /// band is whole, one row, and a few rows, and with realistic galaxies (float64 direct parts).
     #[test]
     fn the_grid_pass_lists_the_flagged_pixels_of_a_plain_pass() {
         use crate::workload::lens::{LensOptions, Preset};
-        for n in [256, 257, 259] {
+        let mut last_bands = Vec::new();
+        for (n, galaxy_sigma) in [
+            (256, (10.0, 15.0)),
+            (257, (10.0, 15.0)),
+            (259, (10.0, 15.0)),
+            (257, (110.0, 130.0)),
+        ] {
             let opts = LensOptions {
                 n: Some(n),
-                galaxy_sigma: (110.0, 130.0),
+                galaxy_sigma,
                 seed: 3,
                 ..LensOptions::default()
             };
@@ -1451,8 +1457,14 @@ mod tests {
                 plain.extend(flags.listed);
             }
             assert!(!plain.is_empty(), "{n}: nothing flagged, nothing tested");
-            assert_eq!(listed, plain, "{n}");
+            assert_eq!(listed, plain, "{n}, {galaxy_sigma:?}");
+            last_bands.push(n % split.plan.step);
         }
+        // The last band whole, one row, and more than one row but not whole.
+        assert!(
+            last_bands.contains(&0) && last_bands.contains(&1) && last_bands.iter().any(|&r| r > 1),
+            "rows in the last band beyond whole ones: {last_bands:?}"
+        );
     }
 
     /// Streamed rows are plain copies, at any alignment and length.
