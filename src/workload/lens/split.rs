@@ -1426,6 +1426,7 @@ mod tests {
     fn the_grid_pass_lists_the_flagged_pixels_of_a_plain_pass() {
         use crate::workload::lens::{LensOptions, Preset};
         let mut last_bands = Vec::new();
+        let mut direct_f64 = Vec::new();
         for (n, galaxy_sigma) in [
             (256, (10.0, 15.0)),
             (257, (10.0, 15.0)),
@@ -1459,11 +1460,17 @@ mod tests {
             assert!(!plain.is_empty(), "{n}: nothing flagged, nothing tested");
             assert_eq!(listed, plain, "{n}, {galaxy_sigma:?}");
             last_bands.push(n % split.plan.step);
+            direct_f64.push(split.plan.direct_f64);
         }
         // The last band whole, one row, and more than one row but not whole.
         assert!(
             last_bands.contains(&0) && last_bands.contains(&1) && last_bands.iter().any(|&r| r > 1),
             "rows in the last band beyond whole ones: {last_bands:?}"
+        );
+        assert_eq!(
+            direct_f64,
+            [false, false, false, true],
+            "the direct parts' precision"
         );
     }
 
