@@ -59,8 +59,9 @@ impl LensProblem {
         for p in t.sie.chunks_exact(SIE_STRIDE) {
             let (n11, n12, n22) = (p[0], p[1], p[2]);
             for (q, (sx, sy)) in ax.iter_mut().zip(ay.iter_mut()).enumerate() {
-                // SieRow's deflection, each pixel its own row: q = dx·mx + dy·my, without the row
-                // terms' multiplies by zero (about a third of the arithmetic per pixel and halo).
+                // SieRow's deflection, each pixel its own row: algebraically the same (q = dx·mx + dy·my,
+                // rounded differently by a few ulp), without the row terms' multiplies by zero (about a
+                // third of the arithmetic per pixel and halo).
                 let (dx, dy) = ((fi[q] - p[5]) + p[3], (fj[q] - p[6]) + p[4]);
                 let (mx, my) = (n11 * dx + n12 * dy, n12 * dx + n22 * dy);
                 let r = 1.0 / (dx * mx + dy * my).max(1e-37).sqrt();
