@@ -1468,7 +1468,7 @@ mod tests {
             (h.x0[k], h.y0[k]) = (p.coord(400) + 0.3 * p.pixel, p.coord(1024) - h.b[k]);
             LensProblem::new("on the last row", 1025, p.pixel, p.cosmology, h).expect("valid halos")
         };
-        for (p, galaxy_sigma) in [
+        for (p, name) in [
             (preset(256, (10.0, 15.0)), "paper's"),
             (preset(257, (10.0, 15.0)), "paper's"),
             (preset(259, (10.0, 15.0)), "paper's"),
@@ -1493,8 +1493,11 @@ mod tests {
                 flags.list(j, sy, rows);
                 plain.extend(flags.listed);
             }
-            assert!(!plain.is_empty(), "{n}: nothing flagged, nothing tested");
-            assert_eq!(listed, plain, "{n}, {galaxy_sigma:?}");
+            assert!(
+                !plain.is_empty(),
+                "{n}, {name}: nothing flagged, nothing tested"
+            );
+            assert_eq!(listed, plain, "{n}, {name}");
             // Independently, pixel by pixel: the mixed schemes' neighbours, each cell's limit, and the
             // eigenvalues themselves (pixels within 1e-9 of their limit, where rounding decides, left out).
             let step = split.plan.step;
@@ -1502,7 +1505,11 @@ mod tests {
             for (q, expected) in (0..n * n).map(|q| (q, naive_flag(split, &p, &field, q))) {
                 match expected {
                     Some(flagged) => {
-                        assert_eq!(listed.binary_search(&q).is_ok(), flagged, "pixel {q}")
+                        assert_eq!(
+                            listed.binary_search(&q).is_ok(),
+                            flagged,
+                            "{name}, pixel {q}"
+                        )
                     }
                     None => ties += 1,
                 }
