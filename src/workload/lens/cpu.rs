@@ -57,16 +57,11 @@ impl LensProblem {
         let fj: Vec<f64> = pixels.iter().map(|&p| (p / n) as f64).collect();
         let (mut ax, mut ay) = (vec![0.0; pixels.len()], vec![0.0; pixels.len()]);
         for p in t.sie.chunks_exact(SIE_STRIDE) {
-            let (n11, n12, n22) = (p[0], p[1], p[2]);
             for (q, (sx, sy)) in ax.iter_mut().zip(ay.iter_mut()).enumerate() {
-                // SieRow's deflection, each pixel its own row: algebraically the same (q = dx·mx + dy·my,
-                // rounded differently by a few ulp), without the row terms' multiplies by zero (about a
-                // third of the arithmetic per pixel and halo).
                 let (dx, dy) = ((fi[q] - p[5]) + p[3], (fj[q] - p[6]) + p[4]);
-                let (mx, my) = (n11 * dx + n12 * dy, n12 * dx + n22 * dy);
-                let r = 1.0 / (dx * mx + dy * my).max(1e-37).sqrt();
-                *sx += mx * r;
-                *sy += my * r;
+                let (gx, gy) = SieRow::deflection_at_point(p[0], p[1], p[2], dx, dy);
+                *sx += gx;
+                *sy += gy;
             }
         }
         for p in t.dpie.chunks_exact(DPIE_STRIDE) {
@@ -220,6 +215,21 @@ impl<T: Real> SieRow<T> {
         let mx = self.n11 * x + self.mx0;
         let my = self.n12 * x + self.my0;
         let q = (self.n11 * x + self.b1) * x + self.q0;
+        Self::scaled(mx, my, q)
+    }
+
+    /// The deflection at offset (dx, dy) alone (each point its own row): algebraically `new(…, 0, dy)`
+    /// then `deflection_at(dx)` (q = dx·mx + dy·my, rounded differently by a few ulp), without the row
+    /// terms' multiplies by zero, about a third of the arithmetic per point and halo.
+    #[inline(always)]
+    fn deflection_at_point(n11: T, n12: T, n22: T, dx: T, dy: T) -> (T, T) {
+        let (mx, my) = (n11 * dx + n12 * dy, n12 * dx + n22 * dy);
+        Self::scaled(mx, my, dx * mx + dy * my)
+    }
+
+    /// (mx, my)/√q, q kept off zero.
+    #[inline(always)]
+    fn scaled(mx: T, my: T, q: T) -> (T, T) {
         let r = T::ONE / q.max(T::from_f64(1e-37)).sqrt();
         (mx * r, my * r)
     }

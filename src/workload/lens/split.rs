@@ -17,7 +17,7 @@
 //! (`SplitPlan::coarse_f64`). The float32 parts' estimated error joins the bound; each kind of machine has a
 //! plan of its own ([`SplitModel`]).
 
-use super::cpu::add_halo_along_row;
+use super::cpu::{add_halo_along_row, difference_neighbours};
 use super::mixed::{BUDGET_SAFETY, CLUSTER_B_ARCSEC};
 use super::model::{HaloEval, Halos};
 use super::split_far::{FarLevel, BLOCK, LEBESGUE6};
@@ -794,7 +794,7 @@ impl Split {
         // Each band makes its rows in two cache-resident rows (this one and the one before, x then y),
         // flags each but its last (whose next row belongs to the next band) from them, and streams them
         // to the field past the caches.
-        let inner: Vec<Vec<usize>> = gx
+        let bands: Vec<RowFlags> = gx
             .par_chunks_mut(n * step)
             .zip(gy.par_chunks_mut(n * step))
             .zip(&self.runs)
@@ -827,32 +827,24 @@ impl Split {
                         flags.list(c * step + r - 1, 1.0, [x, y, row_x, row_y]);
                     }
                 }
-                flags.listed
+                flags
             })
             .collect();
+        // Then each band's last row, from the finished field.
         let (gx, gy) = (&*gx, &*gy);
-        let last: Vec<Vec<usize>> = (0..self.cells)
-            .into_par_iter()
-            .map(|c| {
+        let listed: Vec<Vec<usize>> = (bands.into_par_iter().enumerate())
+            .map(|(c, mut flags)| {
                 let j = ((c + 1) * step).min(n) - 1;
-                let mut flags = self.row_flags(c, p);
-                // Forward differences, backward on the last row (difference_neighbours).
-                let (next, sy) = match j + 1 < n {
-                    true => (j + 1, 1.0),
-                    false if n > 1 => (j - 1, -1.0),
-                    false => return flags.listed,
-                };
-                let rows =
-                    [(gx, j), (gy, j), (gx, next), (gy, next)].map(|(g, q)| &g[q * n..][..n]);
-                flags.list(j, sy, rows);
+                if n > 1 {
+                    let (next, sy) = next_row(j, n);
+                    let rows =
+                        [(gx, j), (gy, j), (gx, next), (gy, next)].map(|(g, q)| &g[q * n..][..n]);
+                    flags.list(j, sy, rows);
+                }
                 flags.listed
             })
             .collect();
-        inner
-            .into_iter()
-            .zip(last)
-            .flat_map(|(a, b)| a.into_iter().chain(b))
-            .collect()
+        listed.concat()
     }
 
     /// The flagging state of pixel cell row c: each pixel's flag limit, from its cell's bound.
@@ -870,6 +862,13 @@ impl Split {
             listed: Vec::new(),
         }
     }
+}
+
+/// The row that row j of an n-row grid (n ≥ 2) is differenced with, and the sign that makes the difference
+/// a forward one: the next row, or the one before on the last (as `difference_neighbours`).
+fn next_row(j: usize, n: usize) -> (usize, f64) {
+    let (_, (below, sy)) = difference_neighbours(0, j, n);
+    (below / n, sy)
 }
 
 /// One cell row's flagged pixels so far, and what flagging its rows needs.
@@ -1483,11 +1482,7 @@ mod tests {
             let mut plain = Vec::new();
             for j in 0..n {
                 let mut flags = split.row_flags(j / split.plan.step, &p);
-                let (next, sy) = if j + 1 < n {
-                    (j + 1, 1.0)
-                } else {
-                    (j - 1, -1.0)
-                };
+                let (next, sy) = next_row(j, n);
                 let rows =
                     [(gx, j), (gy, j), (gx, next), (gy, next)].map(|(g, q)| &g[q * n..][..n]);
                 flags.list(j, sy, rows);
@@ -1547,7 +1542,7 @@ mod tests {
     fn naive_flag(split: &Split, p: &LensProblem, field: &Field, q: usize) -> Option<bool> {
         let (n, h) = (p.n, p.pixel);
         let (i, j) = (q % n, q / n);
-        let ((px, sx), (py, sy)) = crate::workload::lens::cpu::difference_neighbours(i, j, n);
+        let ((px, sx), (py, sy)) = difference_neighbours(i, j, n);
         let (gx, gy) = (&field.components[0], &field.components[1]);
         let (d1, d4) = (sx * (gx[px] - gx[q]), sx * (gy[px] - gy[q]));
         let (d2, d3) = (sy * (gy[py] - gy[q]), sy * (gx[py] - gx[q]));
