@@ -36,10 +36,10 @@ impl LensProblem {
                 let mut ax = vec![T::ZERO; n.next_multiple_of(8)];
                 let mut ay = vec![T::ZERO; n.next_multiple_of(8)];
                 for p in t.sie.chunks_exact(SIE_STRIDE) {
-                    add_sie_along_row(p, t.exact_offsets, j as i32, 0, &mut ax, &mut ay);
+                    add_sie_along_row::<true, T>(p, t.exact_offsets, j as i32, 0, &mut ax, &mut ay);
                 }
                 for p in t.dpie.chunks_exact(DPIE_STRIDE) {
-                    add_dpie_along_row(p, pixel, j as i32, 0, &mut ax, &mut ay);
+                    add_dpie_along_row::<true, T>(p, pixel, j as i32, 0, &mut ax, &mut ay);
                 }
                 for i in 0..n {
                     gx_row[i] = ax[i].to_f64();
@@ -236,9 +236,10 @@ impl<T: Real> SieRow<T> {
 }
 
 /// Adds one SIE halo (its kernel-table row `p`) at pixels i0 .. i0 + ax.len() of row j (either may lie
-/// outside the grid): the grid's loop, which vectorises.
+/// outside the grid): the grid's loop, which vectorises. With ADD false its values replace what `ax` and
+/// `ay` held (a strip made for one halo needs no zeroing first).
 #[inline(always)]
-pub(super) fn add_sie_along_row<T: Real>(
+pub(super) fn add_sie_along_row<const ADD: bool, T: Real>(
     p: &[T],
     exact_offsets: bool,
     j: i32,
@@ -255,23 +256,31 @@ pub(super) fn add_sie_along_row<T: Real>(
         let row = SieRow::new(n11, n12, n22, fx, dy);
         for (k, (sx, sy)) in pixels {
             let (gx, gy) = row.deflection_at(first + T::from_i32(k as i32));
-            *sx = *sx + gx;
-            *sy = *sy + gy;
+            (*sx, *sy) = accumulated::<ADD, T>((*sx, *sy), (gx, gy));
         }
     } else {
         let row = SieRow::new(n11, n12, n22, T::ZERO, dy);
         for (k, (sx, sy)) in pixels {
             let (gx, gy) = row.deflection_at((first + T::from_i32(k as i32)) + fx);
-            *sx = *sx + gx;
-            *sy = *sy + gy;
+            (*sx, *sy) = accumulated::<ADD, T>((*sx, *sy), (gx, gy));
         }
     }
 }
 
-/// Adds halo k of a pair of tables with exact offsets (SIE rows first, then dPIE rows; pixel `pixel`) at
-/// pixels i0 .. i0 + ax.len() of row j.
+/// `sum + term` (ADD) or `term`.
 #[inline(always)]
-pub(super) fn add_halo_along_row<T: Real>(
+fn accumulated<const ADD: bool, T: Real>(sum: (T, T), term: (T, T)) -> (T, T) {
+    if ADD {
+        (sum.0 + term.0, sum.1 + term.1)
+    } else {
+        term
+    }
+}
+
+/// Adds halo k of a pair of tables with exact offsets (SIE rows first, then dPIE rows; pixel `pixel`) at
+/// pixels i0 .. i0 + ax.len() of row j; with ADD false its values replace theirs.
+#[inline(always)]
+pub(super) fn add_halo_along_row<const ADD: bool, T: Real>(
     t: &KernelTables<T>,
     k: usize,
     pixel: T,
@@ -281,8 +290,10 @@ pub(super) fn add_halo_along_row<T: Real>(
     ay: &mut [T],
 ) {
     match k.checked_sub(t.n_sie) {
-        None => add_sie_along_row(&t.sie[k * SIE_STRIDE..][..SIE_STRIDE], true, j, i0, ax, ay),
-        Some(d) => add_dpie_along_row(
+        None => {
+            add_sie_along_row::<ADD, T>(&t.sie[k * SIE_STRIDE..][..SIE_STRIDE], true, j, i0, ax, ay)
+        }
+        Some(d) => add_dpie_along_row::<ADD, T>(
             &t.dpie[d * DPIE_STRIDE..][..DPIE_STRIDE],
             pixel,
             j,
@@ -293,9 +304,10 @@ pub(super) fn add_halo_along_row<T: Real>(
     }
 }
 
-/// Adds one dPIE halo (its kernel-table row `p`) at pixels i0 .. i0 + ax.len() of row j.
+/// Adds one dPIE halo (its kernel-table row `p`) at pixels i0 .. i0 + ax.len() of row j; with ADD false
+/// its values replace theirs.
 #[inline(always)]
-pub(super) fn add_dpie_along_row<T: Real>(
+pub(super) fn add_dpie_along_row<const ADD: bool, T: Real>(
     p: &[T],
     pixel: T,
     j: i32,
@@ -307,9 +319,7 @@ pub(super) fn add_dpie_along_row<T: Real>(
     let first = T::from_i32(i0) - p[11];
     for (k, (sx, sy)) in ax.iter_mut().zip(ay.iter_mut()).enumerate() {
         let dx = (first + T::from_i32(k as i32)) * pixel + p[9];
-        let (a, b) = dpie_from_table(dx, dy, p);
-        *sx = *sx + a;
-        *sy = *sy + b;
+        (*sx, *sy) = accumulated::<ADD, T>((*sx, *sy), dpie_from_table(dx, dy, p));
     }
 }
 

@@ -193,10 +193,10 @@ impl FarLevel {
                     let [sx, sy] = &mut strip;
                     for r in 0..UNION {
                         let (x, y) = (&mut sx[r * width..][..width], &mut sy[r * width..][..width]);
-                        x.fill(T::ZERO);
-                        y.fill(T::ZERO);
                         let j = (BLOCK / 2 * bi + r) as i32;
-                        add_halo_along_row(far_tables, run.galaxy, cell2, j, a0 as i32, x, y);
+                        add_halo_along_row::<false, T>(
+                            far_tables, run.galaxy, cell2, j, a0 as i32, x, y,
+                        );
                     }
                     for (b, stencil) in u[run.first..=run.last].iter_mut().enumerate() {
                         for (plane, values) in stencil.iter_mut().zip(&strip) {
@@ -251,7 +251,9 @@ impl FarLevel {
                     for run in runs {
                         let (i0, i1) = (BLOCK * run.first, BLOCK * (run.last + 1));
                         let (sx, sy) = (&mut ax[i0..i1], &mut ay[i0..i1]);
-                        add_halo_along_row(coarse, run.galaxy, cell, j, i0 as i32, sx, sy);
+                        add_halo_along_row::<true, T>(
+                            coarse, run.galaxy, cell, j, i0 as i32, sx, sy,
+                        );
                     }
                     let rows = band_x[lc * nodes..][..nodes]
                         .iter_mut()
