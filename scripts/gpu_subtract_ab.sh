@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A/B timing of `astroport subtract` at 10240² on the lent GPU machine, variants interleaved in one lending
 # (machines differ by 10-40 % in host work between lendings, so only runs of one lending compare). Each
-# variant is an environment setting; every run is --no-fsync (FSYNC=1: synced) and traced. Results: $OUT/ab.tgz, $OUT/ab.txt.
+# variant is an environment setting; every run is --no-fsync (FSYNC=1: synced) and traced, and its line ends with a
+# hash of its planes' data and catalogue. Results: $OUT/ab.tgz, $OUT/ab.txt.
 # Usage: bash scripts/gpu_subtract_ab.sh REPS "NAME=ENV ..." ...   (ENV as VAR=value,VAR=value or "-";
 # VARIANT_BIN=path runs another binary, e.g. the one before a change)
 set -uo pipefail
@@ -18,8 +19,11 @@ for r in $(seq 1 "$reps"); do
     ( [ "$envs" = "-" ] || export $(echo "$envs" | tr ',' ' ')
       ASTROPORT_TRACE_JOBS=1 "${VARIANT_BIN:-$bin}" subtract --out "$d" "${plain[@]}" --backend cuda ${nofsync[@]+"${nofsync[@]}"} \
         > "$d/stdout.txt" 2> "$d/stderr.txt" )
+    # One hash of the planes' data and the catalogue: variants that compute the same must write the same.
+    sums=$( { python3 "$(dirname "$0")/probes/fits_data_md5.py" "$d"/*.fits; md5sum < "$d/catalogue.csv"; } \
+      2>&1 | md5sum | cut -c1-10)
     rm -f "$d"/*.fits
-    echo "$name $r $(grep -o 'file to file [0-9.]* s' "$d/stdout.txt") | $(grep -o 'steps: .*' "$d/stdout.txt")"
+    echo "$name $r $(grep -o 'file to file [0-9.]* s' "$d/stdout.txt") | $(grep -o 'steps: .*' "$d/stdout.txt") | outputs $sums"
   done
 done | tee "$final/ab.txt"
 { cat "$out/machine.txt"; cat /sys/kernel/mm/transparent_hugepage/enabled /sys/kernel/mm/transparent_hugepage/defrag; } >> "$final/ab.txt" 2>&1
