@@ -16,6 +16,8 @@ uint64_t cuda_free_memory(int32_t device) { return astroport_cuda::free_memory(s
 
 double cuda_prepare(int32_t device) { return astroport_cuda::prepare(static_cast<int>(device)); }
 
+bool cuda_staged_copies(int32_t device) { return astroport_cuda::staged_copies(static_cast<int>(device)); }
+
 void cuda_release(int32_t device, rust::Slice<const uint64_t> ids) {
     astroport_cuda::release(static_cast<int>(device), std::vector<uint64_t>(ids.begin(), ids.end()));
 }

@@ -774,6 +774,8 @@ double prepare(int device) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+bool staged_copies(int device) { return staging_if_ready(device) != nullptr; }
+
 uint64_t free_memory(int device) {
     ASTRO_CUDA_CHECK(cudaSetDevice(device));
     size_t free_bytes = 0, total_bytes = 0;

@@ -50,9 +50,14 @@ std::string runtime_version();
 // Free memory of `device` now (cudaMemGetInfo), bytes. Throws std::runtime_error on a CUDA error.
 uint64_t free_memory(int device);
 
-// Creates `device`'s primary context, its job stream and memory pool ahead of any timed work; returns the
-// seconds that took (about 0.1 s on an H200), or 0 when this process had already prepared the device.
+// Creates `device`'s primary context, its job stream and memory pool, and its staging lanes for large copies,
+// ahead of any timed work; returns the seconds that took (about 0.1 s on an H200), or 0 when this process
+// had already prepared the device.
 double prepare(int device);
+
+// Whether `device`'s large copies go through its staging lanes now (made by prepare()): its downloads then
+// write the host's pages from several threads, so they need not be mapped beforehand.
+bool staged_copies(int device);
 
 // Frees the resident buffers (astroport_native::kResident) of `device` with these ids; unknown ids are ignored.
 void release(int device, const std::vector<uint64_t> &ids);

@@ -18,6 +18,7 @@ mod ffi {
         fn cuda_runtime_version() -> Result<String>;
         fn cuda_free_memory(device: i32) -> Result<u64>;
         fn cuda_prepare(device: i32) -> Result<f64>;
+        fn cuda_staged_copies(device: i32) -> bool;
         fn cuda_release(device: i32, ids: &[u64]) -> Result<()>;
         /// # Safety
         /// Every buffer's `host` address must be valid for its bytes (read for inputs and resident
@@ -48,6 +49,7 @@ pub fn discover() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
             release: ffi::cuda_release,
             free_memory: Some(ffi::cuda_free_memory),
             prepare: Some(ffi::cuda_prepare),
+            parallel_downloads: Some(ffi::cuda_staged_copies),
         },
     )
 }

@@ -242,6 +242,44 @@ impl HostVec {
             DType::U64 => HostVec::U64(touched(len)),
         }
     }
+    /// Room for `len` elements of `dtype` that a device's copy fills: capacity only, length 0, its pages
+    /// mapped by whatever writes them first (a model's copy threads, all at once). [`HostVec::filled`]
+    /// gives it its length once every element is written.
+    pub fn room(dtype: DType, len: usize) -> HostVec {
+        match dtype {
+            DType::F32 => HostVec::F32(Vec::with_capacity(len)),
+            DType::F64 => HostVec::F64(Vec::with_capacity(len)),
+            DType::I32 => HostVec::I32(Vec::with_capacity(len)),
+            DType::U32 => HostVec::U32(Vec::with_capacity(len)),
+            DType::U64 => HostVec::U64(Vec::with_capacity(len)),
+        }
+    }
+    /// Where a device writes this vector's elements (or its room's).
+    pub fn write_address(&mut self) -> *mut u8 {
+        match self {
+            HostVec::F32(v) => v.as_mut_ptr().cast(),
+            HostVec::F64(v) => v.as_mut_ptr().cast(),
+            HostVec::I32(v) => v.as_mut_ptr().cast(),
+            HostVec::U32(v) => v.as_mut_ptr().cast(),
+            HostVec::U64(v) => v.as_mut_ptr().cast(),
+        }
+    }
+    /// Makes a [`HostVec::room`] `len` elements long.
+    ///
+    /// # Safety
+    /// `len` is at most the room's capacity, and its first `len` elements have all been written since.
+    pub unsafe fn filled(&mut self, len: usize) {
+        // SAFETY: as the caller promises; every bit pattern is a valid element of these types.
+        unsafe {
+            match self {
+                HostVec::F32(v) => v.set_len(len),
+                HostVec::F64(v) => v.set_len(len),
+                HostVec::I32(v) => v.set_len(len),
+                HostVec::U32(v) => v.set_len(len),
+                HostVec::U64(v) => v.set_len(len),
+            }
+        }
+    }
     /// The elements' bytes, for a device to copy into.
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         match self {

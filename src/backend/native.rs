@@ -142,6 +142,9 @@ pub type ReleaseFn = fn(i32, &[u64]) -> Result<(), cxx::Exception>;
 /// Creates one device's context and queue ahead of timed work (`Accelerator::prepare`); seconds taken.
 pub type PrepareFn = fn(i32) -> Result<f64, cxx::Exception>;
 
+/// Whether one device's downloads now write the host's pages from several threads (CUDA's staged copies).
+pub type ParallelDownloadsFn = fn(i32) -> bool;
+
 /// The entry points a C++-hosted model's bridge provides; the optional ones are `None` where the runtime has
 /// no such call.
 #[derive(Clone, Copy)]
@@ -150,6 +153,8 @@ pub struct NativeFns {
     pub release: ReleaseFn,
     pub free_memory: Option<FreeMemoryFn>,
     pub prepare: Option<PrepareFn>,
+    /// `Some` where a download may land in pages not yet mapped (see [`HostVec::room`]) when it says so.
+    pub parallel_downloads: Option<ParallelDownloadsFn>,
 }
 
 /// A device of a C++-hosted model (CUDA or SYCL). The Rust half of the host plumbing, written once.
@@ -198,6 +203,8 @@ pub struct BridgeJob<'a> {
     pub steps: Vec<ffi::NativeStep>,
     pub args: Vec<ffi::NativeArg>,
     pub outputs: Vec<HostVec>,
+    /// The outputs' lengths while they are rooms ([`HostVec::room`]), until a run fills them.
+    rooms: Option<Vec<usize>>,
     inputs: std::marker::PhantomData<&'a [u8]>,
 }
 
@@ -209,14 +216,26 @@ impl BridgeJob<'_> {
         run_job: RunJobFn,
     ) -> Result<ffi::NativeOutcome, cxx::Exception> {
         // SAFETY: every input address is a slice of the job borrowed for the BridgeJob's life, and every
-        // output address is a vector of `self.outputs` of the buffer's size, not touched until this returns.
-        unsafe { run_job(device, &self.job, &self.buffers, &self.steps, &self.args) }
+        // output address is a vector of `self.outputs` with room for the buffer's size, not touched until
+        // this returns.
+        let outcome =
+            unsafe { run_job(device, &self.job, &self.buffers, &self.steps, &self.args) }?;
+        if let Some(lens) = self.rooms.take() {
+            for (v, len) in self.outputs.iter_mut().zip(lens) {
+                // SAFETY: a job that returns has copied every byte of each output into its room
+                // (cpp/native_job.h); one that fails returns above and its rooms stay empty.
+                unsafe { v.filled(len) };
+            }
+        }
+        Ok(outcome)
     }
 }
 
-/// Flattens a job into the bridge's types, with a vector allocated for each output.
-pub fn flatten<'a>(job: &'a KernelJob, source: &str) -> BridgeJob<'a> {
-    let mut outputs: Vec<HostVec> = job
+/// Flattens a job into the bridge's types, with a vector allocated for each output: zeroed (its pages
+/// mapped by all cores), or with `rooms` only room for it ([`HostVec::room`]) where the model's downloads
+/// map the pages themselves from several threads.
+pub fn flatten<'a>(job: &'a KernelJob, source: &str, rooms: bool) -> BridgeJob<'a> {
+    let sizes: Vec<(DType, usize)> = job
         .buffers
         .iter()
         .filter_map(|b| match b {
@@ -226,13 +245,18 @@ pub fn flatten<'a>(job: &'a KernelJob, source: &str) -> BridgeJob<'a> {
                 len,
                 read_back: true,
                 ..
-            } => Some(HostVec::zeroed(*dtype, *len)),
+            } => Some((*dtype, *len)),
             _ => None,
         })
         .collect();
-    let mut output_addresses = outputs
-        .iter_mut()
-        .map(|v| v.bytes_mut().as_mut_ptr() as u64);
+    let mut outputs: Vec<HostVec> = sizes
+        .iter()
+        .map(|&(dtype, len)| match rooms {
+            true => HostVec::room(dtype, len),
+            false => HostVec::zeroed(dtype, len),
+        })
+        .collect();
+    let mut output_addresses = outputs.iter_mut().map(|v| v.write_address() as u64);
     let buffers = job
         .buffers
         .iter()
@@ -342,6 +366,7 @@ pub fn flatten<'a>(job: &'a KernelJob, source: &str) -> BridgeJob<'a> {
         steps,
         args,
         outputs,
+        rooms: rooms.then(|| sizes.iter().map(|&(_, len)| len).collect()),
         inputs: std::marker::PhantomData,
     }
 }
@@ -417,7 +442,9 @@ impl Accelerator for NativeAccelerator {
         };
         crate::exec::trace_event(|| format!("{} job {}: begins", self.model, job.program.name));
         let start = std::time::Instant::now();
-        let mut flat = flatten(job, source);
+        // Outputs the model's own threads map as they write need no zeroing first (800 MB at 10k).
+        let rooms = self.fns.parallel_downloads.is_some_and(|f| f(self.index));
+        let mut flat = flatten(job, source, rooms);
         let flattened = start.elapsed();
         let outcome = flat.run(self.index, self.fns.run_job).map_err(|e| {
             let msg = e.what().to_string();

@@ -42,6 +42,7 @@ pub fn discover() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
             release: ffi::sycl_release,
             free_memory: None,
             prepare: None,
+            parallel_downloads: None,
         },
     )
 }
