@@ -520,3 +520,89 @@ pub fn discover_native(
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{Launch, Program};
+
+    static PROGRAM: Program = Program {
+        name: "fake",
+        opencl: "",
+        sycl: "",
+        headers: &[],
+        opencl_options: "",
+    };
+
+    /// A model's entry point that copies every input's elements, each plus 1, into the outputs in order
+    /// (f32 only), as a device's download would: through the host addresses alone.
+    unsafe fn fake_run(
+        _device: i32,
+        _job: &ffi::NativeJob,
+        buffers: &[ffi::NativeBuffer],
+        _steps: &[ffi::NativeStep],
+        _args: &[ffi::NativeArg],
+    ) -> Result<ffi::NativeOutcome, cxx::Exception> {
+        let input = buffers.iter().find(|b| b.role == 0).expect("an input");
+        // SAFETY: the input's address is a live f32 slice of `count` elements (flatten).
+        let values =
+            unsafe { std::slice::from_raw_parts(input.host as *const f32, input.count as usize) };
+        for b in buffers.iter().filter(|b| b.role == 1 || b.read_back) {
+            for k in 0..b.count as usize {
+                // SAFETY: an output's address has room for `count` f32 elements (flatten).
+                unsafe {
+                    (b.host as *mut f32)
+                        .add(k)
+                        .write(values[k % values.len()] + 1.0)
+                };
+            }
+        }
+        Ok(ffi::NativeOutcome::default())
+    }
+
+    #[test]
+    fn outputs_given_as_rooms_come_back_filled_like_zeroed_ones() {
+        let input = [1.0f32, 2.0, 3.0];
+        let job = KernelJob {
+            program: &PROGRAM,
+            defines: Vec::new(),
+            buffers: vec![
+                BufferSpec::Input(HostSlice::F32(&input)),
+                BufferSpec::Output {
+                    dtype: DType::F32,
+                    len: 5,
+                },
+                BufferSpec::Resident {
+                    id: 7,
+                    dtype: DType::F32,
+                    len: 4,
+                    init: None,
+                    read_back: true,
+                },
+            ],
+            steps: vec![Step::Launch(Launch {
+                kernel: "fake".into(),
+                args: Vec::new(),
+                global: 1,
+                local: crate::backend::Local::Auto,
+            })],
+            warmup: 0,
+            repeats: 0,
+        };
+        let mut results = Vec::new();
+        for rooms in [true, false] {
+            let mut flat = flatten(&job, "", rooms);
+            let lens: Vec<usize> = flat.outputs.iter().map(|v| v.to_f64().len()).collect();
+            assert_eq!(
+                lens,
+                if rooms { vec![0, 0] } else { vec![5, 4] },
+                "rooms {rooms}"
+            );
+            flat.run(0, fake_run).expect("the fake run succeeds");
+            results.push(flat.outputs.iter().map(HostVec::to_f64).collect::<Vec<_>>());
+        }
+        let expected = vec![vec![2.0, 3.0, 4.0, 2.0, 3.0], vec![2.0, 3.0, 4.0, 2.0]];
+        assert_eq!(results[0], expected, "outputs given as rooms");
+        assert_eq!(results[1], expected, "zeroed outputs");
+    }
+}
