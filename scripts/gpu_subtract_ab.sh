@@ -4,7 +4,8 @@
 # variant is an environment setting; every run is --no-fsync (FSYNC=1: synced) and traced, and its line ends with a
 # hash of its planes' data and catalogue. Results: $OUT/ab.tgz, $OUT/ab.txt.
 # Usage: bash scripts/gpu_subtract_ab.sh REPS "NAME=ENV ..." ...   (ENV as VAR=value,VAR=value or "-";
-# VARIANT_BIN=path runs another binary, e.g. the one before a change)
+# BIN=path among a variant's settings runs that binary, e.g. the one before a change; VARIANT_BIN=path sets it
+# for every variant)
 set -uo pipefail
 final="${OUT:-out/gpu}"
 mkdir -p "$final"
@@ -17,11 +18,15 @@ for r in $(seq 1 "$reps"); do
     name=${v%%=*}; envs=${v#*=}
     d="$out/$name-$r"; mkdir -p "$d"
     ( [ "$envs" = "-" ] || export $(echo "$envs" | tr ',' ' ')
-      ASTROPORT_TRACE_JOBS=1 "${VARIANT_BIN:-$bin}" subtract --out "$d" "${plain[@]}" --backend cuda ${nofsync[@]+"${nofsync[@]}"} \
+      ASTROPORT_TRACE_JOBS=1 "${BIN:-${VARIANT_BIN:-$bin}}" subtract --out "$d" "${plain[@]}" --backend cuda ${nofsync[@]+"${nofsync[@]}"} \
         > "$d/stdout.txt" 2> "$d/stderr.txt" )
     # One hash of the planes' data and the catalogue: variants that compute the same must write the same.
-    sums=$( { python3 "$(dirname "$0")/probes/fits_data_md5.py" "$d"/*.fits; md5sum < "$d/catalogue.csv"; } \
-      2>&1 | md5sum | cut -c1-10)
+    if planes=$(python3 "$(dirname "$0")/probes/fits_data_md5.py" "$d"/*.fits) \
+      && catalogue=$(md5sum < "$d/catalogue.csv"); then
+      sums=$(printf '%s\n%s\n' "$planes" "$catalogue" | md5sum | cut -c1-10)
+    else
+      sums=ERR
+    fi
     rm -f "$d"/*.fits
     echo "$name $r $(grep -o 'file to file [0-9.]* s' "$d/stdout.txt") | $(grep -o 'steps: .*' "$d/stdout.txt") | outputs $sums"
   done

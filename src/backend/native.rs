@@ -196,13 +196,13 @@ impl NativeAccelerator {
 
 /// A job in the bridge's types: the job, its buffers, steps and launch arguments. The buffers name host
 /// memory by address: the job's input slices (borrowed for `'a`) and `outputs`, one vector per output
-/// buffer in order, which the run fills.
+/// buffer in order, which the run fills. Private, so that nothing moves the vectors the addresses name.
 pub struct BridgeJob<'a> {
-    pub job: ffi::NativeJob,
-    pub buffers: Vec<ffi::NativeBuffer>,
-    pub steps: Vec<ffi::NativeStep>,
-    pub args: Vec<ffi::NativeArg>,
-    pub outputs: Vec<HostVec>,
+    job: ffi::NativeJob,
+    buffers: Vec<ffi::NativeBuffer>,
+    steps: Vec<ffi::NativeStep>,
+    args: Vec<ffi::NativeArg>,
+    outputs: Vec<HostVec>,
     /// The outputs' lengths while they are rooms ([`HostVec::room`]), until a run fills them.
     rooms: Option<Vec<usize>>,
     inputs: std::marker::PhantomData<&'a [u8]>,
@@ -229,6 +229,11 @@ impl BridgeJob<'_> {
         }
         Ok(outcome)
     }
+
+    /// The output vectors, in buffer order (filled once `run` has succeeded).
+    pub fn into_outputs(self) -> Vec<HostVec> {
+        self.outputs
+    }
 }
 
 /// Flattens a job into the bridge's types, with a vector allocated for each output: zeroed (its pages
@@ -239,10 +244,13 @@ pub fn flatten<'a>(job: &'a KernelJob, source: &str, rooms: bool) -> BridgeJob<'
         .buffers
         .iter()
         .filter_map(|b| match b {
+            // The buffers the mapping below gives an output address (a resident one with initial data is
+            // never read back: `KernelJob::validate` refuses both).
             BufferSpec::Output { dtype, len }
             | BufferSpec::Resident {
                 dtype,
                 len,
+                init: None,
                 read_back: true,
                 ..
             } => Some((*dtype, *len)),
@@ -289,6 +297,10 @@ pub fn flatten<'a>(job: &'a KernelJob, source: &str, rooms: bool) -> BridgeJob<'
             }
         })
         .collect();
+    assert!(
+        output_addresses.next().is_none(),
+        "one output vector per buffer read back"
+    );
     let mut args = Vec::new();
     let mut steps = Vec::with_capacity(job.steps.len());
     for step in &job.steps {
@@ -459,7 +471,7 @@ impl Accelerator for NativeAccelerator {
             }
         })?;
         let ran = start.elapsed();
-        let output = unflatten(job, flat.outputs, outcome);
+        let output = unflatten(job, flat.into_outputs(), outcome);
         // With ASTROPORT_TRACE_JOBS set, the host side of each job (the C++ side prints its phases).
         crate::exec::trace_event(|| format!("{} job {}: ends", self.model, job.program.name));
         if crate::exec::tracing_jobs() {

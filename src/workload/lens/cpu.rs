@@ -247,6 +247,7 @@ pub(super) fn add_sie_along_row<const ADD: bool, T: Real>(
     ax: &mut [T],
     ay: &mut [T],
 ) {
+    debug_assert_eq!(ax.len(), ay.len(), "x and y rows of one length");
     let (n11, n12, n22, fx, fy, ik, jk) = (p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
     let dy = (T::from_i32(j) - jk) + fy;
     let first = T::from_i32(i0) - ik;
@@ -315,6 +316,7 @@ pub(super) fn add_dpie_along_row<const ADD: bool, T: Real>(
     ax: &mut [T],
     ay: &mut [T],
 ) {
+    debug_assert_eq!(ax.len(), ay.len(), "x and y rows of one length");
     let dy = (T::from_i32(j) - p[12]) * pixel + p[10];
     let first = T::from_i32(i0) - p[11];
     for (k, (sx, sy)) in ax.iter_mut().zip(ay.iter_mut()).enumerate() {
