@@ -332,13 +332,18 @@ struct PhaseTrace {
     }
 };
 
-// Large inputs are pinned for their upload: registering 400 MB of resident pages takes 23 ms and the copy
-// then runs at 44 GB/s, against 62 ms through the runtime's pageable staging (H200 machine,
-// docs/perf-notes.md). A range that cannot be registered is copied pageable. Unpinned when the job ends.
+// A copy this large goes through the staging lanes (below) or, before they exist, from pinned memory;
+// smaller ones go the runtime's own way.
+constexpr size_t kLargeCopy = size_t{32} << 20;
+
+// The old way for large inputs, while no staging lanes are ready: pinned for their upload (registering 400
+// MB of resident pages takes 10-23 ms and the copy then runs at 44 GB/s, against 62 ms through the
+// runtime's pageable staging; H200 machine, docs/perf-notes.md). A range that cannot be registered is
+// copied pageable. Unpinned when the job ends.
 struct PinnedUploads {
     std::vector<void *> ranges;
     void pin(const void *host, size_t bytes) {
-        if (bytes < (size_t{32} << 20)) return;
+        if (bytes < kLargeCopy) return;
         void *p = const_cast<void *>(host);
         if (cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess)
             ranges.push_back(p);
@@ -361,12 +366,12 @@ struct PinnedUploads {
 // or any job with ASTROPORT_CUDA_STAGING=0, copies the old way; ASTROPORT_CUDA_STAGING=LxM sets L lanes of
 // M MiB buffers. 8 lanes of 2 MiB (32 MiB, cache-resident): at 10k 1.6 GB up in 35-37 ms and 0.8 GB down in
 // 20 ms, as fast as 16 lanes, and faster than 8 MiB buffers (41-71 and 29-42 ms).
-constexpr size_t kStagedMin = size_t{32} << 20;  // smaller copies go the runtime's way
-
 struct StagingShape {
     int lanes = 8;
     size_t chunk = size_t{2} << 20;
     bool on = true;
+    // Two buffers per lane.
+    size_t bytes() const { return 2 * chunk * static_cast<size_t>(lanes); }
 };
 
 const StagingShape &staging_shape() {
@@ -405,7 +410,7 @@ std::map<int, Staging *> g_staging;  // complete ones only; kept for the process
 void *staging_memory() {
     const StagingShape &shape = staging_shape();
     if (!shape.on) return nullptr;
-    const size_t bytes = 2 * shape.chunk * static_cast<size_t>(shape.lanes);
+    const size_t bytes = shape.bytes();
     void *p = std::aligned_alloc(size_t{2} << 20, bytes);
     if (!p) return nullptr;
 #ifdef MADV_HUGEPAGE
@@ -421,8 +426,7 @@ double make_staging(int device, void *memory) {
     if (!memory) return 0.0;
     const auto start = std::chrono::steady_clock::now();
     const StagingShape &shape = staging_shape();
-    const size_t bytes = 2 * shape.chunk * static_cast<size_t>(shape.lanes);
-    if (cudaHostRegister(memory, bytes, cudaHostRegisterDefault) != cudaSuccess) {
+    if (cudaHostRegister(memory, shape.bytes(), cudaHostRegisterDefault) != cudaSuccess) {
         (void)cudaGetLastError();
         std::free(memory);
         return 0.0;
@@ -548,9 +552,9 @@ void run_staged(int device, Staging &st, const std::vector<StagedCopy> &copies, 
     }
 }
 
-// Writes one byte of every 4 KiB page of each copy's destination, on `threads` threads: the pages are
-// mapped (first touch) by many threads, where a lane would otherwise fault them in one by one as it copies.
-// The bytes are overwritten by the download.
+// Writes one byte of every 4 KiB page of each copy's destination (its source is not read), on `threads`
+// threads: the pages are mapped (first touch) by many threads, where a lane would otherwise fault them in one
+// by one as it copies. The bytes are overwritten by the download.
 void touch_pages(const std::vector<StagedCopy> &copies, size_t threads) {
     constexpr size_t kPage = 4096;
     size_t total = 0;
@@ -606,7 +610,7 @@ Outcome run_job_impl(int device, const Job &job, PhaseTrace &trace) {
     std::vector<StagedCopy> staged_uploads;
     // Uploads a buffer's host data: through the staging lanes when large (after the loop), else enqueued.
     auto upload = [&](void *dev, const void *host, size_t bytes) {
-        if (staging && bytes >= kStagedMin) {
+        if (staging && bytes >= kLargeCopy) {
             staged_uploads.push_back(StagedCopy{dev, host, bytes});
             return;
         }
@@ -735,30 +739,29 @@ Outcome run_job_impl(int device, const Job &job, PhaseTrace &trace) {
     poison();
     const bool single_shot = job.repeats == 0;
     sequence(single_shot ? &events : nullptr);
-    // While it runs, the host pages the lanes will download into are mapped (a room's are fresh: faulted
-    // in by the lanes' copies, 800 MB took 40-50 ms there instead of 20).
-    if (staging) {
-        std::vector<StagedCopy> rooms;
-        for (const astroport_native::Buffer &b : job.buffers)
-            if (b.copied_back() && b.bytes() >= kStagedMin)
-                rooms.push_back(StagedCopy{b.host_destination(), nullptr, b.bytes()});
-        touch_pages(rooms, staging->lanes.size());
+    // The large downloads, for the lanes; while the runs go on, the host pages they will land in are
+    // mapped (a room's are fresh: faulted in by the lanes' copies, 800 MB took 40-50 ms there instead of 20).
+    auto staged_home = [&](const astroport_native::Buffer &b) {
+        return staging && b.copied_back() && b.bytes() >= kLargeCopy;
+    };
+    std::vector<StagedCopy> staged_downloads;
+    for (size_t i = 0; i < job.buffers.size(); ++i) {
+        const astroport_native::Buffer &b = job.buffers[i];
+        if (staged_home(b)) staged_downloads.push_back(StagedCopy{b.host_destination(), ptrs[i], b.bytes()});
+    }
+    if (!staged_downloads.empty()) {
+        touch_pages(staged_downloads, staging->lanes.size());
         trace.mark("runs+pages_touched");
     }
     ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (single_shot) record();
     trace.mark("uploads+runs");
-    std::vector<StagedCopy> staged_downloads;
+    // The rest the runtime's way; the runs are done (synchronised above), so the lanes may read theirs.
     for (size_t i = 0; i < job.buffers.size(); ++i) {
         const astroport_native::Buffer &b = job.buffers[i];
-        if (!b.copied_back() || b.bytes() == 0) continue;
-        if (staging && b.bytes() >= kStagedMin)
-            staged_downloads.push_back(StagedCopy{b.host_destination(), ptrs[i], b.bytes()});
-        else
-            ASTRO_CUDA_CHECK(
-                cudaMemcpyAsync(b.host_destination(), ptrs[i], b.bytes(), cudaMemcpyDeviceToHost, stream));
+        if (!b.copied_back() || b.bytes() == 0 || staged_home(b)) continue;
+        ASTRO_CUDA_CHECK(cudaMemcpyAsync(b.host_destination(), ptrs[i], b.bytes(), cudaMemcpyDeviceToHost, stream));
     }
-    // The runs are done (synchronised above), so the lanes may read the outputs.
     if (!staged_downloads.empty()) {
         run_staged(device, *staging, staged_downloads, false);
         trace.mark("staged_downloads");
