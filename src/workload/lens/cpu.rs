@@ -268,6 +268,39 @@ pub(super) fn add_sie_along_row<const ADD: bool, T: Real>(
     }
 }
 
+/// Every halo of tables `t` (exact offsets; SIE rows, then dPIE rows, summed in that order from zero) at
+/// the pixels (i[q], j[q]): each pixel the row loops' arithmetic for a row of one pixel (`add_sie_along_row`,
+/// `add_dpie_along_row` with i0 = i, whose values are the whole rows' to the bit, since integer offsets
+/// are exact), as a loop over the points that vectorises.
+pub(super) fn halos_at_points<T: Real>(
+    t: &KernelTables<T>,
+    pixel: T,
+    i: &[i32],
+    j: &[i32],
+) -> [Vec<T>; 2] {
+    assert_eq!(i.len(), j.len(), "one row per column index");
+    assert!(t.exact_offsets, "points need exact-offset tables");
+    let (mut ax, mut ay) = (vec![T::ZERO; i.len()], vec![T::ZERO; i.len()]);
+    for p in t.sie.chunks_exact(SIE_STRIDE) {
+        let (n11, n12, n22, fx, fy, ik, jk) = (p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
+        for q in 0..i.len() {
+            let dy = (T::from_i32(j[q]) - jk) + fy;
+            let first = T::from_i32(i[q]) - ik;
+            let (gx, gy) = SieRow::new(n11, n12, n22, fx, dy).deflection_at(first + T::ZERO);
+            (ax[q], ay[q]) = (ax[q] + gx, ay[q] + gy);
+        }
+    }
+    for p in t.dpie.chunks_exact(DPIE_STRIDE) {
+        for q in 0..i.len() {
+            let dy = (T::from_i32(j[q]) - p[12]) * pixel + p[10];
+            let first = T::from_i32(i[q]) - p[11];
+            let (gx, gy) = dpie_from_table((first + T::ZERO) * pixel + p[9], dy, p);
+            (ax[q], ay[q]) = (ax[q] + gx, ay[q] + gy);
+        }
+    }
+    [ax, ay]
+}
+
 /// `sum + term` (ADD) or `term`.
 #[inline(always)]
 fn accumulated<const ADD: bool, T: Real>(sum: (T, T), term: (T, T)) -> (T, T) {

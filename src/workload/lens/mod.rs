@@ -299,6 +299,10 @@ pub struct LensDetails {
     /// Mixed modes: the fraction of pixels recomputed in float64.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recomputed_fraction: Option<f64>,
+    /// The `cpu` split: the fraction of pixels flagged by the grid pass but cleared once their clusters
+    /// were taken in float64, so not recomputed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settled_fraction: Option<f64>,
     /// `mixed-budget`: the magnification above which a pixel is recomputed, and the float32 error
     /// estimate (arcsec) it comes from.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -461,6 +465,7 @@ impl Workload for LensProblem {
                 budget_worst_ratio: budget_worst,
                 pixels_over_budget: over_budget,
                 recomputed_fraction: result.stat("recomputed_fraction"),
+                settled_fraction: result.stat(split::SETTLED_STAT),
                 flag_magnification: budget_scheme.then(|| self.budget_magnification()),
                 f32_error_estimate: budget_scheme.then(|| self.f32_error_estimate()),
                 split: (mode == LensMode::Split).then(|| {

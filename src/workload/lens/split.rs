@@ -17,7 +17,7 @@
 //! (`SplitPlan::coarse_f64`). The float32 parts' estimated error joins the bound; each kind of machine has a
 //! plan of its own ([`SplitModel`]).
 
-use super::cpu::{add_halo_along_row, difference_neighbours};
+use super::cpu::{add_halo_along_row, difference_neighbours, halos_at_points};
 use super::mixed::{BUDGET_SAFETY, CLUSTER_B_ARCSEC};
 use super::model::{HaloEval, Halos};
 use super::split_far::{FarLevel, BLOCK, LEBESGUE6};
@@ -75,6 +75,10 @@ impl SplitModel {
         }
     }
 }
+
+/// The stat of the `cpu` split's field: the fraction of pixels its flagged pixels' second look settled
+/// ([`Split::settle_flagged`]).
+pub(super) const SETTLED_STAT: &str = "settled_fraction";
 
 /// The `cpu` model's near cost (see [`SplitModel::near_cost`]).
 const NEAR_COST_CPU: f64 = 2.0;
@@ -302,6 +306,10 @@ pub struct Split {
     /// The `cpu` model's coarse lattice from a second, coarser one for the galaxies far from each block
     /// of nodes (split_far.rs); `None` when it would not pay.
     far: Option<FarLevel>,
+    /// The `cpu` model's float32 plans with clusters: the direct parts' rounding at a pixel whose clusters
+    /// are taken in float64 (`SplitPlan::rounding_error` less the clusters' float32 estimate, plus their
+    /// float64 one). Flagged pixels are first tried that way ([`Split::settle_flagged`]).
+    clusters_f64_rounding: Option<f64>,
 }
 
 /// What the split's device kernels read besides the halo tables (cl/common/lens_split.h), per problem.
@@ -505,6 +513,9 @@ impl Split {
                 if split.plan.direct_f64 {
                     f64_scale * f32_parts
                 } else {
+                    let clusters = rounding(&split.cluster_problem);
+                    split.clusters_f64_rounding =
+                        (clusters > 0.0).then_some(f32_parts - clusters + f64_scale * clusters);
                     f32_parts
                 }
             }
@@ -600,6 +611,7 @@ impl Split {
             galaxy_problem: None,
             lists: std::sync::OnceLock::new(),
             far: None,
+            clusters_f64_rounding: None,
         }
     }
 
@@ -658,7 +670,7 @@ impl Split {
 
     /// The flag limit of a cell whose far-field bound is `far`.
     fn flag_limit_of(&self, far: f64, h: f64) -> f64 {
-        6.0 * (far + self.plan.rounding_error + f64::EPSILON * h) * BUDGET_SAFETY
+        flag_limit(far + self.plan.rounding_error + f64::EPSILON * h)
     }
 
     /// Nodes per side of the lattice and its step in arcsec (device kernels).
@@ -847,6 +859,88 @@ impl Split {
         listed.concat()
     }
 
+    /// The clusters' float64 deflection less their float32 one at `pixels` (flat indices) of `p`, the
+    /// float32 sum the grid pass's to the bit ([`halos_at_points`]).
+    fn clusters_f64_shift(&self, p: &LensProblem, pixels: &[usize]) -> Vec<[f64; 2]> {
+        let n = p.n;
+        let i: Vec<i32> = pixels.iter().map(|&q| (q % n) as i32).collect();
+        let j: Vec<i32> = pixels.iter().map(|&q| (q / n) as i32).collect();
+        let [x32, y32] = halos_at_points(tables32(&self.cluster_problem), p.pixel as f32, &i, &j);
+        let [x64, y64] = halos_at_points(tables64(&self.cluster_problem), p.pixel, &i, &j);
+        (0..pixels.len())
+            .map(|q| [x64[q] - f64::from(x32[q]), y64[q] - f64::from(y32[q])])
+            .collect()
+    }
+
+    /// The grid pass's flagged pixels (ascending) that still need the float64 recompute once their
+    /// clusters are taken in float64; the others get their float64 clusters here. Most of a float32 plan's
+    /// rounding estimate is the clusters' (at `ci` 1.6e-5″ of 2.2e-5″), so with them in float64 at a
+    /// flagged pixel and its two difference neighbours, the flag rule is asked again with the limit of
+    /// that smaller error: the largest of the three pixels' cells' bounds plus the rounding without the
+    /// clusters' float32 share (`clusters_f64_rounding`). A pixel it clears keeps the grid's value plus
+    /// its clusters' float64 − float32 shift: 2 × 2 halo evaluations per pixel and neighbour instead of
+    /// every halo in float64. Returns the pixels still flagged and how many were settled.
+    fn settle_flagged(
+        &self,
+        p: &LensProblem,
+        field: &mut Field,
+        flagged: Vec<usize>,
+    ) -> (Vec<usize>, usize) {
+        let (n, h, step) = (p.n, p.pixel, self.plan.step);
+        let Some(rounding) = self.clusters_f64_rounding.filter(|_| n > 1) else {
+            return (flagged, 0);
+        };
+        let error = |q: usize| {
+            let cell = (q / n / step) * self.cells + (q % n) / step;
+            self.bound[cell] + rounding + f64::EPSILON * h
+        };
+        let [gx, gy] = &field.components[..] else {
+            unreachable!("the split's field has two components")
+        };
+        // The shifted values of the flagged pixels and their neighbours, each made once.
+        let mut pixels: Vec<usize> = (flagged.iter())
+            .flat_map(|&q| {
+                let ((px, _), (py, _)) = difference_neighbours(q % n, q / n, n);
+                [q, px, py]
+            })
+            .collect();
+        pixels.sort_unstable();
+        pixels.dedup();
+        let shifts: Vec<[f64; 2]> = (pixels.par_chunks(256))
+            .flat_map_iter(|chunk| self.clusters_f64_shift(p, chunk))
+            .collect();
+        let value = |q: usize| {
+            let at = pixels
+                .binary_search(&q)
+                .expect("a flagged pixel or a neighbour");
+            let [dx, dy] = shifts[at];
+            [gx[q] + dx, gy[q] + dy]
+        };
+        // Per flagged pixel: settled with its shifted value, or not.
+        let settled: Vec<Option<[f64; 2]>> = flagged
+            .par_iter()
+            .map(|&q| {
+                let ((px, sx), (py, sy)) = difference_neighbours(q % n, q / n, n);
+                let ([x0, y0], [x1, y1], [x2, y2]) = (value(q), value(px), value(py));
+                let limit = flag_limit(error(q).max(error(px)).max(error(py)));
+                let d = [x1 - x0, y1 - y0, x2 - x0, y2 - y0];
+                (!mapping_flagged(h, d, sx, sy, limit)).then_some([x0, y0])
+            })
+            .collect();
+        let mut still = Vec::new();
+        let [gx, gy] = &mut field.components[..] else {
+            unreachable!("the split's field has two components")
+        };
+        for (&q, value) in flagged.iter().zip(&settled) {
+            match value {
+                Some([x, y]) => (gx[q], gy[q]) = (*x, *y),
+                None => still.push(q),
+            }
+        }
+        let count = flagged.len() - still.len();
+        (still, count)
+    }
+
     /// The flagging state of pixel cell row c: each pixel's flag limit, from its cell's bound.
     fn row_flags(&self, c: usize, p: &LensProblem) -> RowFlags {
         let (n, h, step) = (p.n, p.pixel, self.plan.step);
@@ -913,9 +1007,7 @@ fn flag_row(h: f64, sy: f64, limits: &[f64], rows: [&[f64]; 4], flags: &mut [u8]
     let [x0, y0, x1, y1] = rows;
     let n = flags.len();
     let flag = |dx1: f64, dy1: f64, dx2: f64, dy2: f64, sx: f64, limit: f64| {
-        let (d1, d4) = (sx * dx1, sx * dy1);
-        let (d2, d3) = (sy * dy2, sy * dx2);
-        u8::from(below_limit(h - d1, -0.5 * (d3 + d4), h - d2, limit))
+        u8::from(mapping_flagged(h, [dx1, dy1, dx2, dy2], sx, sy, limit))
     };
     // One loop over the pixels with a right neighbour (it vectorises), then the last column.
     for i in 0..n - 1 {
@@ -937,6 +1029,23 @@ fn flag_row(h: f64, sy: f64, limits: &[f64], rows: [&[f64]; 4], flags: &mut [u8]
         -1.0,
         limits[i],
     );
+}
+
+/// The flag limit of a pixel whose deflection errs by at most `error` (arcsec): the smallest |eigenvalue|
+/// of its lens mapping at which that error stays within the budget, the reasoning of
+/// `budget_magnification` (the error, twice more in the flags' differences, and the safety factor).
+fn flag_limit(error: f64) -> f64 {
+    6.0 * error * BUDGET_SAFETY
+}
+
+/// The flag rule at one pixel: its lens mapping from the deflection's differences to the x neighbour (dx1,
+/// dy1) and the y neighbour (dx2, dy2), made forward by the signs sx and sy, has a diagonal entry or an
+/// eigenvalue of magnitude below `limit` ([`below_limit`]).
+#[inline(always)]
+fn mapping_flagged(h: f64, [dx1, dy1, dx2, dy2]: [f64; 4], sx: f64, sy: f64, limit: f64) -> bool {
+    let (d1, d4) = (sx * dx1, sx * dy1);
+    let (d2, d3) = (sy * dy2, sy * dx2);
+    below_limit(h - d1, -0.5 * (d3 + d4), h - d2, limit)
 }
 
 /// Copies `from` into `to` (the same length) with non-temporal stores where the target has them: a
@@ -1198,8 +1307,13 @@ impl LensProblem {
     /// [`Self::cpu_split`] into `field`, reusing its memory.
     pub(super) fn cpu_split_into(&self, field: &mut Field) {
         let split = self.split(SplitModel::Cpu);
-        let listed = split.grid_into(self, field);
+        let flagged = split.grid_into(self, field);
+        let (listed, settled) = split.settle_flagged(self, field, flagged);
         self.recompute_listed(field, &listed);
+        field.stats.push((
+            SETTLED_STAT.into(),
+            settled as f64 / (self.n * self.n) as f64,
+        ));
         field.stats.push((SplitPlan::CPU_STAT.into(), 1.0));
     }
 }
@@ -1389,6 +1503,93 @@ mod tests {
             eprintln!("{name}: worst error/bound {worst:.3}");
             // Not vacuous: somewhere the error comes near its bound.
             assert!(worst > tight, "{name}: worst error/bound {worst:.3e}");
+        }
+    }
+
+    /// The clusters' float32 values at points ([`halos_at_points`], as `clusters_f64_shift` makes them) are
+    /// the grid pass's rows' to the bit (the settled values take them out again), at every pixel of a few
+    /// rows, taken in reverse so no point shares its lane with the row's.
+    #[test]
+    fn points_float32_clusters_are_the_grid_rows_to_the_bit() {
+        use crate::workload::lens::{HaloProfile, LensOptions, Preset};
+        for profile in [HaloProfile::Sie, HaloProfile::Dpie] {
+            let opts = LensOptions {
+                n: Some(301),
+                seed: 9,
+                profile,
+                ..LensOptions::default()
+            };
+            let p = LensProblem::preset(Preset::Ci, &opts).expect("a valid preset");
+            let split = p.split(SplitModel::Cpu);
+            let t32 = tables32(&split.cluster_problem);
+            assert!(t32.n_sie + t32.n_dpie > 0, "the preset has clusters");
+            for j in [0, 1, 150, 300] {
+                let (mut x, mut y) = (vec![0.0f32; p.n], vec![0.0f32; p.n]);
+                for k in 0..t32.n_sie + t32.n_dpie {
+                    add_halo_along_row::<true, f32>(t32, k, p.pixel as f32, j, 0, &mut x, &mut y);
+                }
+                let columns: Vec<i32> = (0..p.n as i32).rev().collect();
+                let [px, py] = halos_at_points(t32, p.pixel as f32, &columns, &vec![j; p.n]);
+                for (q, &i) in columns.iter().enumerate() {
+                    let i = i as usize;
+                    assert_eq!(
+                        (px[q].to_bits(), py[q].to_bits()),
+                        (x[i].to_bits(), y[i].to_bits()),
+                        "{profile:?} pixel ({i}, {j})"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Flagged pixels settled with float64 clusters (`settle_flagged`) are within the bound they were
+    /// settled with, their cell's far bound plus the rounding without the clusters' float32 share, and the
+    /// settled field is within the budget everywhere; some pixels are settled and some still recomputed.
+    #[test]
+    fn settled_pixels_are_within_their_float64_cluster_bound() {
+        use crate::workload::lens::{LensOptions, Preset};
+        for (n, seed) in [(1024, 5), (700, 11)] {
+            let opts = LensOptions {
+                n: Some(n),
+                seed,
+                ..LensOptions::default()
+            };
+            let p = LensProblem::preset(Preset::Ci, &opts).expect("a valid preset");
+            let split = p.split(SplitModel::Cpu);
+            let rounding = split
+                .clusters_f64_rounding
+                .expect("a float32 plan with clusters");
+            let mut field = Field::new(vec![]);
+            let flagged = split.grid_into(&p, &mut field);
+            let before = field.clone();
+            let (still, settled) = split.settle_flagged(&p, &mut field, flagged.clone());
+            assert!(
+                settled > 0 && !still.is_empty(),
+                "n {n}: settled {settled} of {}",
+                flagged.len()
+            );
+            let reference = p.cpu_grid(&p.tables64);
+            let step = split.plan.step;
+            for &q in &flagged {
+                let changed = (0..2).any(|c| field.components[c][q] != before.components[c][q]);
+                assert_eq!(changed, still.binary_search(&q).is_err(), "pixel {q}");
+                if !changed {
+                    continue;
+                }
+                let cell = (q / n / step) * split.cells + (q % n) / step;
+                let bound = split.bound[cell] + rounding + f64::EPSILON * p.pixel;
+                let err = (0..2)
+                    .map(|c| (field.components[c][q] - reference.components[c][q]).abs())
+                    .fold(0.0, f64::max);
+                assert!(
+                    err <= bound,
+                    "n {n}, pixel {q}: error {err:.3e} over {bound:.3e}"
+                );
+            }
+            // With the rest recomputed, every pixel is within its budget.
+            p.recompute_listed(&mut field, &still);
+            let (worst, over) = p.budget(&field, &reference);
+            assert_eq!(over, 0, "n {n}: worst {worst:.3} of the budget");
         }
     }
 
