@@ -302,9 +302,11 @@ fn start_backend(
     let preparing = crate::exec::JoinOnDrop::spawn(move || {
         let started = std::time::Instant::now();
         let discovery = backend.discovery().map(std::sync::Arc::new);
+        crate::exec::trace_event(|| "backend: discovered".into());
         let _ = found.send((discovery.clone(), started.elapsed().as_secs_f64()));
         if let Ok(Ok(Target::Device(dev))) = discovery.as_ref().map(|d| backend.target(d)) {
             let _ = dev.prepare();
+            crate::exec::trace_event(|| "backend: prepared".into());
         }
     });
     (preparing, discovered)
@@ -331,8 +333,18 @@ impl SubtractArgs {
             return Err(format!("--out {}: no such folder", self.out.display()));
         }
         let command_start = std::time::Instant::now();
+        crate::exec::trace_event(|| "command: starts".into());
         let (_preparing, discovered) = start_backend(&self.backend);
+        // A probe of the start's contention, not a setting: the read waits until the context is made.
+        let _preparing = match std::env::var_os("ASTROPORT_PROBE_READ_AFTER_PREPARE") {
+            Some(_) => {
+                _preparing.join();
+                crate::exec::JoinOnDrop::spawn(|| ())
+            }
+            None => _preparing,
+        };
         let first = read_pair(first);
+        crate::exec::trace_event(|| "command: first pair read".into());
         let (discovery, discovery_s) = discovered.recv().expect("backend discovery panicked");
         Ok(Started {
             command_start,
