@@ -6,9 +6,11 @@
 set -uo pipefail
 final="${OUT:-out/gpu}"
 mkdir -p "$final"
+[ -x .carry/start_probe ] || { echo "no .carry/start_probe: build it as scripts/probes/cuda_start.cu's header says" >&2; exit 1; }
 {
   for r in 1 2 3; do
-    for load in "" "LOAD=16" "LOAD=16 LOAD_HUGE=1"; do
+    # 8 threads leave cores free, 16 fill them: a slowdown at 16 alone is the CPU, at both the faults.
+    for load in "" "LOAD=8" "LOAD=16" "LOAD=8 LOAD_HUGE=1"; do
       echo "== probe ${load:-no load} ($r)"
       env $load .carry/start_probe
     done

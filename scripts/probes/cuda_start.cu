@@ -24,7 +24,10 @@ static void fault_loop(bool huge) {
   const size_t bytes = size_t(128) << 20;
   while (!g_stop.load()) {
     void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return;
+    if (p == MAP_FAILED) {
+      std::perror("load thread: mmap");
+      return;
+    }
     if (huge) madvise(p, bytes, MADV_HUGEPAGE);
     std::memset(p, 1, bytes);
     munmap(p, bytes);

@@ -275,8 +275,8 @@ fn read_pair(files: &PairFiles) -> ReadPair {
 /// The start a single pair and a list share ([`SubtractArgs::start`]).
 struct Started {
     command_start: std::time::Instant,
-    /// Makes the device's context after discovery; joined on drop.
-    _preparing: crate::exec::JoinOnDrop<()>,
+    /// Makes the device's context after discovery; joined on drop (`None` once joined).
+    _preparing: Option<crate::exec::JoinOnDrop<()>>,
     /// The first pair, read while the backend starts.
     first: ReadPair,
     discovery: Result<std::sync::Arc<crate::backend::Discovery>, String>,
@@ -305,8 +305,11 @@ fn start_backend(
         crate::exec::trace_event(|| "backend: discovered".into());
         let _ = found.send((discovery.clone(), started.elapsed().as_secs_f64()));
         if let Ok(Ok(Target::Device(dev))) = discovery.as_ref().map(|d| backend.target(d)) {
-            let _ = dev.prepare();
-            crate::exec::trace_event(|| "backend: prepared".into());
+            let prepared = dev.prepare();
+            crate::exec::trace_event(|| match prepared {
+                Ok(_) => "backend: prepared".into(),
+                Err(e) => format!("backend: not prepared: {e}"),
+            });
         }
     });
     (preparing, discovered)
@@ -334,21 +337,21 @@ impl SubtractArgs {
         }
         let command_start = std::time::Instant::now();
         crate::exec::trace_event(|| "command: starts".into());
-        let (_preparing, discovered) = start_backend(&self.backend);
+        let (preparing, discovered) = start_backend(&self.backend);
         // A probe of the start's contention, not a setting: the read waits until the context is made.
-        let _preparing = match std::env::var_os("ASTROPORT_PROBE_READ_AFTER_PREPARE") {
+        let preparing = match std::env::var_os("ASTROPORT_PROBE_READ_AFTER_PREPARE") {
             Some(_) => {
-                _preparing.join();
-                crate::exec::JoinOnDrop::spawn(|| ())
+                preparing.join();
+                None
             }
-            None => _preparing,
+            None => Some(preparing),
         };
         let first = read_pair(first);
         crate::exec::trace_event(|| "command: first pair read".into());
         let (discovery, discovery_s) = discovered.recv().expect("backend discovery panicked");
         Ok(Started {
             command_start,
-            _preparing,
+            _preparing: preparing,
             first,
             discovery,
             discovery_s,

@@ -268,6 +268,21 @@ pub(super) fn add_sie_along_row<const ADD: bool, T: Real>(
     }
 }
 
+/// Adds every halo of tables `t` (exact offsets; SIE rows, then dPIE rows, in that order) at pixels 0 ..
+/// ax.len() of row j: the split's clusters along a row, as its grid pass sums them.
+#[inline(always)]
+pub(super) fn add_halos_along_row<T: Real>(
+    t: &KernelTables<T>,
+    pixel: T,
+    j: i32,
+    ax: &mut [T],
+    ay: &mut [T],
+) {
+    for k in 0..t.n_sie + t.n_dpie {
+        add_halo_along_row::<true, T>(t, k, pixel, j, 0, ax, ay);
+    }
+}
+
 /// Every halo of tables `t` (exact offsets; SIE rows, then dPIE rows, summed in that order from zero) at
 /// the pixels (i[q], j[q]): each pixel the row loops' arithmetic for a row of one pixel (`add_sie_along_row`,
 /// `add_dpie_along_row` with i0 = i, whose values are the whole rows' to the bit, since integer offsets
@@ -281,21 +296,23 @@ pub(super) fn halos_at_points<T: Real>(
     assert_eq!(i.len(), j.len(), "one row per column index");
     assert!(t.exact_offsets, "points need exact-offset tables");
     let (mut ax, mut ay) = (vec![T::ZERO; i.len()], vec![T::ZERO; i.len()]);
+    // Zipped, so the loops carry no bounds checks and vectorise.
+    let points = || i.iter().zip(j);
     for p in t.sie.chunks_exact(SIE_STRIDE) {
         let (n11, n12, n22, fx, fy, ik, jk) = (p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
-        for q in 0..i.len() {
-            let dy = (T::from_i32(j[q]) - jk) + fy;
-            let first = T::from_i32(i[q]) - ik;
+        for ((&i, &j), (sx, sy)) in points().zip(ax.iter_mut().zip(ay.iter_mut())) {
+            let dy = (T::from_i32(j) - jk) + fy;
+            let first = T::from_i32(i) - ik;
             let (gx, gy) = SieRow::new(n11, n12, n22, fx, dy).deflection_at(first + T::ZERO);
-            (ax[q], ay[q]) = (ax[q] + gx, ay[q] + gy);
+            (*sx, *sy) = (*sx + gx, *sy + gy);
         }
     }
     for p in t.dpie.chunks_exact(DPIE_STRIDE) {
-        for q in 0..i.len() {
-            let dy = (T::from_i32(j[q]) - p[12]) * pixel + p[10];
-            let first = T::from_i32(i[q]) - p[11];
+        for ((&i, &j), (sx, sy)) in points().zip(ax.iter_mut().zip(ay.iter_mut())) {
+            let dy = (T::from_i32(j) - p[12]) * pixel + p[10];
+            let first = T::from_i32(i) - p[11];
             let (gx, gy) = dpie_from_table((first + T::ZERO) * pixel + p[9], dy, p);
-            (ax[q], ay[q]) = (ax[q] + gx, ay[q] + gy);
+            (*sx, *sy) = (*sx + gx, *sy + gy);
         }
     }
     [ax, ay]

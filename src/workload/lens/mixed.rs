@@ -184,9 +184,12 @@ impl LensProblem {
     }
 
     /// The magnification above which the error-budget scheme recomputes a pixel in float64. A pixel of
-    /// true magnification M may err by (h/4)/M; its float32 error is E (the estimate) and the flags'
-    /// differences err by up to 2E, so an unflagged pixel is within budget when h/M_flag ≥ 4E + 2E. With
-    /// the safety factor: M_flag = h / (6·E·BUDGET_SAFETY), at least 1.
+    /// true magnification M may err by (h/4)/M; its float32 error is E (the estimate). Each entry of the
+    /// mapping the flags measure is a difference of two values within E, so within 2E, and its eigenvalues
+    /// are then within 4E of the true ones (Gershgorin): an unflagged pixel is within budget when
+    /// h/M_flag ≥ 4E + 4E. M_flag = h / (6·E·BUDGET_SAFETY), at least 1, covers that 8E with the safety
+    /// factor's margin of 1.5 (the 6 is the first reasoning's 4E + 2E, which counted the differences'
+    /// error once; kept, since the factor of 2 covers it).
     pub fn budget_magnification(&self) -> f64 {
         let e = self.f32_error_estimate();
         (self.pixel / (6.0 * e * BUDGET_SAFETY)).max(1.0)

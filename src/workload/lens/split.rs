@@ -17,7 +17,7 @@
 //! (`SplitPlan::coarse_f64`). The float32 parts' estimated error joins the bound; each kind of machine has a
 //! plan of its own ([`SplitModel`]).
 
-use super::cpu::{add_halo_along_row, difference_neighbours, halos_at_points};
+use super::cpu::{add_halo_along_row, add_halos_along_row, difference_neighbours, halos_at_points};
 use super::mixed::{BUDGET_SAFETY, CLUSTER_B_ARCSEC};
 use super::model::{HaloEval, Halos};
 use super::split_far::{FarLevel, BLOCK, LEBESGUE6};
@@ -76,8 +76,8 @@ impl SplitModel {
     }
 }
 
-/// The stat of the `cpu` split's field: the fraction of pixels its flagged pixels' second look settled
-/// ([`Split::settle_flagged`]).
+/// The stat of the `cpu` split's field: the fraction of all pixels that were flagged but settled with
+/// float64 clusters instead of recomputed ([`Split::settle_flagged`]); absent where that step does not run.
 pub(super) const SETTLED_STAT: &str = "settled_fraction";
 
 /// The `cpu` model's near cost (see [`SplitModel::near_cost`]).
@@ -661,16 +661,30 @@ impl Split {
         (first(g.x0), first(g.y0))
     }
 
-    /// Flag limit of the pixels of pixel cell (a, c): their error bound E (the cell's far-field bound plus
+    /// Flag limit of the pixels of pixel cell (a, c) on the devices: an error bound E (a far-field bound plus
     /// the estimated rounding of the direct parts) serves magnifications below h / (6·E·BUDGET_SAFETY), the
-    /// reasoning of `budget_magnification`.
+    /// reasoning of `budget_magnification`. The far bound is the largest of the cell's and of the cells
+    /// its pixels' difference neighbours can lie in (the next cell along x and along y, the one before at
+    /// the grid's last column or row), since the flags' differences err by both pixels' errors.
     fn flag_limit(&self, a: usize, c: usize, h: f64) -> f64 {
-        self.flag_limit_of(self.bound[c * self.cells + a], h)
+        let cells = self.cells;
+        let far = |a: usize, c: usize| self.bound[c * cells + a];
+        let neighbours = |a: usize| [a.saturating_sub(1), (a + 1).min(cells - 1)];
+        let [left, right] = neighbours(a);
+        let [up, down] = neighbours(c);
+        let mut worst = far(a, c).max(far(right, c)).max(far(a, down));
+        if a + 1 == cells {
+            worst = worst.max(far(left, c));
+        }
+        if c + 1 == cells {
+            worst = worst.max(far(a, up));
+        }
+        self.flag_limit_of(worst, h)
     }
 
     /// The flag limit of a cell whose far-field bound is `far`.
     fn flag_limit_of(&self, far: f64, h: f64) -> f64 {
-        flag_limit(far + self.plan.rounding_error + f64::EPSILON * h)
+        limit_for_error(far + self.plan.rounding_error + f64::EPSILON * h)
     }
 
     /// Nodes per side of the lattice and its step in arcsec (device kernels).
@@ -849,6 +863,7 @@ impl Split {
                 let j = ((c + 1) * step).min(n) - 1;
                 if n > 1 {
                     let (next, sy) = next_row(j, n);
+                    flags.limits = self.row_limits(c, next / step, p);
                     let rows =
                         [(gx, j), (gy, j), (gx, next), (gy, next)].map(|(g, q)| &g[q * n..][..n]);
                     flags.list(j, sy, rows);
@@ -878,22 +893,20 @@ impl Split {
     /// flagged pixel and its two difference neighbours, the flag rule is asked again with the limit of
     /// that smaller error: the largest of the three pixels' cells' bounds plus the rounding without the
     /// clusters' float32 share (`clusters_f64_rounding`). A pixel it clears keeps the grid's value plus
-    /// its clusters' float64 − float32 shift: 2 × 2 halo evaluations per pixel and neighbour instead of
-    /// every halo in float64. Returns the pixels still flagged and how many were settled.
+    /// its clusters' float64 − float32 shift: each cluster evaluated in float32 and in float64 at the pixel
+    /// and its neighbours, instead of every halo in float64. Returns the pixels still flagged and how many
+    /// were settled.
     fn settle_flagged(
         &self,
         p: &LensProblem,
         field: &mut Field,
         flagged: Vec<usize>,
     ) -> (Vec<usize>, usize) {
-        let (n, h, step) = (p.n, p.pixel, self.plan.step);
+        let (n, h) = (p.n, p.pixel);
         let Some(rounding) = self.clusters_f64_rounding.filter(|_| n > 1) else {
             return (flagged, 0);
         };
-        let error = |q: usize| {
-            let cell = (q / n / step) * self.cells + (q % n) / step;
-            self.bound[cell] + rounding + f64::EPSILON * h
-        };
+        let error = |q: usize| self.bound[self.cell_of(q, n)] + rounding + f64::EPSILON * h;
         let [gx, gy] = &field.components[..] else {
             unreachable!("the split's field has two components")
         };
@@ -922,7 +935,7 @@ impl Split {
             .map(|&q| {
                 let ((px, sx), (py, sy)) = difference_neighbours(q % n, q / n, n);
                 let ([x0, y0], [x1, y1], [x2, y2]) = (value(q), value(px), value(py));
-                let limit = flag_limit(error(q).max(error(px)).max(error(py)));
+                let limit = limit_for_error(error(q).max(error(px)).max(error(py)));
                 let d = [x1 - x0, y1 - y0, x2 - x0, y2 - y0];
                 (!mapping_flagged(h, d, sx, sy, limit)).then_some([x0, y0])
             })
@@ -941,20 +954,58 @@ impl Split {
         (still, count)
     }
 
-    /// The flagging state of pixel cell row c: each pixel's flag limit, from its cell's bound.
+    /// The flagging state of pixel cell row c's rows but its last (whose y neighbours are in the cell row
+    /// below): each pixel's flag limit ([`Split::row_limits`]).
     fn row_flags(&self, c: usize, p: &LensProblem) -> RowFlags {
-        let (n, h, step) = (p.n, p.pixel, self.plan.step);
-        let cell = &self.bound[c * self.cells..][..self.cells];
-        let mut limits = vec![0.0; n];
-        for (pixels, &far) in limits.chunks_mut(step).zip(cell) {
-            pixels.fill(self.flag_limit_of(far, h));
-        }
         RowFlags {
-            h,
-            limits,
-            flags: vec![0; n],
+            h: p.pixel,
+            limits: self.row_limits(c, c, p),
+            flags: vec![0; p.n],
             listed: Vec::new(),
         }
+    }
+
+    /// The flagging state of any pixel row j: the plain pass the tests compare the grid's bands with.
+    #[cfg(test)]
+    fn flags_for_row(&self, j: usize, p: &LensProblem) -> RowFlags {
+        let step = self.plan.step;
+        let (next, _) = next_row(j, p.n);
+        RowFlags {
+            limits: self.row_limits(j / step, next / step, p),
+            ..self.row_flags(j / step, p)
+        }
+    }
+
+    /// Each pixel's flag limit on a row of cell row c whose y neighbours lie in cell row `below`: from the
+    /// largest far bound of the cells of the pixel and of its two difference neighbours, since the flags'
+    /// differences err by both pixels' errors (the x neighbour is in the next cell for a cell's last pixel,
+    /// in the one before for the grid's last pixel when it starts a cell).
+    fn row_limits(&self, c: usize, below: usize, p: &LensProblem) -> Vec<f64> {
+        let (n, h, step) = (p.n, p.pixel, self.plan.step);
+        let row = |c: usize| &self.bound[c * self.cells..][..self.cells];
+        let (own, next) = (row(c), row(below));
+        let mut limits = vec![0.0; n];
+        for (a, pixels) in limits.chunks_mut(step).enumerate() {
+            pixels.fill(self.flag_limit_of(own[a].max(next[a]), h));
+        }
+        if n > 1 {
+            for a in 0..self.cells {
+                let last = ((a + 1) * step).min(n) - 1;
+                let ((x_neighbour, _), _) = difference_neighbours(last, 0, n);
+                let b = x_neighbour / step;
+                if b != a {
+                    let far = own[a].max(next[a]).max(own[b]);
+                    limits[last] = self.flag_limit_of(far, h);
+                }
+            }
+        }
+        limits
+    }
+
+    /// Pixel cell of pixel q (flat index) of an n × n grid, as an index of `bound`.
+    fn cell_of(&self, q: usize, n: usize) -> usize {
+        let step = self.plan.step;
+        (q / n / step) * self.cells + (q % n) / step
     }
 }
 
@@ -1031,10 +1082,10 @@ fn flag_row(h: f64, sy: f64, limits: &[f64], rows: [&[f64]; 4], flags: &mut [u8]
     );
 }
 
-/// The flag limit of a pixel whose deflection errs by at most `error` (arcsec): the smallest |eigenvalue|
-/// of its lens mapping at which that error stays within the budget, the reasoning of
-/// `budget_magnification` (the error, twice more in the flags' differences, and the safety factor).
-fn flag_limit(error: f64) -> f64 {
+/// The flag limit of a pixel whose deflection and its two difference neighbours' err by at most `error`
+/// (arcsec): the smallest |eigenvalue| of its lens mapping at which that error stays within the budget,
+/// the reasoning of `budget_magnification`.
+fn limit_for_error(error: f64) -> f64 {
     6.0 * error * BUDGET_SAFETY
 }
 
@@ -1208,10 +1259,8 @@ impl<T: Real> Band<'_, T> {
     #[inline(never)]
     fn direct_row(&self, j: usize, runs: &[NearRun], direct: &mut [Vec<T>; 4]) {
         let [cl_x, cl_y, near_x, near_y] = direct;
-        let (clusters, j) = (self.clusters, j as i32);
-        for k in 0..clusters.n_sie + clusters.n_dpie {
-            add_halo_along_row::<true, T>(clusters, k, self.pixel, j, 0, cl_x, cl_y);
-        }
+        let j = j as i32;
+        add_halos_along_row(self.clusters, self.pixel, j, cl_x, cl_y);
         for run in runs {
             let (i0, i1) = (
                 run.first * self.step,
@@ -1310,10 +1359,10 @@ impl LensProblem {
         let flagged = split.grid_into(self, field);
         let (listed, settled) = split.settle_flagged(self, field, flagged);
         self.recompute_listed(field, &listed);
-        field.stats.push((
-            SETTLED_STAT.into(),
-            settled as f64 / (self.n * self.n) as f64,
-        ));
+        if split.clusters_f64_rounding.is_some() {
+            let fraction = settled as f64 / (self.n * self.n) as f64;
+            field.stats.push((SETTLED_STAT.into(), fraction));
+        }
         field.stats.push((SplitPlan::CPU_STAT.into(), 1.0));
     }
 }
@@ -1525,9 +1574,7 @@ mod tests {
             assert!(t32.n_sie + t32.n_dpie > 0, "the preset has clusters");
             for j in [0, 1, 150, 300] {
                 let (mut x, mut y) = (vec![0.0f32; p.n], vec![0.0f32; p.n]);
-                for k in 0..t32.n_sie + t32.n_dpie {
-                    add_halo_along_row::<true, f32>(t32, k, p.pixel as f32, j, 0, &mut x, &mut y);
-                }
+                add_halos_along_row(t32, p.pixel as f32, j, &mut x, &mut y);
                 let columns: Vec<i32> = (0..p.n as i32).rev().collect();
                 let [px, py] = halos_at_points(t32, p.pixel as f32, &columns, &vec![j; p.n]);
                 for (q, &i) in columns.iter().enumerate() {
@@ -1542,9 +1589,10 @@ mod tests {
         }
     }
 
-    /// Flagged pixels settled with float64 clusters (`settle_flagged`) are within the bound they were
-    /// settled with, their cell's far bound plus the rounding without the clusters' float32 share, and the
-    /// settled field is within the budget everywhere; some pixels are settled and some still recomputed.
+    /// Flagged pixels settled with float64 clusters (`settle_flagged`) moved by exactly the clusters'
+    /// float64 − float32 difference at them (the clusters alone on the grid), are within the bound they
+    /// were settled with (their cell's far bound plus the rounding without the clusters' float32 share),
+    /// and the settled field is within the budget everywhere; some are settled and some still recomputed.
     #[test]
     fn settled_pixels_are_within_their_float64_cluster_bound() {
         use crate::workload::lens::{LensOptions, Preset};
@@ -1569,15 +1617,27 @@ mod tests {
                 flagged.len()
             );
             let reference = p.cpu_grid(&p.tables64);
-            let step = split.plan.step;
+            // The clusters alone on the grid, in float64 and in float32 (the grid pass's sums).
+            let clusters = split.cluster_problem.as_deref().expect("clusters");
+            let (c64, c32) = (
+                clusters.cpu_grid(&clusters.tables64),
+                clusters.cpu_grid(&clusters.tables32),
+            );
             for &q in &flagged {
                 let changed = (0..2).any(|c| field.components[c][q] != before.components[c][q]);
                 assert_eq!(changed, still.binary_search(&q).is_err(), "pixel {q}");
                 if !changed {
                     continue;
                 }
-                let cell = (q / n / step) * split.cells + (q % n) / step;
-                let bound = split.bound[cell] + rounding + f64::EPSILON * p.pixel;
+                for c in 0..2 {
+                    let shift = field.components[c][q] - before.components[c][q];
+                    let expected = c64.components[c][q] - c32.components[c][q];
+                    assert!(
+                        (shift - expected).abs() <= 1e-12,
+                        "n {n}, pixel {q}: shifted by {shift:.6e}, clusters' float64 − float32 {expected:.6e}"
+                    );
+                }
+                let bound = split.bound[split.cell_of(q, n)] + rounding + f64::EPSILON * p.pixel;
                 let err = (0..2)
                     .map(|c| (field.components[c][q] - reference.components[c][q]).abs())
                     .fold(0.0, f64::max);
@@ -1682,7 +1742,7 @@ mod tests {
             let (gx, gy) = (&field.components[0], &field.components[1]);
             let mut plain = Vec::new();
             for j in 0..n {
-                let mut flags = split.row_flags(j / split.plan.step, &p);
+                let mut flags = split.flags_for_row(j, &p);
                 let (next, sy) = next_row(j, n);
                 let rows =
                     [(gx, j), (gy, j), (gx, next), (gy, next)].map(|(g, q)| &g[q * n..][..n]);
@@ -1756,7 +1816,8 @@ mod tests {
             (mean - radius).abs(),
             (mean + radius).abs(),
         ];
-        let limit = split.flag_limit(i / split.plan.step, j / split.plan.step, h);
+        let far = [q, px, py].map(|q| split.bound[split.cell_of(q, n)]);
+        let limit = split.flag_limit_of(far.into_iter().fold(0.0, f64::max), h);
         if least.iter().any(|v| (v - limit).abs() < 1e-9 * limit) {
             return None;
         }
