@@ -248,24 +248,53 @@ pub(super) fn add_sie_along_row<const ADD: bool, T: Real>(
     ay: &mut [T],
 ) {
     debug_assert_eq!(ax.len(), ay.len(), "x and y rows of one length");
-    let (n11, n12, n22, fx, fy, ik, jk) = (p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
-    let dy = (T::from_i32(j) - jk) + fy;
-    let first = T::from_i32(i0) - ik;
+    let (dy, first) = sie_row_origin(p, j, i0);
     let pixels = ax.iter_mut().zip(ay.iter_mut()).enumerate();
     // Where fx goes: into the row terms (exact tables) or into x (naive tables).
     if exact_offsets {
-        let row = SieRow::new(n11, n12, n22, fx, dy);
+        let row = sie_exact_row(p, dy);
         for (k, (sx, sy)) in pixels {
             let (gx, gy) = row.deflection_at(first + T::from_i32(k as i32));
             (*sx, *sy) = accumulated::<ADD, T>((*sx, *sy), (gx, gy));
         }
     } else {
+        let (n11, n12, n22, fx) = (p[0], p[1], p[2], p[3]);
         let row = SieRow::new(n11, n12, n22, T::ZERO, dy);
         for (k, (sx, sy)) in pixels {
             let (gx, gy) = row.deflection_at((first + T::from_i32(k as i32)) + fx);
             (*sx, *sy) = accumulated::<ADD, T>((*sx, *sy), (gx, gy));
         }
     }
+}
+
+/// Row j of an SIE's kernel-table row `p` from pixel i0: its y offset and pixel i0's x offset, both before
+/// the fractional x offset fx (exact tables put it in the row terms, naive ones into x). The row loop and
+/// the point loop ([`halos_at_points`]) both start here, so their values agree to the bit.
+#[inline(always)]
+fn sie_row_origin<T: Real>(p: &[T], j: i32, i0: i32) -> (T, T) {
+    ((T::from_i32(j) - p[6]) + p[4], T::from_i32(i0) - p[5])
+}
+
+/// The row terms of an exact-offset SIE table row `p` at y offset dy.
+#[inline(always)]
+fn sie_exact_row<T: Real>(p: &[T], dy: T) -> SieRow<T> {
+    SieRow::new(p[0], p[1], p[2], p[3], dy)
+}
+
+/// Row j of a dPIE's kernel-table row `p` from pixel i0: its y offset (arcsec) and pixel i0's x offset
+/// (pixels); pixel i0 + k of the row is at [`dpie_at_offset`] of `first + k`.
+#[inline(always)]
+fn dpie_row_origin<T: Real>(p: &[T], pixel: T, j: i32, i0: i32) -> (T, T) {
+    (
+        (T::from_i32(j) - p[12]) * pixel + p[10],
+        T::from_i32(i0) - p[11],
+    )
+}
+
+/// A dPIE's deflection at x offset `x` (pixels) on a row of y offset dy.
+#[inline(always)]
+fn dpie_at_offset<T: Real>(p: &[T], pixel: T, dy: T, x: T) -> (T, T) {
+    dpie_from_table(x * pixel + p[9], dy, p)
 }
 
 /// Adds every halo of tables `t` (exact offsets; SIE rows, then dPIE rows, in that order) at pixels 0 ..
@@ -284,9 +313,9 @@ pub(super) fn add_halos_along_row<T: Real>(
 }
 
 /// Every halo of tables `t` (exact offsets; SIE rows, then dPIE rows, summed in that order from zero) at
-/// the pixels (i[q], j[q]): each pixel the row loops' arithmetic for a row of one pixel (`add_sie_along_row`,
-/// `add_dpie_along_row` with i0 = i, whose values are the whole rows' to the bit, since integer offsets
-/// are exact), as a loop over the points that vectorises.
+/// the pixels (i[q], j[q]): each pixel the row loops' arithmetic for a row of one pixel from the same
+/// helpers (`sie_row_origin`, `dpie_row_origin`, with i0 = i: the whole rows' values to the bit, since
+/// integer offsets are exact), as a loop over the points that vectorises.
 pub(super) fn halos_at_points<T: Real>(
     t: &KernelTables<T>,
     pixel: T,
@@ -299,19 +328,16 @@ pub(super) fn halos_at_points<T: Real>(
     // Zipped, so the loops carry no bounds checks and vectorise.
     let points = || i.iter().zip(j);
     for p in t.sie.chunks_exact(SIE_STRIDE) {
-        let (n11, n12, n22, fx, fy, ik, jk) = (p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
         for ((&i, &j), (sx, sy)) in points().zip(ax.iter_mut().zip(ay.iter_mut())) {
-            let dy = (T::from_i32(j) - jk) + fy;
-            let first = T::from_i32(i) - ik;
-            let (gx, gy) = SieRow::new(n11, n12, n22, fx, dy).deflection_at(first + T::ZERO);
+            let (dy, first) = sie_row_origin(p, j, i);
+            let (gx, gy) = sie_exact_row(p, dy).deflection_at(first + T::from_i32(0));
             (*sx, *sy) = (*sx + gx, *sy + gy);
         }
     }
     for p in t.dpie.chunks_exact(DPIE_STRIDE) {
         for ((&i, &j), (sx, sy)) in points().zip(ax.iter_mut().zip(ay.iter_mut())) {
-            let dy = (T::from_i32(j) - p[12]) * pixel + p[10];
-            let first = T::from_i32(i) - p[11];
-            let (gx, gy) = dpie_from_table((first + T::ZERO) * pixel + p[9], dy, p);
+            let (dy, first) = dpie_row_origin(p, pixel, j, i);
+            let (gx, gy) = dpie_at_offset(p, pixel, dy, first + T::from_i32(0));
             (*sx, *sy) = (*sx + gx, *sy + gy);
         }
     }
@@ -367,11 +393,10 @@ pub(super) fn add_dpie_along_row<const ADD: bool, T: Real>(
     ay: &mut [T],
 ) {
     debug_assert_eq!(ax.len(), ay.len(), "x and y rows of one length");
-    let dy = (T::from_i32(j) - p[12]) * pixel + p[10];
-    let first = T::from_i32(i0) - p[11];
+    let (dy, first) = dpie_row_origin(p, pixel, j, i0);
     for (k, (sx, sy)) in ax.iter_mut().zip(ay.iter_mut()).enumerate() {
-        let dx = (first + T::from_i32(k as i32)) * pixel + p[9];
-        (*sx, *sy) = accumulated::<ADD, T>((*sx, *sy), dpie_from_table(dx, dy, p));
+        let term = dpie_at_offset(p, pixel, dy, first + T::from_i32(k as i32));
+        (*sx, *sy) = accumulated::<ADD, T>((*sx, *sy), term);
     }
 }
 

@@ -863,7 +863,7 @@ impl Split {
                 let j = ((c + 1) * step).min(n) - 1;
                 if n > 1 {
                     let (next, sy) = next_row(j, n);
-                    flags.limits = self.row_limits(c, next / step, p);
+                    self.raise_for_row_below(&mut flags.limits, c, next / step, p);
                     let rows =
                         [(gx, j), (gy, j), (gx, next), (gy, next)].map(|(g, q)| &g[q * n..][..n]);
                     flags.list(j, sy, rows);
@@ -959,7 +959,7 @@ impl Split {
     fn row_flags(&self, c: usize, p: &LensProblem) -> RowFlags {
         RowFlags {
             h: p.pixel,
-            limits: self.row_limits(c, c, p),
+            limits: self.row_limits(c, p),
             flags: vec![0; p.n],
             listed: Vec::new(),
         }
@@ -968,25 +968,23 @@ impl Split {
     /// The flagging state of any pixel row j: the plain pass the tests compare the grid's bands with.
     #[cfg(test)]
     fn flags_for_row(&self, j: usize, p: &LensProblem) -> RowFlags {
-        let step = self.plan.step;
-        let (next, _) = next_row(j, p.n);
-        RowFlags {
-            limits: self.row_limits(j / step, next / step, p),
-            ..self.row_flags(j / step, p)
-        }
+        let (c, (next, _)) = (j / self.plan.step, next_row(j, p.n));
+        let mut flags = self.row_flags(c, p);
+        self.raise_for_row_below(&mut flags.limits, c, next / self.plan.step, p);
+        flags
     }
 
-    /// Each pixel's flag limit on a row of cell row c whose y neighbours lie in cell row `below`: from the
-    /// largest far bound of the cells of the pixel and of its two difference neighbours, since the flags'
-    /// differences err by both pixels' errors (the x neighbour is in the next cell for a cell's last pixel,
-    /// in the one before for the grid's last pixel when it starts a cell).
-    fn row_limits(&self, c: usize, below: usize, p: &LensProblem) -> Vec<f64> {
+    /// Each pixel's flag limit on a row of cell row c whose y neighbours are in the same cell row: from the
+    /// larger far bound of the pixel's cell and its x neighbour's, since the flags' differences err by both
+    /// pixels' errors (the x neighbour is in the next cell for a cell's last pixel, in the one before for
+    /// the grid's last pixel when it starts a cell). A band's last row also takes the cell row below
+    /// ([`Split::raise_for_row_below`]).
+    fn row_limits(&self, c: usize, p: &LensProblem) -> Vec<f64> {
         let (n, h, step) = (p.n, p.pixel, self.plan.step);
-        let row = |c: usize| &self.bound[c * self.cells..][..self.cells];
-        let (own, next) = (row(c), row(below));
+        let own = &self.bound[c * self.cells..][..self.cells];
         let mut limits = vec![0.0; n];
-        for (a, pixels) in limits.chunks_mut(step).enumerate() {
-            pixels.fill(self.flag_limit_of(own[a].max(next[a]), h));
+        for (pixels, &far) in limits.chunks_mut(step).zip(own) {
+            pixels.fill(self.flag_limit_of(far, h));
         }
         if n > 1 {
             for a in 0..self.cells {
@@ -994,12 +992,26 @@ impl Split {
                 let ((x_neighbour, _), _) = difference_neighbours(last, 0, n);
                 let b = x_neighbour / step;
                 if b != a {
-                    let far = own[a].max(next[a]).max(own[b]);
-                    limits[last] = self.flag_limit_of(far, h);
+                    limits[last] = self.flag_limit_of(own[a].max(own[b]), h);
                 }
             }
         }
         limits
+    }
+
+    /// Raises the limits of a row of cell row c ([`Split::row_limits`]) whose y neighbours lie in cell row
+    /// `below` to those neighbours' cells' bounds (the limit grows with the bound, so the larger of the two
+    /// limits is the limit of the larger bound).
+    fn raise_for_row_below(&self, limits: &mut [f64], c: usize, below: usize, p: &LensProblem) {
+        if below == c {
+            return;
+        }
+        let (h, step) = (p.pixel, self.plan.step);
+        let next = &self.bound[below * self.cells..][..self.cells];
+        for (pixels, &far) in limits.chunks_mut(step).zip(next) {
+            let raised = self.flag_limit_of(far, h);
+            pixels.iter_mut().for_each(|l| *l = l.max(raised));
+        }
     }
 
     /// Pixel cell of pixel q (flat index) of an n × n grid, as an index of `bound`.
