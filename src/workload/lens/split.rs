@@ -772,7 +772,7 @@ impl Split {
     /// (the direct grid's vectorised loops), in float32 or, where the plan says `direct_f64`, float64.
     /// Returns the pixels (flat indices, ascending) whose magnification the bound cannot serve (see
     /// [`LensProblem::cpu_split`]), flagged as soon as a row and the next are made, while they are in cache.
-    pub fn grid_into(&self, p: &LensProblem, out: &mut Field) -> Vec<usize> {
+    pub(super) fn grid_into(&self, p: &LensProblem, out: &mut Field) -> Vec<Flagged> {
         if self.plan.direct_f64 {
             self.grid_into_in::<f64>(p, out)
         } else {
@@ -781,7 +781,7 @@ impl Split {
     }
 
     /// [`Self::grid_into`] with the direct parts in precision T.
-    fn grid_into_in<T: SplitReal>(&self, p: &LensProblem, out: &mut Field) -> Vec<usize> {
+    fn grid_into_in<T: SplitReal>(&self, p: &LensProblem, out: &mut Field) -> Vec<Flagged> {
         let (n, step, nodes) = (p.n, self.plan.step, self.nodes);
         let cells = self.cells;
         let [coarse_x, coarse_y] = self.coarse::<T>();
@@ -806,7 +806,6 @@ impl Split {
         let band = Band {
             n,
             step,
-            cells,
             nodes,
             pixel,
             coarse: [&coarse_x, &coarse_y],
@@ -819,59 +818,74 @@ impl Split {
         };
         // Each band makes its rows in two cache-resident rows (this one and the one before, x then y),
         // flags each but its last (whose next row belongs to the next band) from them, and streams them
-        // to the field past the caches.
-        let bands: Vec<RowFlags> = gx
+        // to the field past the caches. A worker's buffers serve all its bands (made once per rayon job:
+        // fresh ones per band were 14 MB of allocation and zeroing per evaluation at `ci`).
+        let bands: Vec<Vec<Flagged>> = gx
             .par_chunks_mut(n * step)
             .zip(gy.par_chunks_mut(n * step))
             .zip(&self.runs)
             .enumerate()
-            .map(|(c, ((band_x, band_y), runs))| {
-                // Fences the rows streamed below before this task ends, a panic included.
-                let _fence = StreamFence;
-                let far = band.far_stencils(c, runs);
-                let mut scratch = RowScratch {
-                    direct: [0, 1, 2, 3].map(|_| vec![T::ZERO; n]),
-                    line: vec![[0.0; 8]; cells],
-                    spread: vec![0.0; 2 * (cells * step + 4)],
-                };
-                let mut flags = self.row_flags(c, p);
-                let mut made = [0, 1].map(|_| vec![0.0; 2 * n]);
-                for r in 0..band_x.len() / n {
-                    band.direct_row(c * step + r, runs, &mut scratch.direct);
-                    let [even, odd] = &mut made;
-                    let (row, before) = if r % 2 == 0 { (even, odd) } else { (odd, even) };
-                    let (row_x, row_y) = row.split_at_mut(n);
-                    band.interpolate_row(r, &far, &mut scratch, row_x, row_y);
-                    // SAFETY: `_fence` fences this thread's streamed stores before the task ends, and
-                    // nothing reads the band before then.
-                    unsafe {
-                        stream_into(&mut band_x[r * n..][..n], row_x);
-                        stream_into(&mut band_y[r * n..][..n], row_y);
+            .map_init(
+                || BandScratch::<T>::new(n, cells, step, p.pixel),
+                |scratch, (c, ((band_x, band_y), runs))| {
+                    // Fences the rows streamed below before this task ends, a panic included.
+                    let _fence = StreamFence;
+                    let BandScratch {
+                        rows,
+                        far,
+                        node_rows,
+                        made,
+                        flags,
+                    } = scratch;
+                    band.far_stencils(c, runs, far, node_rows);
+                    self.reset_flags(flags, c, p);
+                    for r in 0..band_x.len() / n {
+                        band.direct_row(c * step + r, runs, &mut rows.direct);
+                        let [even, odd] = &mut *made;
+                        let (row, before) = if r % 2 == 0 { (even, odd) } else { (odd, even) };
+                        let (row_x, row_y) = row.split_at_mut(n);
+                        band.interpolate_row(r, far, rows, row_x, row_y);
+                        // SAFETY: `_fence` fences this thread's streamed stores before the task ends, and
+                        // nothing reads the band before then.
+                        unsafe {
+                            stream_into(&mut band_x[r * n..][..n], row_x);
+                            stream_into(&mut band_y[r * n..][..n], row_y);
+                        }
+                        if r > 0 {
+                            let (x, y) = before.split_at(n);
+                            flags.list(c * step + r - 1, 1.0, [x, y, row_x, row_y]);
+                        }
                     }
-                    if r > 0 {
-                        let (x, y) = before.split_at(n);
-                        flags.list(c * step + r - 1, 1.0, [x, y, row_x, row_y]);
-                    }
-                }
-                flags
-            })
+                    std::mem::take(&mut flags.listed)
+                },
+            )
             .collect();
         // Then each band's last row, from the finished field.
         let (gx, gy) = (&*gx, &*gy);
-        let listed: Vec<Vec<usize>> = (bands.into_par_iter().enumerate())
-            .map(|(c, mut flags)| {
-                let j = ((c + 1) * step).min(n) - 1;
-                if n > 1 {
-                    let (next, sy) = next_row(j, n);
-                    self.raise_for_row_below(&mut flags.limits, c, next / step, p);
-                    let rows =
-                        [(gx, j), (gy, j), (gx, next), (gy, next)].map(|(g, q)| &g[q * n..][..n]);
-                    flags.list(j, sy, rows);
-                }
-                flags.listed
-            })
+        let last_rows: Vec<Vec<Flagged>> = (0..bands.len())
+            .into_par_iter()
+            .map_init(
+                || RowFlags::new(n, p.pixel),
+                |flags, c| {
+                    let j = ((c + 1) * step).min(n) - 1;
+                    if n > 1 {
+                        let (next, sy) = next_row(j, n);
+                        self.reset_flags(flags, c, p);
+                        self.raise_for_row_below(&mut flags.limits, c, next / step, p);
+                        let rows = [(gx, j), (gy, j), (gx, next), (gy, next)]
+                            .map(|(g, q)| &g[q * n..][..n]);
+                        flags.list(j, sy, rows);
+                    }
+                    std::mem::take(&mut flags.listed)
+                },
+            )
             .collect();
-        listed.concat()
+        // In pixel order: each band's rows, then its last row.
+        bands
+            .into_iter()
+            .zip(last_rows)
+            .flat_map(|(rows, last)| rows.into_iter().chain(last))
+            .collect()
     }
 
     /// The clusters' float64 deflection less their float32 one at `pixels` (flat indices) of `p`, the
@@ -900,42 +914,33 @@ impl Split {
         &self,
         p: &LensProblem,
         field: &mut Field,
-        flagged: Vec<usize>,
+        flagged: Vec<Flagged>,
     ) -> (Vec<usize>, usize) {
         let (n, h) = (p.n, p.pixel);
         let Some(rounding) = self.clusters_f64_rounding.filter(|_| n > 1) else {
-            return (flagged, 0);
+            return (flagged.iter().map(|f| f.q).collect(), 0);
         };
         let error = |q: usize| self.bound[self.cell_of(q, n)] + rounding + f64::EPSILON * h;
-        let [gx, gy] = &field.components[..] else {
-            unreachable!("the split's field has two components")
-        };
-        // The shifted values of the flagged pixels and their neighbours, each made once.
-        let mut pixels: Vec<usize> = (flagged.iter())
-            .flat_map(|&q| {
-                let ((px, _), (py, _)) = difference_neighbours(q % n, q / n, n);
-                [q, px, py]
+        // Per flagged pixel, the pixel and its two neighbours (the order of `Flagged::values`) and their
+        // clusters' shifts.
+        let neighbours = |q: usize| difference_neighbours(q % n, q / n, n);
+        let points: Vec<usize> = (flagged.iter())
+            .flat_map(|f| {
+                let ((px, _), (py, _)) = neighbours(f.q);
+                [f.q, px, py]
             })
             .collect();
-        pixels.sort_unstable();
-        pixels.dedup();
-        let shifts: Vec<[f64; 2]> = (pixels.par_chunks(256))
+        let shifts: Vec<[f64; 2]> = (points.par_chunks(3 * 128))
             .flat_map_iter(|chunk| self.clusters_f64_shift(p, chunk))
             .collect();
-        let value = |q: usize| {
-            let at = pixels
-                .binary_search(&q)
-                .expect("a flagged pixel or a neighbour");
-            let [dx, dy] = shifts[at];
-            [gx[q] + dx, gy[q] + dy]
-        };
         // Per flagged pixel: settled with its shifted value, or not.
-        let settled: Vec<Option<[f64; 2]>> = flagged
-            .par_iter()
-            .map(|&q| {
-                let ((px, sx), (py, sy)) = difference_neighbours(q % n, q / n, n);
-                let ([x0, y0], [x1, y1], [x2, y2]) = (value(q), value(px), value(py));
-                let limit = limit_for_error(error(q).max(error(px)).max(error(py)));
+        let settled: Vec<Option<[f64; 2]>> = (flagged.par_iter())
+            .zip(shifts.par_chunks_exact(3))
+            .map(|(f, shift)| {
+                let ((px, sx), (py, sy)) = neighbours(f.q);
+                let [[x0, y0], [x1, y1], [x2, y2]]: [[f64; 2]; 3] =
+                    std::array::from_fn(|k| [0, 1].map(|c| f.values[k][c] + shift[k][c]));
+                let limit = limit_for_error(error(f.q).max(error(px)).max(error(py)));
                 let d = [x1 - x0, y1 - y0, x2 - x0, y2 - y0];
                 (!mapping_flagged(h, d, sx, sy, limit)).then_some([x0, y0])
             })
@@ -944,7 +949,7 @@ impl Split {
         let [gx, gy] = &mut field.components[..] else {
             unreachable!("the split's field has two components")
         };
-        for (&q, value) in flagged.iter().zip(&settled) {
+        for (&Flagged { q, .. }, value) in flagged.iter().zip(&settled) {
             match value {
                 Some([x, y]) => (gx[q], gy[q]) = (*x, *y),
                 None => still.push(q),
@@ -954,22 +959,19 @@ impl Split {
         (still, count)
     }
 
-    /// The flagging state of pixel cell row c's rows but its last (whose y neighbours are in the cell row
-    /// below): each pixel's flag limit ([`Split::row_limits`]).
-    fn row_flags(&self, c: usize, p: &LensProblem) -> RowFlags {
-        RowFlags {
-            h: p.pixel,
-            limits: self.row_limits(c, p),
-            flags: vec![0; p.n],
-            listed: Vec::new(),
-        }
+    /// Readies `flags` for pixel cell row c's rows but its last (whose y neighbours are in the cell row
+    /// below): each pixel's flag limit ([`Split::row_limits`]), nothing listed.
+    fn reset_flags(&self, flags: &mut RowFlags, c: usize, p: &LensProblem) {
+        self.row_limits(&mut flags.limits, c, p);
+        flags.listed.clear();
     }
 
     /// The flagging state of any pixel row j: the plain pass the tests compare the grid's bands with.
     #[cfg(test)]
     fn flags_for_row(&self, j: usize, p: &LensProblem) -> RowFlags {
         let (c, (next, _)) = (j / self.plan.step, next_row(j, p.n));
-        let mut flags = self.row_flags(c, p);
+        let mut flags = RowFlags::new(p.n, p.pixel);
+        self.reset_flags(&mut flags, c, p);
         self.raise_for_row_below(&mut flags.limits, c, next / self.plan.step, p);
         flags
     }
@@ -979,10 +981,9 @@ impl Split {
     /// pixels' errors (the x neighbour is in the next cell for a cell's last pixel, in the one before for
     /// the grid's last pixel when it starts a cell). A band's last row also takes the cell row below
     /// ([`Split::raise_for_row_below`]).
-    fn row_limits(&self, c: usize, p: &LensProblem) -> Vec<f64> {
+    fn row_limits(&self, limits: &mut [f64], c: usize, p: &LensProblem) {
         let (n, h, step) = (p.n, p.pixel, self.plan.step);
         let own = &self.bound[c * self.cells..][..self.cells];
-        let mut limits = vec![0.0; n];
         for (pixels, &far) in limits.chunks_mut(step).zip(own) {
             pixels.fill(self.flag_limit_of(far, h));
         }
@@ -996,7 +997,6 @@ impl Split {
                 }
             }
         }
-        limits
     }
 
     /// Raises the limits of a row of cell row c ([`Split::row_limits`]) whose y neighbours lie in cell row
@@ -1034,10 +1034,30 @@ struct RowFlags {
     limits: Vec<f64>,
     /// Per pixel of the row being flagged, 1 or 0: bytes, so whole words of them are skipped at once.
     flags: Vec<u8>,
-    listed: Vec<usize>,
+    listed: Vec<Flagged>,
+}
+
+/// A pixel the grid pass flagged (flat index q), with the deflections its flag rule read (x, y at the
+/// pixel, at its x neighbour, at its y neighbour): kept from the rows in cache, so the settle
+/// ([`Split::settle_flagged`]) does not fetch them from a field streamed past the caches.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Flagged {
+    pub(super) q: usize,
+    values: [[f64; 2]; 3],
 }
 
 impl RowFlags {
+    /// Flagging state for rows of n pixels of size h; its limits are set per cell row
+    /// ([`Split::reset_flags`]).
+    fn new(n: usize, h: f64) -> RowFlags {
+        RowFlags {
+            h,
+            limits: vec![0.0; n],
+            flags: vec![0; n],
+            listed: Vec::new(),
+        }
+    }
+
     /// Lists the flagged pixels of row j (`rows` and `sy` as for [`flag_row`]); a single-column grid
     /// has no differences and nothing flagged.
     fn list(&mut self, j: usize, sy: f64, rows: [&[f64]; 4]) {
@@ -1046,6 +1066,18 @@ impl RowFlags {
             return;
         }
         flag_row(self.h, sy, &self.limits, rows, &mut self.flags);
+        let [x0, y0, x1, y1] = rows;
+        let pixel = |i: usize| {
+            let x_neighbour = if i + 1 < n { i + 1 } else { i - 1 };
+            Flagged {
+                q: j * n + i,
+                values: [
+                    [x0[i], y0[i]],
+                    [x0[x_neighbour], y0[x_neighbour]],
+                    [x1[i], y1[i]],
+                ],
+            }
+        };
         // Few pixels are flagged: eight at a time, looked at one by one only where a word is not zero.
         let words = self.flags.chunks_exact(8);
         let rest = words.remainder().iter().any(|&f| f != 0);
@@ -1053,12 +1085,12 @@ impl RowFlags {
             let word = u64::from_ne_bytes(eight.try_into().expect("eight flags"));
             if word != 0 {
                 let flagged = (0..8).filter(|&l| eight[l] != 0);
-                self.listed.extend(flagged.map(|l| j * n + 8 * w + l));
+                self.listed.extend(flagged.map(|l| pixel(8 * w + l)));
             }
         }
         if rest {
             let flagged = (n / 8 * 8..n).filter(|&i| self.flags[i] != 0);
-            self.listed.extend(flagged.map(|i| j * n + i));
+            self.listed.extend(flagged.map(pixel));
         }
     }
 }
@@ -1187,12 +1219,48 @@ struct RowScratch<T> {
     spread: Vec<f64>,
 }
 
+/// One worker's buffers for the cell rows of the `cpu` model's split grid, reused from row to row.
+struct BandScratch<T> {
+    rows: RowScratch<T>,
+    /// The cell row's far stencils ([`Band::far_stencils`]).
+    far: Vec<[f64; 32]>,
+    node_rows: NodeRows<T>,
+    /// The band's last two rows, x then y, alternating.
+    made: [Vec<f64>; 2],
+    flags: RowFlags,
+}
+
+impl<T: Real> BandScratch<T> {
+    fn new(n: usize, cells: usize, step: usize, h: f64) -> Self {
+        BandScratch {
+            rows: RowScratch {
+                direct: [0, 1, 2, 3].map(|_| vec![T::ZERO; n]),
+                line: vec![[0.0; 8]; cells],
+                spread: vec![0.0; 2 * (cells * step + 4)],
+            },
+            far: vec![[0.0; 32]; cells],
+            node_rows: NodeRows {
+                strip: [0, 1].map(|_| vec![T::ZERO; (cells + 3).next_multiple_of(8)]),
+                values: [0, 1].map(|_| vec![0.0; 4 * (cells + 3)]),
+            },
+            made: [0, 1].map(|_| vec![0.0; 2 * n]),
+            flags: RowFlags::new(n, h),
+        }
+    }
+}
+
+/// A near galaxy's values at the four node rows a cell row's stencils read: one row in precision T
+/// (`strip`, x and y, whole vectors of eight), then all four widened (`values`, x and y, row-major).
+struct NodeRows<T> {
+    strip: [Vec<T>; 2],
+    values: [Vec<f64>; 2],
+}
+
 /// What one cell row of the `cpu` model's split grid reads ([`Split::grid_into`]).
 struct Band<'a, T> {
     n: usize,
     step: usize,
-    /// Pixel cells per row, and nodes per lattice row.
-    cells: usize,
+    /// Nodes per lattice row.
     nodes: usize,
     pixel: T,
     coarse: [&'a [f64]; 2],
@@ -1213,8 +1281,7 @@ impl<T: Real> Band<'_, T> {
     /// galaxies near cell a. Pixel cell (a, c) interpolates from those 4 × 4. Cell-major, so a near galaxy's
     /// four nodes of a stencil row are one contiguous run of its table and of the stencil.
     #[inline(never)]
-    fn far_stencils(&self, c: usize, runs: &[NearRun]) -> Vec<[f64; 32]> {
-        let mut far = vec![[0.0; 32]; self.cells];
+    fn far_stencils(&self, c: usize, runs: &[NearRun], far: &mut [[f64; 32]], node_rows: &mut NodeRows<T>) {
         for comp in 0..2 {
             for dy in 0..4 {
                 let row = &self.coarse[comp][(c + dy) * self.nodes..];
@@ -1227,17 +1294,16 @@ impl<T: Real> Band<'_, T> {
         // A near galaxy's values at the nodes its cells' stencils read: made here, four rows from node
         // column `first` (tables of every galaxy cost more to write and read than to evaluate), each in
         // whole vectors of eight lanes (a remainder loop would cost as much as the vectors).
-        let mut strip = [0, 1].map(|_| vec![T::ZERO; (self.cells + 3).next_multiple_of(8)]);
-        let mut values = [0, 1].map(|_| vec![0.0f64; 4 * (self.cells + 3)]);
+        let NodeRows { strip, values } = node_rows;
         for run in runs {
             let width = run.last - run.first + 4;
             let whole = width.next_multiple_of(8);
             for dy in 0..4 {
-                let [sx, sy] = &mut strip;
+                let [sx, sy] = &mut *strip;
                 let (sx, sy) = (&mut sx[..whole], &mut sy[..whole]);
                 let (j, i0) = ((c + dy) as i32, run.first as i32);
                 add_halo_along_row::<false, T>(self.lattice, run.galaxy, self.cell, j, i0, sx, sy);
-                for (to, from) in values.iter_mut().zip(&strip) {
+                for (to, from) in values.iter_mut().zip(&*strip) {
                     for (v, t) in to[dy * width..][..width].iter_mut().zip(from) {
                         *v = t.to_f64();
                     }
@@ -1262,7 +1328,6 @@ impl<T: Real> Band<'_, T> {
                 }
             }
         }
-        far
     }
 
     /// The direct parts of pixel row j: the clusters (direct[0], [1]) and the near galaxies' exact terms
@@ -1622,6 +1687,12 @@ mod tests {
             let mut field = Field::new(vec![]);
             let flagged = split.grid_into(&p, &mut field);
             let before = field.clone();
+            let values_listed = flagged.iter().all(|f| {
+                let ((px, _), (py, _)) = difference_neighbours(f.q % n, f.q / n, n);
+                let at = |q: usize| [0, 1].map(|c| before.components[c][q]);
+                f.values == [at(f.q), at(px), at(py)]
+            });
+            assert!(values_listed, "n {n}: the listed values are the field's");
             let (still, settled) = split.settle_flagged(&p, &mut field, flagged.clone());
             assert!(
                 settled > 0 && !still.is_empty(),
@@ -1635,7 +1706,7 @@ mod tests {
                 clusters.cpu_grid(&clusters.tables64),
                 clusters.cpu_grid(&clusters.tables32),
             );
-            for &q in &flagged {
+            for q in flagged.iter().map(|f| f.q) {
                 let changed = (0..2).any(|c| field.components[c][q] != before.components[c][q]);
                 assert_eq!(changed, still.binary_search(&q).is_err(), "pixel {q}");
                 if !changed {
@@ -1750,7 +1821,9 @@ mod tests {
             let n = p.n;
             let split = p.split(SplitModel::Cpu);
             let mut field = Field::new(vec![]);
-            let listed = split.grid_into(&p, &mut field);
+            let listed: Vec<usize> = (split.grid_into(&p, &mut field).iter())
+                .map(|f| f.q)
+                .collect();
             let (gx, gy) = (&field.components[0], &field.components[1]);
             let mut plain = Vec::new();
             for j in 0..n {
@@ -1759,7 +1832,7 @@ mod tests {
                 let rows =
                     [(gx, j), (gy, j), (gx, next), (gy, next)].map(|(g, q)| &g[q * n..][..n]);
                 flags.list(j, sy, rows);
-                plain.extend(flags.listed);
+                plain.extend(flags.listed.iter().map(|f| f.q));
             }
             assert!(
                 !plain.is_empty(),
