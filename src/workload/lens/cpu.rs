@@ -297,10 +297,12 @@ fn dpie_at_offset<T: Real>(p: &[T], pixel: T, dy: T, x: T) -> (T, T) {
     dpie_from_table(x * pixel + p[9], dy, p)
 }
 
-/// Adds every halo of tables `t` (exact offsets; SIE rows, then dPIE rows, in that order) at pixels 0 ..
-/// ax.len() of row j: the split's clusters along a row, as its grid pass sums them.
+/// Sets pixels 0 .. ax.len() of row j to the sum of every halo of tables `t` (exact offsets; SIE rows, then
+/// dPIE rows, in that order), starting from the first halo's values rather than from zero, so the rows
+/// need no zeroing first (with no halos they are left as they are): the split's clusters along a row, as
+/// its grid pass sums them.
 #[inline(always)]
-pub(super) fn add_halos_along_row<T: Real>(
+pub(super) fn halos_along_row<T: Real>(
     t: &KernelTables<T>,
     pixel: T,
     j: i32,
@@ -308,7 +310,11 @@ pub(super) fn add_halos_along_row<T: Real>(
     ay: &mut [T],
 ) {
     for k in 0..t.n_sie + t.n_dpie {
-        add_halo_along_row::<true, T>(t, k, pixel, j, 0, ax, ay);
+        if k == 0 {
+            add_halo_along_row::<false, T>(t, k, pixel, j, 0, ax, ay);
+        } else {
+            add_halo_along_row::<true, T>(t, k, pixel, j, 0, ax, ay);
+        }
     }
 }
 

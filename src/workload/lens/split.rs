@@ -17,7 +17,7 @@
 //! (`SplitPlan::coarse_f64`). The float32 parts' estimated error joins the bound; each kind of machine has a
 //! plan of its own ([`SplitModel`]).
 
-use super::cpu::{add_halo_along_row, add_halos_along_row, difference_neighbours, halos_at_points};
+use super::cpu::{add_halo_along_row, difference_neighbours, halos_along_row, halos_at_points};
 use super::mixed::{BUDGET_SAFETY, CLUSTER_B_ARCSEC};
 use super::model::{HaloEval, Halos};
 use super::split_far::{FarLevel, BLOCK, LEBESGUE6};
@@ -1259,9 +1259,9 @@ fn below_limit(a: f64, b: f64, c: f64, limit: f64) -> bool {
 
 /// One worker's rows for a pixel row of the `cpu` model's split grid.
 struct RowScratch<T> {
-    /// The direct parts: clusters x, y, near terms x, y. Zero between rows: made zero, summed into by
-    /// `direct_row`, and zeroed again by `interpolate_row` as it reads them (a separate fill per row
-    /// cost 1.5 % of the split).
+    /// The direct parts: clusters x, y, near terms x, y. The clusters' rows are set whole by `direct_row`;
+    /// the near terms' are zero between rows: made zero, summed into by `direct_row`, and zeroed again by
+    /// `interpolate_row` as it reads them (a separate fill per row cost 1.5 % of the split).
     direct: [Vec<T>; 4],
     /// The y-pass per cell: line[a][4·comp + dx].
     line: Vec<[f64; 8]>,
@@ -1389,12 +1389,12 @@ impl<T: Real> Band<'_, T> {
 
     /// The direct parts of pixel row j: the clusters (direct[0], [1]) and the near galaxies' exact terms
     /// (direct[2], [3]), in separate rows so the near terms' rounding stays at their own small scale.
-    /// `direct` arrives zeroed (see [`RowScratch::direct`]).
+    /// `direct` arrives with its near rows zero (see [`RowScratch::direct`]).
     #[inline(never)]
     fn direct_row(&self, j: usize, runs: &[NearRun], direct: &mut [Vec<T>; 4]) {
         let [cl_x, cl_y, near_x, near_y] = direct;
         let j = j as i32;
-        add_halos_along_row(self.clusters, self.pixel, j, cl_x, cl_y);
+        halos_along_row(self.clusters, self.pixel, j, cl_x, cl_y);
         for run in runs {
             let (i0, i1) = (
                 run.first * self.step,
@@ -1445,11 +1445,12 @@ impl<T: Real> Band<'_, T> {
             }
         }
         let [cl_x, cl_y, near_x, near_y] = direct;
-        // Read once, and left zero for the next row's direct_row.
+        // Read once; the near terms left zero for the next row's direct_row (the clusters' rows are set
+        // whole there).
         for i in 0..n {
             row_x[i] = spread_x[i] + cl_x[i].to_f64() + near_x[i].to_f64();
             row_y[i] = spread_y[i] + cl_y[i].to_f64() + near_y[i].to_f64();
-            (cl_x[i], cl_y[i], near_x[i], near_y[i]) = (T::ZERO, T::ZERO, T::ZERO, T::ZERO);
+            (near_x[i], near_y[i]) = (T::ZERO, T::ZERO);
         }
     }
 }
@@ -1696,7 +1697,7 @@ mod tests {
             assert!(t32.n_sie + t32.n_dpie > 0, "the preset has clusters");
             for j in [0, 1, 150, 300] {
                 let (mut x, mut y) = (vec![0.0f32; p.n], vec![0.0f32; p.n]);
-                add_halos_along_row(t32, p.pixel as f32, j, &mut x, &mut y);
+                halos_along_row(t32, p.pixel as f32, j, &mut x, &mut y);
                 let columns: Vec<i32> = (0..p.n as i32).rev().collect();
                 let [px, py] = halos_at_points(t32, p.pixel as f32, &columns, &vec![j; p.n]);
                 for (q, &i) in columns.iter().enumerate() {
