@@ -25,6 +25,7 @@ pub trait Real:
     fn ln_1p(self) -> Self;
     fn atan2(self, x: Self) -> Self;
     fn max(self, other: Self) -> Self;
+    fn abs(self) -> Self;
     /// self × a + b, rounded once.
     fn mul_add(self, a: Self, b: Self) -> Self;
 }
@@ -66,6 +67,10 @@ macro_rules! impl_real {
             #[inline(always)]
             fn max(self, other: Self) -> Self {
                 <$t>::max(self, other)
+            }
+            #[inline(always)]
+            fn abs(self) -> Self {
+                <$t>::abs(self)
             }
             #[inline(always)]
             fn mul_add(self, a: Self, b: Self) -> Self {

@@ -133,17 +133,49 @@ pub(super) fn tables32(q: &Option<Box<LensProblem>>) -> &KernelTables<f32> {
 /// The precision the `cpu` model's split runs its direct parts in, and where its tables are.
 pub(super) trait SplitReal: Real {
     fn tables(q: &Option<Box<LensProblem>>) -> &KernelTables<Self>;
+
+    /// Copies `from` widened to float64 into `to` (the same length), past the caches where the target
+    /// can ([`stream_into`]).
+    ///
+    /// # Safety
+    /// As [`stream_into`]: this thread must run [`stream_fence`] before any other access to `to`.
+    unsafe fn stream_widened(to: &mut [f64], from: &[Self]);
 }
 
 impl SplitReal for f32 {
     fn tables(q: &Option<Box<LensProblem>>) -> &KernelTables<f32> {
         tables32(q)
     }
+
+    unsafe fn stream_widened(to: &mut [f64], from: &[f32]) {
+        assert_eq!(to.len(), from.len(), "rows of one length");
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
+        {
+            use std::arch::x86_64::{_mm256_cvtps_pd, _mm256_stream_pd, _mm_loadu_ps};
+            let (head, body) = stream_body(to);
+            widen(&mut to[..head], &from[..head]);
+            for k in (head..body).step_by(4) {
+                // SAFETY: as stream_into's loop, four float32 read where it reads four float64.
+                unsafe {
+                    let four = _mm256_cvtps_pd(_mm_loadu_ps(from.as_ptr().add(k)));
+                    _mm256_stream_pd(to.as_mut_ptr().add(k), four);
+                }
+            }
+            widen(&mut to[body..], &from[body..]);
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_feature = "avx")))]
+        widen(to, from);
+    }
 }
 
 impl SplitReal for f64 {
     fn tables(q: &Option<Box<LensProblem>>) -> &KernelTables<f64> {
         tables64(q)
+    }
+
+    unsafe fn stream_widened(to: &mut [f64], from: &[f64]) {
+        // SAFETY: the caller's, as stream_into's.
+        unsafe { stream_into(to, from) }
     }
 }
 
@@ -252,8 +284,9 @@ pub struct SplitPlan {
     /// Worst per-cell bound of the far field's interpolation error over the grid (arcsec).
     pub worst_bound: f64,
     /// Estimated rounding error of the direct parts (clusters, and the coarse galaxy field through the
-    /// interpolation, whose weights' absolute sum is at most LEBESGUE), float32's or float64's as the plan
-    /// runs them, added to every pixel's bound.
+    /// interpolation, whose weights' absolute sum is at most LEBESGUE; on the `cpu` model also each row's
+    /// values rounded to that precision), float32's or float64's as the plan runs them, added to every
+    /// pixel's bound.
     pub rounding_error: f64,
     /// Halos in the near/far treatment (b below CLUSTER_B_ARCSEC) and summed directly.
     pub galaxies: usize,
@@ -310,6 +343,8 @@ pub struct Split {
     /// are taken in float64 (`SplitPlan::rounding_error` less the clusters' float32 estimate, plus their
     /// float64 one). Flagged pixels are first tried that way ([`Split::settle_flagged`]).
     clusters_f64_rounding: Option<f64>,
+    /// Per pixel cell, its flag limits ([`Split::make_cell_limits`]).
+    cell_limits: Vec<[f64; 2]>,
 }
 
 /// What the split's device kernels read besides the halo tables (cl/common/lens_split.h), per problem.
@@ -510,13 +545,21 @@ impl Split {
                 let f32_parts = rounding(&split.cluster_problem)
                     + (LEBESGUE * lattice + 1.0) * rounding(&split.coarse_problem);
                 split.plan.direct_f64 = f32_parts > 0.5 * split.plan.worst_bound;
+                // The rows are made in the direct parts' precision (`grid_into`): each value rounded
+                // once more, by at most a unit roundoff of the largest deflection all halos can give. Not
+                // part of the choice above, whose threshold was measured without it (at `ci` it adds 10 %
+                // to the float32 parts).
+                let rows = f64::from(f32::EPSILON) / 2.0
+                    * (0..p.halos.len())
+                        .map(|k| HaloEval::of(&p.halos, k).strength())
+                        .sum::<f64>();
                 if split.plan.direct_f64 {
-                    f64_scale * f32_parts
+                    f64_scale * (f32_parts + rows)
                 } else {
                     let clusters = rounding(&split.cluster_problem);
-                    split.clusters_f64_rounding =
-                        (clusters > 0.0).then_some(f32_parts - clusters + f64_scale * clusters);
-                    f32_parts
+                    split.clusters_f64_rounding = (clusters > 0.0)
+                        .then_some(f32_parts + rows - clusters + f64_scale * clusters);
+                    f32_parts + rows
                 }
             }
             SplitModel::Device => {
@@ -533,7 +576,26 @@ impl Split {
                             + LEBESGUE * rounding(&split.coarse_problem))
             }
         };
+        split.cell_limits = split.make_cell_limits(p);
         split
+    }
+
+    /// Per pixel cell (as `bound`): the flag limit of its pixels, and of its last pixel of a row, whose x
+    /// neighbour lies in another cell (the larger of the two cells' far bounds: the flags' differences err
+    /// by both pixels' errors). That neighbour is the next cell's first pixel, or for the grid's last
+    /// pixel, when it starts a cell of its own, the one before.
+    fn make_cell_limits(&self, p: &LensProblem) -> Vec<[f64; 2]> {
+        let (n, h, step, cells) = (p.n, p.pixel, self.plan.step, self.cells);
+        (0..cells * cells)
+            .map(|q| {
+                let (a, c) = (q % cells, q / cells);
+                let own = self.bound[q];
+                let last = ((a + 1) * step).min(n) - 1;
+                let ((x_neighbour, _), _) = difference_neighbours(last, 0, n.max(2));
+                let other = self.bound[c * cells + (x_neighbour / step).min(cells - 1)];
+                [own, own.max(other)].map(|far| self.flag_limit_of(far, h))
+            })
+            .collect()
     }
 
     fn with(
@@ -612,6 +674,7 @@ impl Split {
             lists: std::sync::OnceLock::new(),
             far: None,
             clusters_f64_rounding: None,
+            cell_limits: Vec::new(),
         }
     }
 
@@ -848,8 +911,8 @@ impl Split {
                         // SAFETY: `_fence` fences this thread's streamed stores before the task ends, and
                         // nothing reads the band before then.
                         unsafe {
-                            stream_into(&mut band_x[r * n..][..n], row_x);
-                            stream_into(&mut band_y[r * n..][..n], row_y);
+                            T::stream_widened(&mut band_x[r * n..][..n], row_x);
+                            T::stream_widened(&mut band_y[r * n..][..n], row_y);
                         }
                         if r > 0 {
                             let (x, y) = before.split_at(n);
@@ -865,16 +928,22 @@ impl Split {
         let last_rows: Vec<Vec<Flagged>> = (0..bands.len())
             .into_par_iter()
             .map_init(
-                || RowFlags::new(n, p.pixel),
-                |flags, c| {
+                || (RowFlags::<T>::new(n, p.pixel), vec![T::ZERO; 4 * n]),
+                |(flags, narrowed), c| {
                     let j = ((c + 1) * step).min(n) - 1;
                     if n > 1 {
                         let (next, sy) = next_row(j, n);
                         self.reset_flags(flags, c, p);
-                        self.raise_for_row_below(&mut flags.limits, c, next / step, p);
-                        let rows = [(gx, j), (gy, j), (gx, next), (gy, next)]
-                            .map(|(g, q)| &g[q * n..][..n]);
-                        flags.list(j, sy, rows);
+                        self.raise_for_row_below(&mut flags.limits, c, next / step);
+                        // The field holds the rows widened from T: narrowed back, exactly.
+                        let rows = [(gx, j), (gy, j), (gx, next), (gy, next)];
+                        for (to, (g, q)) in narrowed.chunks_exact_mut(n).zip(rows) {
+                            for (t, v) in to.iter_mut().zip(&g[q * n..][..n]) {
+                                *t = T::from_f64(*v);
+                            }
+                        }
+                        let [x0, y0, x1, y1] = [0, 1, 2, 3].map(|k| &narrowed[k * n..][..n]);
+                        flags.list(j, sy, [x0, y0, x1, y1]);
                     }
                     std::mem::take(&mut flags.listed)
                 },
@@ -961,18 +1030,18 @@ impl Split {
 
     /// Readies `flags` for pixel cell row c's rows but its last (whose y neighbours are in the cell row
     /// below): each pixel's flag limit ([`Split::row_limits`]), nothing listed.
-    fn reset_flags(&self, flags: &mut RowFlags, c: usize, p: &LensProblem) {
+    fn reset_flags<T: Real>(&self, flags: &mut RowFlags<T>, c: usize, p: &LensProblem) {
         self.row_limits(&mut flags.limits, c, p);
         flags.listed.clear();
     }
 
     /// The flagging state of any pixel row j: the plain pass the tests compare the grid's bands with.
     #[cfg(test)]
-    fn flags_for_row(&self, j: usize, p: &LensProblem) -> RowFlags {
+    fn flags_for_row<T: Real>(&self, j: usize, p: &LensProblem) -> RowFlags<T> {
         let (c, (next, _)) = (j / self.plan.step, next_row(j, p.n));
         let mut flags = RowFlags::new(p.n, p.pixel);
         self.reset_flags(&mut flags, c, p);
-        self.raise_for_row_below(&mut flags.limits, c, next / self.plan.step, p);
+        self.raise_for_row_below(&mut flags.limits, c, next / self.plan.step);
         flags
     }
 
@@ -981,20 +1050,12 @@ impl Split {
     /// pixels' errors (the x neighbour is in the next cell for a cell's last pixel, in the one before for
     /// the grid's last pixel when it starts a cell). A band's last row also takes the cell row below
     /// ([`Split::raise_for_row_below`]).
-    fn row_limits(&self, limits: &mut [f64], c: usize, p: &LensProblem) {
-        let (n, h, step) = (p.n, p.pixel, self.plan.step);
-        let own = &self.bound[c * self.cells..][..self.cells];
-        for (pixels, &far) in limits.chunks_mut(step).zip(own) {
-            pixels.fill(self.flag_limit_of(far, h));
-        }
-        if n > 1 {
-            for a in 0..self.cells {
-                let last = ((a + 1) * step).min(n) - 1;
-                let ((x_neighbour, _), _) = difference_neighbours(last, 0, n);
-                let b = x_neighbour / step;
-                if b != a {
-                    limits[last] = self.flag_limit_of(own[a].max(own[b]), h);
-                }
+    fn row_limits<T: Real>(&self, limits: &mut [T], c: usize, p: &LensProblem) {
+        let row = &self.cell_limits[c * self.cells..][..self.cells];
+        for (pixels, &[own, last]) in limits.chunks_mut(self.plan.step).zip(row) {
+            pixels.fill(limit_in(own));
+            if p.n > 1 {
+                *pixels.last_mut().expect("a cell has pixels") = limit_in(last);
             }
         }
     }
@@ -1002,14 +1063,13 @@ impl Split {
     /// Raises the limits of a row of cell row c ([`Split::row_limits`]) whose y neighbours lie in cell row
     /// `below` to those neighbours' cells' bounds (the limit grows with the bound, so the larger of the two
     /// limits is the limit of the larger bound).
-    fn raise_for_row_below(&self, limits: &mut [f64], c: usize, below: usize, p: &LensProblem) {
+    fn raise_for_row_below<T: Real>(&self, limits: &mut [T], c: usize, below: usize) {
         if below == c {
             return;
         }
-        let (h, step) = (p.pixel, self.plan.step);
-        let next = &self.bound[below * self.cells..][..self.cells];
-        for (pixels, &far) in limits.chunks_mut(step).zip(next) {
-            let raised = self.flag_limit_of(far, h);
+        let next = &self.cell_limits[below * self.cells..][..self.cells];
+        for (pixels, &[own, _]) in limits.chunks_mut(self.plan.step).zip(next) {
+            let raised: T = limit_in(own);
             pixels.iter_mut().for_each(|l| *l = l.max(raised));
         }
     }
@@ -1028,10 +1088,10 @@ fn next_row(j: usize, n: usize) -> (usize, f64) {
     (below / n, sy)
 }
 
-/// One cell row's flagged pixels so far, and what flagging its rows needs.
-struct RowFlags {
-    h: f64,
-    limits: Vec<f64>,
+/// One cell row's flagged pixels so far, and what flagging its rows (in precision T) needs.
+struct RowFlags<T> {
+    h: T,
+    limits: Vec<T>,
     /// Per pixel of the row being flagged, 1 or 0: bytes, so whole words of them are skipped at once.
     flags: Vec<u8>,
     listed: Vec<Flagged>,
@@ -1046,13 +1106,13 @@ pub(super) struct Flagged {
     values: [[f64; 2]; 3],
 }
 
-impl RowFlags {
+impl<T: Real> RowFlags<T> {
     /// Flagging state for rows of n pixels of size h; its limits are set per cell row
     /// ([`Split::reset_flags`]).
-    fn new(n: usize, h: f64) -> RowFlags {
+    fn new(n: usize, h: f64) -> RowFlags<T> {
         RowFlags {
-            h,
-            limits: vec![0.0; n],
+            h: T::from_f64(h),
+            limits: vec![T::ZERO; n],
             flags: vec![0; n],
             listed: Vec::new(),
         }
@@ -1060,22 +1120,19 @@ impl RowFlags {
 
     /// Lists the flagged pixels of row j (`rows` and `sy` as for [`flag_row`]); a single-column grid
     /// has no differences and nothing flagged.
-    fn list(&mut self, j: usize, sy: f64, rows: [&[f64]; 4]) {
+    fn list(&mut self, j: usize, sy: f64, rows: [&[T]; 4]) {
         let n = self.flags.len();
         if n < 2 {
             return;
         }
-        flag_row(self.h, sy, &self.limits, rows, &mut self.flags);
+        flag_row(self.h, T::from_f64(sy), &self.limits, rows, &mut self.flags);
         let [x0, y0, x1, y1] = rows;
         let pixel = |i: usize| {
             let x_neighbour = if i + 1 < n { i + 1 } else { i - 1 };
+            let at = |x: &[T], y: &[T], i: usize| [x[i].to_f64(), y[i].to_f64()];
             Flagged {
                 q: j * n + i,
-                values: [
-                    [x0[i], y0[i]],
-                    [x0[x_neighbour], y0[x_neighbour]],
-                    [x1[i], y1[i]],
-                ],
+                values: [at(x0, y0, i), at(x0, y0, x_neighbour), at(x1, y1, i)],
             }
         };
         // Few pixels are flagged: eight at a time, looked at one by one only where a word is not zero.
@@ -1098,10 +1155,10 @@ impl RowFlags {
 /// The flags of one pixel row (the rule of [`LensProblem::cpu_split`]) from its deflection and the next
 /// row's (`rows`: x, y, next x, next y; `sy` −1 when the next row is the one before).
 #[inline(never)]
-fn flag_row(h: f64, sy: f64, limits: &[f64], rows: [&[f64]; 4], flags: &mut [u8]) {
+fn flag_row<T: Real>(h: T, sy: T, limits: &[T], rows: [&[T]; 4], flags: &mut [u8]) {
     let [x0, y0, x1, y1] = rows;
     let n = flags.len();
-    let flag = |dx1: f64, dy1: f64, dx2: f64, dy2: f64, sx: f64, limit: f64| {
+    let flag = |dx1: T, dy1: T, dx2: T, dy2: T, sx: T, limit: T| {
         u8::from(mapping_flagged(h, [dx1, dy1, dx2, dy2], sx, sy, limit))
     };
     // One loop over the pixels with a right neighbour (it vectorises), then the last column.
@@ -1111,7 +1168,7 @@ fn flag_row(h: f64, sy: f64, limits: &[f64], rows: [&[f64]; 4], flags: &mut [u8]
             y0[i + 1] - y0[i],
             x1[i] - x0[i],
             y1[i] - y0[i],
-            1.0,
+            T::ONE,
             limits[i],
         );
     }
@@ -1121,7 +1178,7 @@ fn flag_row(h: f64, sy: f64, limits: &[f64], rows: [&[f64]; 4], flags: &mut [u8]
         y0[i - 1] - y0[i],
         x1[i] - x0[i],
         y1[i] - y0[i],
-        -1.0,
+        T::ZERO - T::ONE,
         limits[i],
     );
 }
@@ -1133,14 +1190,25 @@ fn limit_for_error(error: f64) -> f64 {
     6.0 * error * BUDGET_SAFETY
 }
 
+/// A flag limit in the rows' precision T, never below the float64 one (a limit rounded down would flag
+/// less): float64's unchanged, float32's rounded up.
+fn limit_in<T: Real>(limit: f64) -> T {
+    let narrowed = T::from_f64(limit);
+    if narrowed.to_f64() < limit {
+        T::from_f64(limit * (1.0 + f64::from(f32::EPSILON)))
+    } else {
+        narrowed
+    }
+}
+
 /// The flag rule at one pixel: its lens mapping from the deflection's differences to the x neighbour (dx1,
 /// dy1) and the y neighbour (dx2, dy2), made forward by the signs sx and sy, has a diagonal entry or an
 /// eigenvalue of magnitude below `limit` ([`below_limit`]).
 #[inline(always)]
-fn mapping_flagged(h: f64, [dx1, dy1, dx2, dy2]: [f64; 4], sx: f64, sy: f64, limit: f64) -> bool {
+fn mapping_flagged<T: Real>(h: T, [dx1, dy1, dx2, dy2]: [T; 4], sx: T, sy: T, limit: T) -> bool {
     let (d1, d4) = (sx * dx1, sx * dy1);
     let (d2, d3) = (sy * dy2, sy * dx2);
-    below_limit(h - d1, -0.5 * (d3 + d4), h - d2, limit)
+    below_limit(h - d1, T::from_f64(-0.5) * (d3 + d4), h - d2, limit)
 }
 
 /// Copies `from` into `to` (the same length) with non-temporal stores where the target has them: a
@@ -1156,8 +1224,7 @@ unsafe fn stream_into(to: &mut [f64], from: &[f64]) {
     #[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
     {
         use std::arch::x86_64::{_mm256_loadu_pd, _mm256_stream_pd};
-        let head = to.as_ptr().align_offset(32).min(to.len());
-        let body = head + (to.len() - head) / 4 * 4;
+        let (head, body) = stream_body(to);
         to[..head].copy_from_slice(&from[..head]);
         for k in (head..body).step_by(4) {
             // SAFETY: k + 4 ≤ body ≤ the length of both slices, and to[k] is 32-byte aligned (to[head]
@@ -1171,6 +1238,24 @@ unsafe fn stream_into(to: &mut [f64], from: &[f64]) {
     }
     #[cfg(not(all(target_arch = "x86_64", target_feature = "avx")))]
     to.copy_from_slice(from);
+}
+
+/// Where a row's streamed body lies: from the first 32-byte aligned value (`head`) to `body`, a whole
+/// number of four values after it.
+#[cfg_attr(
+    not(all(target_arch = "x86_64", target_feature = "avx")),
+    allow(dead_code)
+)]
+fn stream_body(to: &[f64]) -> (usize, usize) {
+    let head = to.as_ptr().align_offset(32).min(to.len());
+    (head, head + (to.len() - head) / 4 * 4)
+}
+
+/// `to` = `from` widened to float64.
+fn widen(to: &mut [f64], from: &[f32]) {
+    for (t, f) in to.iter_mut().zip(from) {
+        *t = f64::from(*f);
+    }
 }
 
 /// The y-pass of a pixel row at weights `wy`: line[a][4·comp + dx] = Σ_dy wy[dy]·far[a][16·comp + 4·dy + dx],
@@ -1250,10 +1335,11 @@ fn stream_fence() {
 /// with no square root (which had been the flags' cost). A zero matrix fails that, but its diagonal is
 /// below any positive limit.
 #[inline(always)]
-fn below_limit(a: f64, b: f64, c: f64, limit: f64) -> bool {
-    let (mean, half) = (0.5 * (a + c), 0.5 * (a - c));
+fn below_limit<T: Real>(a: T, b: T, c: T, limit: T) -> bool {
+    let half_of = T::from_f64(0.5);
+    let (mean, half) = (half_of * (a + c), half_of * (a - c));
     let over = (a * c - b * b).abs() - limit * mean.abs();
-    let eigenvalue = (over < 0.0) | (over * over < limit * limit * (half * half + b * b));
+    let eigenvalue = (over < T::ZERO) | (over * over < limit * limit * (half * half + b * b));
     (a.abs() < limit) | (c.abs() < limit) | eigenvalue
 }
 
@@ -1276,9 +1362,9 @@ struct BandScratch<T> {
     /// The cell row's far stencils ([`Band::far_stencils`]).
     far: Vec<[f64; 32]>,
     node_rows: NodeRows<T>,
-    /// The band's last two rows, x then y, alternating.
-    made: [Vec<f64>; 2],
-    flags: RowFlags,
+    /// The band's last two rows, x then y, alternating, in the direct parts' precision T.
+    made: [Vec<T>; 2],
+    flags: RowFlags<T>,
 }
 
 impl<T: Real> BandScratch<T> {
@@ -1294,7 +1380,7 @@ impl<T: Real> BandScratch<T> {
                 strip: [0, 1].map(|_| vec![T::ZERO; (cells + 3).next_multiple_of(8)]),
                 values: [0, 1].map(|_| vec![0.0; 4 * (cells + 3)]),
             },
-            made: [0, 1].map(|_| vec![0.0; 2 * n]),
+            made: [0, 1].map(|_| vec![T::ZERO; 2 * n]),
             flags: RowFlags::new(n, h),
         }
     }
@@ -1413,8 +1499,8 @@ impl<T: Real> Band<'_, T> {
         r: usize,
         far: &[[f64; 32]],
         scratch: &mut RowScratch<T>,
-        row_x: &mut [f64],
-        row_y: &mut [f64],
+        row_x: &mut [T],
+        row_y: &mut [T],
     ) {
         let RowScratch {
             direct,
@@ -1448,8 +1534,8 @@ impl<T: Real> Band<'_, T> {
         // Read once; the near terms left zero for the next row's direct_row (the clusters' rows are set
         // whole there).
         for i in 0..n {
-            row_x[i] = spread_x[i] + cl_x[i].to_f64() + near_x[i].to_f64();
-            row_y[i] = spread_y[i] + cl_y[i].to_f64() + near_y[i].to_f64();
+            row_x[i] = T::from_f64(spread_x[i] + cl_x[i].to_f64() + near_x[i].to_f64());
+            row_y[i] = T::from_f64(spread_y[i] + cl_y[i].to_f64() + near_y[i].to_f64());
             (near_x[i], near_y[i]) = (T::ZERO, T::ZERO);
         }
     }
@@ -1870,23 +1956,19 @@ mod tests {
             let listed: Vec<usize> = (split.grid_into(&p, &mut field).iter())
                 .map(|f| f.q)
                 .collect();
-            let (gx, gy) = (&field.components[0], &field.components[1]);
-            let mut plain = Vec::new();
-            for j in 0..n {
-                let mut flags = split.flags_for_row(j, &p);
-                let (next, sy) = next_row(j, n);
-                let rows =
-                    [(gx, j), (gy, j), (gx, next), (gy, next)].map(|(g, q)| &g[q * n..][..n]);
-                flags.list(j, sy, rows);
-                plain.extend(flags.listed.iter().map(|f| f.q));
-            }
+            let plain = if split.plan.direct_f64 {
+                plain_pass::<f64>(split, &p, &field)
+            } else {
+                plain_pass::<f32>(split, &p, &field)
+            };
             assert!(
                 !plain.is_empty(),
                 "{n}, {name}: nothing flagged, nothing tested"
             );
             assert_eq!(listed, plain, "{n}, {name}");
             // Independently, pixel by pixel: the mixed schemes' neighbours, each cell's limit, and the
-            // eigenvalues themselves (pixels within 1e-9 of their limit, where rounding decides, left out).
+            // eigenvalues themselves (pixels within 1e-9 of their limit, or 1e-4 where the rule runs in
+            // float32, where rounding decides, left out).
             let step = split.plan.step;
             let mut ties = 0;
             for (q, expected) in (0..n * n).map(|q| (q, naive_flag(split, &p, &field, q))) {
@@ -1932,6 +2014,7 @@ mod tests {
     /// schemes'), the pixel's cell limit, and the mapping's eigenvalues by their square root. None within
     /// 1e-9 of the limit.
     fn naive_flag(split: &Split, p: &LensProblem, field: &Field, q: usize) -> Option<bool> {
+        let tie = if split.plan.direct_f64 { 1e-9 } else { 1e-4 };
         let (n, h) = (p.n, p.pixel);
         let (i, j) = (q % n, q / n);
         let ((px, sx), (py, sy)) = difference_neighbours(i, j, n);
@@ -1949,13 +2032,12 @@ mod tests {
         ];
         let far = [q, px, py].map(|q| split.bound[split.cell_of(q, n)]);
         let limit = split.flag_limit_of(far.into_iter().fold(0.0, f64::max), h);
-        if least.iter().any(|v| (v - limit).abs() < 1e-9 * limit) {
+        if least.iter().any(|v| (v - limit).abs() < tie * limit) {
             return None;
         }
         Some(least.iter().any(|&v| v < limit))
     }
 
-    /// Streamed rows are plain copies, at any alignment and length.
     /// The y-pass with intrinsics gives the portable loop's bits, on stencils of varied scale.
     #[test]
     fn the_y_pass_is_the_portable_loop_to_the_bit() {
@@ -1982,20 +2064,51 @@ mod tests {
         }
     }
 
+    /// The flagged pixels of a plain pass over the finished field, row by row in the rows' precision T
+    /// (the field holds them widened).
+    fn plain_pass<T: Real>(split: &Split, p: &LensProblem, field: &Field) -> Vec<usize> {
+        let n = p.n;
+        let narrowed: [Vec<T>; 2] = [0, 1].map(|c| {
+            field.components[c]
+                .iter()
+                .map(|&v| T::from_f64(v))
+                .collect()
+        });
+        let mut plain = Vec::new();
+        for j in 0..n {
+            let mut flags = split.flags_for_row::<T>(j, p);
+            let (next, sy) = next_row(j, n);
+            let [gx, gy] = &narrowed;
+            let rows = [(gx, j), (gy, j), (gx, next), (gy, next)].map(|(g, q)| &g[q * n..][..n]);
+            flags.list(j, sy, rows);
+            plain.extend(flags.listed.iter().map(|f| f.q));
+        }
+        plain
+    }
+
+    /// Streamed rows are plain copies (float32 ones widened), at any alignment and length.
     #[test]
     fn streamed_rows_are_copies() {
         let from: Vec<f64> = (0..100).map(|k| k as f64 * 0.25 - 3.0).collect();
         for start in 0..5 {
             for len in [0, 1, 3, 4, 5, 17, 64, 95] {
-                let mut to = vec![f64::NAN; 100];
-                // SAFETY: fenced before `to` is read, on this thread.
-                unsafe { stream_into(&mut to[start..start + len], &from[start..start + len]) };
+                let narrow: Vec<f32> = from.iter().map(|&v| v as f32 + 1e-3).collect();
+                let widened: Vec<f64> = narrow.iter().map(|&v| f64::from(v)).collect();
+                let (mut to, mut to32) = (vec![f64::NAN; 100], vec![f64::NAN; 100]);
+                let span = start..start + len;
+                // SAFETY: fenced before `to` and `to32` are read, on this thread.
+                unsafe {
+                    f64::stream_widened(&mut to[span.clone()], &from[span.clone()]);
+                    f32::stream_widened(&mut to32[span.clone()], &narrow[span.clone()]);
+                }
                 stream_fence();
-                assert_eq!(&to[start..start + len], &from[start..start + len]);
-                assert!(to[..start]
-                    .iter()
-                    .chain(&to[start + len..])
-                    .all(|v| v.is_nan()));
+                for (to, from) in [(&to, &from), (&to32, &widened)] {
+                    assert_eq!(&to[span.clone()], &from[span.clone()]);
+                    assert!(to[..start]
+                        .iter()
+                        .chain(&to[start + len..])
+                        .all(|v| v.is_nan()));
+                }
             }
         }
     }
