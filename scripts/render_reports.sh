@@ -45,6 +45,8 @@ render_all $h200/imgsub/subtract-9433d6d/report \
 render $cpu/cubature-report "2-core VM: PAGANI and m-Cubes on the cpu model and PoCL" \
   $cpu/cubature.jsonl $cpu/cubature-8d-vs-cuhre.jsonl
 render $cpu/lens-report "2-core VM: lens ci" $cpu/lens.jsonl
+render_all $cpu/lens-split/report "2-core VM: lens ci, split against direct float32 (2026-12-05)" \
+  $cpu/lens-split/run-1 $cpu/lens-split/run-2 $cpu/lens-split/run-3
 render $cpu/lombscargle-ci-report "2-core VM: Lomb-Scargle ci" $cpu/lombscargle-ci.jsonl
 render_all $cpu/pocl-vectorize "2-core VM: Lomb-Scargle ci f32 on PoCL, before and after the loop hint" \
   $cpu/pocl-vectorize/before $cpu/pocl-vectorize/after
