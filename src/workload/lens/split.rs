@@ -140,11 +140,18 @@ pub(super) trait SplitReal: Real {
     /// # Safety
     /// As [`stream_into`]: this thread must run [`stream_fence`] before any other access to `to`.
     unsafe fn stream_widened(to: &mut [f64], from: &[Self]);
+
+    /// The split's per-cell flag limits in this precision ([`Split::make_cell_limits`]).
+    fn cell_limits(split: &Split) -> &[[Self; 2]];
 }
 
 impl SplitReal for f32 {
     fn tables(q: &Option<Box<LensProblem>>) -> &KernelTables<f32> {
         tables32(q)
+    }
+
+    fn cell_limits(split: &Split) -> &[[f32; 2]] {
+        &split.cell_limits32
     }
 
     unsafe fn stream_widened(to: &mut [f64], from: &[f32]) {
@@ -171,6 +178,10 @@ impl SplitReal for f32 {
 impl SplitReal for f64 {
     fn tables(q: &Option<Box<LensProblem>>) -> &KernelTables<f64> {
         tables64(q)
+    }
+
+    fn cell_limits(split: &Split) -> &[[f64; 2]] {
+        &split.cell_limits
     }
 
     unsafe fn stream_widened(to: &mut [f64], from: &[f64]) {
@@ -343,8 +354,10 @@ pub struct Split {
     /// are taken in float64 (`SplitPlan::rounding_error` less the clusters' float32 estimate, plus their
     /// float64 one). Flagged pixels are first tried that way ([`Split::settle_flagged`]).
     clusters_f64_rounding: Option<f64>,
-    /// Per pixel cell, its flag limits ([`Split::make_cell_limits`]).
+    /// Per pixel cell, its flag limits ([`Split::make_cell_limits`]), and in float32 (rounded up,
+    /// [`limit_in`]) for float32 rows.
     cell_limits: Vec<[f64; 2]>,
+    cell_limits32: Vec<[f32; 2]>,
 }
 
 /// What the split's device kernels read besides the halo tables (cl/common/lens_split.h), per problem.
@@ -577,6 +590,9 @@ impl Split {
             }
         };
         split.cell_limits = split.make_cell_limits(p);
+        split.cell_limits32 = (split.cell_limits.iter())
+            .map(|limits| limits.map(limit_in))
+            .collect();
         split
     }
 
@@ -675,6 +691,7 @@ impl Split {
             far: None,
             clusters_f64_rounding: None,
             cell_limits: Vec::new(),
+            cell_limits32: Vec::new(),
         }
     }
 
@@ -1030,14 +1047,14 @@ impl Split {
 
     /// Readies `flags` for pixel cell row c's rows but its last (whose y neighbours are in the cell row
     /// below): each pixel's flag limit ([`Split::row_limits`]), nothing listed.
-    fn reset_flags<T: Real>(&self, flags: &mut RowFlags<T>, c: usize, p: &LensProblem) {
+    fn reset_flags<T: SplitReal>(&self, flags: &mut RowFlags<T>, c: usize, p: &LensProblem) {
         self.row_limits(&mut flags.limits, c, p);
         flags.listed.clear();
     }
 
     /// The flagging state of any pixel row j: the plain pass the tests compare the grid's bands with.
     #[cfg(test)]
-    fn flags_for_row<T: Real>(&self, j: usize, p: &LensProblem) -> RowFlags<T> {
+    fn flags_for_row<T: SplitReal>(&self, j: usize, p: &LensProblem) -> RowFlags<T> {
         let (c, (next, _)) = (j / self.plan.step, next_row(j, p.n));
         let mut flags = RowFlags::new(p.n, p.pixel);
         self.reset_flags(&mut flags, c, p);
@@ -1050,12 +1067,12 @@ impl Split {
     /// pixels' errors (the x neighbour is in the next cell for a cell's last pixel, in the one before for
     /// the grid's last pixel when it starts a cell). A band's last row also takes the cell row below
     /// ([`Split::raise_for_row_below`]).
-    fn row_limits<T: Real>(&self, limits: &mut [T], c: usize, p: &LensProblem) {
-        let row = &self.cell_limits[c * self.cells..][..self.cells];
+    fn row_limits<T: SplitReal>(&self, limits: &mut [T], c: usize, p: &LensProblem) {
+        let row = &T::cell_limits(self)[c * self.cells..][..self.cells];
         for (pixels, &[own, last]) in limits.chunks_mut(self.plan.step).zip(row) {
-            pixels.fill(limit_in(own));
+            pixels.fill(own);
             if p.n > 1 {
-                *pixels.last_mut().expect("a cell has pixels") = limit_in(last);
+                *pixels.last_mut().expect("a cell has pixels") = last;
             }
         }
     }
@@ -1063,13 +1080,12 @@ impl Split {
     /// Raises the limits of a row of cell row c ([`Split::row_limits`]) whose y neighbours lie in cell row
     /// `below` to those neighbours' cells' bounds (the limit grows with the bound, so the larger of the two
     /// limits is the limit of the larger bound).
-    fn raise_for_row_below<T: Real>(&self, limits: &mut [T], c: usize, below: usize) {
+    fn raise_for_row_below<T: SplitReal>(&self, limits: &mut [T], c: usize, below: usize) {
         if below == c {
             return;
         }
-        let next = &self.cell_limits[below * self.cells..][..self.cells];
-        for (pixels, &[own, _]) in limits.chunks_mut(self.plan.step).zip(next) {
-            let raised: T = limit_in(own);
+        let next = &T::cell_limits(self)[below * self.cells..][..self.cells];
+        for (pixels, &[raised, _]) in limits.chunks_mut(self.plan.step).zip(next) {
             pixels.iter_mut().for_each(|l| *l = l.max(raised));
         }
     }
@@ -2066,7 +2082,7 @@ mod tests {
 
     /// The flagged pixels of a plain pass over the finished field, row by row in the rows' precision T
     /// (the field holds them widened).
-    fn plain_pass<T: Real>(split: &Split, p: &LensProblem, field: &Field) -> Vec<usize> {
+    fn plain_pass<T: SplitReal>(split: &Split, p: &LensProblem, field: &Field) -> Vec<usize> {
         let n = p.n;
         let narrowed: [Vec<T>; 2] = [0, 1].map(|c| {
             field.components[c]
