@@ -15,6 +15,8 @@ pub trait Real:
 {
     const ZERO: Self;
     const ONE: Self;
+    /// The machine epsilon (twice the unit roundoff).
+    const EPSILON: Self;
     const PRECISION: crate::backend::Precision;
     fn from_f64(v: f64) -> Self;
     /// From a small integer (pixel indices): i32 conversions vectorise where usize → float do not.
@@ -26,6 +28,8 @@ pub trait Real:
     fn atan2(self, x: Self) -> Self;
     fn max(self, other: Self) -> Self;
     fn abs(self) -> Self;
+    /// The least value greater than self.
+    fn next_up(self) -> Self;
     /// self × a + b, rounded once.
     fn mul_add(self, a: Self, b: Self) -> Self;
 }
@@ -35,6 +39,7 @@ macro_rules! impl_real {
         impl Real for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
+            const EPSILON: Self = <$t>::EPSILON;
             const PRECISION: crate::backend::Precision = crate::backend::Precision::$p;
             #[inline(always)]
             fn from_f64(v: f64) -> Self {
@@ -71,6 +76,10 @@ macro_rules! impl_real {
             #[inline(always)]
             fn abs(self) -> Self {
                 <$t>::abs(self)
+            }
+            #[inline(always)]
+            fn next_up(self) -> Self {
+                <$t>::next_up(self)
             }
             #[inline(always)]
             fn mul_add(self, a: Self, b: Self) -> Self {

@@ -11,7 +11,8 @@
 //! the galaxies farther than R, bounded per coarse cell by Σ_g b_g·f(r_g/H), f the measured worst error of a
 //! unit isothermal deflection at distance r (in cells). Pixels whose magnification needs more accuracy than
 //! that bound leaves are recomputed directly, as `mixed-budget` does. The interpolation and the recompute are
-//! float64. The `cpu` model runs the coarse field, the clusters and the near terms in float32, or in float64
+//! float64 (on the `cpu` model each row's sum is then rounded to its direct parts' precision, a rounding the
+//! estimate includes). The `cpu` model runs the coarse field, the clusters and the near terms in float32, or in float64
 //! where float32's rounding would outweigh the far field (`SplitPlan::direct_f64`); the devices
 //! run the clusters and the near terms in float64, the coarse field in float64 where the plan says so
 //! (`SplitPlan::coarse_f64`). The float32 parts' estimated error joins the bound; each kind of machine has a
@@ -559,12 +560,13 @@ impl Split {
                     + (LEBESGUE * lattice + 1.0) * rounding(&split.coarse_problem);
                 split.plan.direct_f64 = f32_parts > 0.5 * split.plan.worst_bound;
                 // The rows are made in the direct parts' precision (`grid_into`): each value rounded
-                // once more, by at most a unit roundoff of the largest deflection all halos can give. Not
+                // once more, by at most a unit roundoff of the largest deflection all halos can give
+                // together (Σ `largest_deflection`). Not
                 // part of the choice above, whose threshold was measured without it (at `ci` it adds 10 %
                 // to the float32 parts).
                 let rows = f64::from(f32::EPSILON) / 2.0
                     * (0..p.halos.len())
-                        .map(|k| HaloEval::of(&p.halos, k).strength())
+                        .map(|k| HaloEval::of(&p.halos, k).largest_deflection())
                         .sum::<f64>();
                 if split.plan.direct_f64 {
                     f64_scale * (f32_parts + rows)
@@ -849,8 +851,9 @@ impl Split {
     /// row: each cell's 4 × 4 node stencil of the coarse field, with the node values of the galaxies near
     /// that cell taken out (what stays is the far field, whose interpolant the bound covers). Per pixel row:
     /// that interpolant in float64, plus the clusters and the near galaxies' exact terms along row segments
-    /// (the direct grid's vectorised loops), in float32 or, where the plan says `direct_f64`, float64.
-    /// Returns the pixels (flat indices, ascending) whose magnification the bound cannot serve (see
+    /// (the direct grid's vectorised loops), in float32 or, where the plan says `direct_f64`, float64, the
+    /// row's sum rounded to that precision (and widened into the field). Returns the pixels (ascending,
+    /// with the values their flag rule read) whose magnification the bound cannot serve (see
     /// [`LensProblem::cpu_split`]), flagged as soon as a row and the next are made, while they are in cache.
     pub(super) fn grid_into(&self, p: &LensProblem, out: &mut Field) -> Vec<Flagged> {
         if self.plan.direct_f64 {
@@ -1206,12 +1209,12 @@ fn limit_for_error(error: f64) -> f64 {
     6.0 * error * BUDGET_SAFETY
 }
 
-/// A flag limit in the rows' precision T, never below the float64 one (a limit rounded down would flag
-/// less): float64's unchanged, float32's rounded up.
+/// A flag limit in the rows' precision T, the least T value not below the float64 one (a limit rounded
+/// down would flag less): float64's unchanged, float32's rounded up.
 fn limit_in<T: Real>(limit: f64) -> T {
     let narrowed = T::from_f64(limit);
     if narrowed.to_f64() < limit {
-        T::from_f64(limit * (1.0 + f64::from(f32::EPSILON)))
+        narrowed.next_up()
     } else {
         narrowed
     }
@@ -1224,7 +1227,18 @@ fn limit_in<T: Real>(limit: f64) -> T {
 fn mapping_flagged<T: Real>(h: T, [dx1, dy1, dx2, dy2]: [T; 4], sx: T, sy: T, limit: T) -> bool {
     let (d1, d4) = (sx * dx1, sx * dy1);
     let (d2, d3) = (sy * dy2, sy * dx2);
-    below_limit(h - d1, T::from_f64(-0.5) * (d3 + d4), h - d2, limit)
+    let (a, b, c) = (h - d1, T::from_f64(-0.5) * (d3 + d4), h - d2);
+    below_limit(a, b, c, limit + rule_rounding(h, a, b, c))
+}
+
+/// How far the flag rule's own arithmetic in precision T can move the eigenvalue it compares (h rounded,
+/// the differences and the entries rounded, det = ac − b² rounded, whose error over |mean| + radius ≥ the
+/// entries' largest magnitude is a few units of them): 8 unit roundoffs of h + |a| + |b| + |c|. Added to
+/// the limit, so a float32 rule flags at least what exact arithmetic on the same rows would (about 1e-3
+/// of the limit at `ci`; float64's is 1e-12 of it).
+#[inline(always)]
+fn rule_rounding<T: Real>(h: T, a: T, b: T, c: T) -> T {
+    T::from_f64(4.0) * T::EPSILON * (h + a.abs() + b.abs() + c.abs())
 }
 
 /// Copies `from` into `to` (the same length) with non-temporal stores where the target has them: a
@@ -1569,8 +1583,8 @@ impl LensProblem {
     }
 
     /// The split grid on the `cpu` model, with the pixels whose magnification its error bound cannot serve
-    /// recomputed directly in float64: a pixel with bound E (its cell's far-field bound plus the float32
-    /// estimate of the direct parts) is fine while its axis and directional magnifications stay below
+    /// recomputed directly in float64: a pixel with bound E (its cell's far-field bound plus the estimated
+    /// rounding of the direct parts and of the rows, `SplitPlan::rounding_error`) is fine while its axis and directional magnifications stay below
     /// h / (6·E·BUDGET_SAFETY) (the reasoning of `budget_magnification`).
     pub(super) fn cpu_split(&self) -> Field {
         let mut field = Field::new(vec![]);
@@ -1798,7 +1812,7 @@ mod tests {
             let t32 = tables32(&split.cluster_problem);
             assert!(t32.n_sie + t32.n_dpie > 0, "the preset has clusters");
             for j in [0, 1, 150, 300] {
-                let (mut x, mut y) = (vec![0.0f32; p.n], vec![0.0f32; p.n]);
+                let (mut x, mut y) = (vec![f32::NAN; p.n], vec![f32::NAN; p.n]);
                 halos_along_row(t32, p.pixel as f32, j, &mut x, &mut y);
                 let columns: Vec<i32> = (0..p.n as i32).rev().collect();
                 let [px, py] = halos_at_points(t32, p.pixel as f32, &columns, &vec![j; p.n]);
@@ -1983,8 +1997,8 @@ mod tests {
             );
             assert_eq!(listed, plain, "{n}, {name}");
             // Independently, pixel by pixel: the mixed schemes' neighbours, each cell's limit, and the
-            // eigenvalues themselves (pixels within 1e-9 of their limit, or 1e-4 where the rule runs in
-            // float32, where rounding decides, left out).
+            // eigenvalues themselves (pixels at their limit, where rounding decides, left out:
+            // `naive_flag`).
             let step = split.plan.step;
             let mut ties = 0;
             for (q, expected) in (0..n * n).map(|q| (q, naive_flag(split, &p, &field, q))) {
@@ -2030,7 +2044,6 @@ mod tests {
     /// schemes'), the pixel's cell limit, and the mapping's eigenvalues by their square root. None within
     /// 1e-9 of the limit.
     fn naive_flag(split: &Split, p: &LensProblem, field: &Field, q: usize) -> Option<bool> {
-        let tie = if split.plan.direct_f64 { 1e-9 } else { 1e-4 };
         let (n, h) = (p.n, p.pixel);
         let (i, j) = (q % n, q / n);
         let ((px, sx), (py, sy)) = difference_neighbours(i, j, n);
@@ -2048,10 +2061,43 @@ mod tests {
         ];
         let far = [q, px, py].map(|q| split.bound[split.cell_of(q, n)]);
         let limit = split.flag_limit_of(far.into_iter().fold(0.0, f64::max), h);
-        if least.iter().any(|v| (v - limit).abs() < tie * limit) {
+        // Ties: within 1e-9 of the limit, or above it by up to twice the rule's rounding margin in the
+        // rows' precision (which flags those on purpose, `rule_rounding`).
+        let margin = if split.plan.direct_f64 {
+            0.0
+        } else {
+            2.0 * f64::from(rule_rounding(h as f32, a as f32, b as f32, c as f32))
+        };
+        if least
+            .iter()
+            .any(|&v| v > limit * (1.0 - 1e-9) && v < limit * (1.0 + 1e-9) + margin)
+        {
             return None;
         }
         Some(least.iter().any(|&v| v < limit))
+    }
+
+    /// Limits in float32 are the least float32 values not below the float64 ones; float64's are unchanged.
+    #[test]
+    fn float32_limits_are_rounded_up() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(11);
+        let mut rounded_up = 0;
+        for _ in 0..100_000 {
+            let limit = 10f64.powf(rng.random_range(-9.0..1.0));
+            let narrowed: f32 = limit_in(limit);
+            assert!(f64::from(narrowed) >= limit, "{limit} -> {narrowed}");
+            assert!(
+                f64::from(narrowed.next_down()) < limit,
+                "{limit} -> {narrowed}: not the least"
+            );
+            rounded_up += usize::from(f64::from(limit as f32) < limit);
+            assert_eq!(limit_in::<f64>(limit), limit);
+        }
+        assert!(
+            rounded_up > 10_000,
+            "nearest rounding went down {rounded_up} times"
+        );
     }
 
     /// The y-pass with intrinsics gives the portable loop's bits, on stencils of varied scale.
