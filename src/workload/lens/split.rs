@@ -903,19 +903,14 @@ impl Split {
         // flags each but its last (whose next row belongs to the next band) from them, and streams them
         // to the field past the caches. A worker's buffers serve all its bands (made once per rayon job:
         // fresh ones per band were 14 MB of allocation and zeroing per evaluation at `ci`).
-        // Per band, copies of its first row, its last and the one before that (x then y, 2n values each,
-        // in T): what the bands' last rows' flags read afterwards. From the field they would come back from
-        // memory (it is streamed past the caches): 4 MB at `ci`, 0.4 ms of one thread.
-        let mut edges = vec![T::ZERO; self.runs.len() * 6 * n];
         let bands: Vec<Vec<Flagged>> = gx
             .par_chunks_mut(n * step)
             .zip(gy.par_chunks_mut(n * step))
-            .zip(edges.par_chunks_mut(6 * n))
             .zip(&self.runs)
             .enumerate()
             .map_init(
                 || BandScratch::<T>::new(n, cells, step, p.pixel),
-                |scratch, (c, (((band_x, band_y), edges), runs))| {
+                |scratch, (c, ((band_x, band_y), runs))| {
                     // Fences the rows streamed below before this task ends, a panic included.
                     let _fence = StreamFence;
                     let BandScratch {
@@ -927,8 +922,7 @@ impl Split {
                     } = scratch;
                     band.far_stencils(c, runs, far, node_rows);
                     self.reset_flags(flags, c, p);
-                    let height = band_x.len() / n;
-                    for r in 0..height {
+                    for r in 0..band_x.len() / n {
                         band.direct_row(c * step + r, runs, &mut rows.direct);
                         let [even, odd] = &mut *made;
                         let (row, before) = if r % 2 == 0 { (even, odd) } else { (odd, even) };
@@ -944,42 +938,31 @@ impl Split {
                             let (x, y) = before.split_at(n);
                             flags.list(c * step + r - 1, 1.0, [x, y, row_x, row_y]);
                         }
-                        if r == 0 {
-                            edges[..2 * n].copy_from_slice(row);
-                        }
-                        if r + 1 == height {
-                            edges[2 * n..4 * n].copy_from_slice(row);
-                            if r > 0 {
-                                edges[4 * n..].copy_from_slice(before);
-                            }
-                        }
                     }
                     std::mem::take(&mut flags.listed)
                 },
             )
             .collect();
-        // Then each band's last row, against the next band's first (or, for the grid's last row, the row
-        // before it: its band's next to last, or the band before's last when the band is one row).
-        let edge = |c: usize, k: usize| &edges[(6 * c + 2 * k) * n..][..2 * n];
+        // Then each band's last row, from the finished field.
+        let (gx, gy) = (&*gx, &*gy);
         let last_rows: Vec<Vec<Flagged>> = (0..bands.len())
             .into_par_iter()
             .map_init(
-                || RowFlags::<T>::new(n, p.pixel),
-                |flags, c| {
+                || (RowFlags::<T>::new(n, p.pixel), vec![T::ZERO; 4 * n]),
+                |(flags, narrowed), c| {
                     let j = ((c + 1) * step).min(n) - 1;
                     if n > 1 {
                         let (next, sy) = next_row(j, n);
                         self.reset_flags(flags, c, p);
                         self.raise_for_row_below(&mut flags.limits, c, next / step);
-                        let next_row = if next > j {
-                            edge(c + 1, 0)
-                        } else if next >= c * step {
-                            edge(c, 2)
-                        } else {
-                            edge(c - 1, 1)
-                        };
-                        let (x0, y0) = edge(c, 1).split_at(n);
-                        let (x1, y1) = next_row.split_at(n);
+                        // The field holds the rows widened from T: narrowed back, exactly.
+                        let rows = [(gx, j), (gy, j), (gx, next), (gy, next)];
+                        for (to, (g, q)) in narrowed.chunks_exact_mut(n).zip(rows) {
+                            for (t, v) in to.iter_mut().zip(&g[q * n..][..n]) {
+                                *t = T::from_f64(*v);
+                            }
+                        }
+                        let [x0, y0, x1, y1] = [0, 1, 2, 3].map(|k| &narrowed[k * n..][..n]);
                         flags.list(j, sy, [x0, y0, x1, y1]);
                     }
                     std::mem::take(&mut flags.listed)
