@@ -136,7 +136,7 @@ pub(super) trait SplitReal: Real {
     fn tables(q: &Option<Box<LensProblem>>) -> &KernelTables<Self>;
 
     /// Copies `from` widened to float64 into `to` (the same length), past the caches where the target
-    /// can ([`stream_into`]).
+    /// can ([`stream_into`], with this precision's load of four values).
     ///
     /// # Safety
     /// As [`stream_into`]: this thread must run [`stream_fence`] before any other access to `to`.
@@ -156,20 +156,11 @@ impl SplitReal for f32 {
     }
 
     unsafe fn stream_widened(to: &mut [f64], from: &[f32]) {
-        assert_eq!(to.len(), from.len(), "rows of one length");
         #[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
-        {
-            use std::arch::x86_64::{_mm256_cvtps_pd, _mm256_stream_pd, _mm_loadu_ps};
-            let (head, body) = stream_body(to);
-            widen(&mut to[..head], &from[..head]);
-            for k in (head..body).step_by(4) {
-                // SAFETY: as stream_into's loop, four float32 read where it reads four float64.
-                unsafe {
-                    let four = _mm256_cvtps_pd(_mm_loadu_ps(from.as_ptr().add(k)));
-                    _mm256_stream_pd(to.as_mut_ptr().add(k), four);
-                }
-            }
-            widen(&mut to[body..], &from[body..]);
+        // SAFETY: the caller's; `stream_into` hands the load pointers to four values within `from`.
+        unsafe {
+            use std::arch::x86_64::{_mm256_cvtps_pd, _mm_loadu_ps};
+            stream_into(to, from, |p| _mm256_cvtps_pd(_mm_loadu_ps(p)))
         }
         #[cfg(not(all(target_arch = "x86_64", target_feature = "avx")))]
         widen(to, from);
@@ -186,8 +177,13 @@ impl SplitReal for f64 {
     }
 
     unsafe fn stream_widened(to: &mut [f64], from: &[f64]) {
-        // SAFETY: the caller's, as stream_into's.
-        unsafe { stream_into(to, from) }
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
+        // SAFETY: the caller's; `stream_into` hands the load pointers to four values within `from`.
+        unsafe {
+            stream_into(to, from, |p| std::arch::x86_64::_mm256_loadu_pd(p))
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_feature = "avx")))]
+        widen(to, from);
     }
 }
 
@@ -1241,50 +1237,43 @@ fn rule_rounding<T: Real>(h: T, a: T, b: T, c: T) -> T {
     T::from_f64(4.0) * T::EPSILON * (h + a.abs() + b.abs() + c.abs())
 }
 
-/// Copies `from` into `to` (the same length) with non-temporal stores where the target has them: a
-/// field written once and not read back soon then costs no reads of its lines into the caches (at `ci`,
-/// 16.8 MB of deflections: 0.62 ms streamed against 1.0–1.9 ms stored on this project's 2-core VM).
+/// Copies `from` widened to float64 into `to` (the same length) with non-temporal stores: a field written
+/// once and not read back soon then costs no reads of its lines into the caches (at `ci`, 16.8 MB of
+/// deflections: 0.62 ms streamed against 1.0–1.9 ms stored on this project's 2-core VM). `four` loads the
+/// four values at a pointer as float64 (`SplitReal::stream_widened` gives each precision's); the unaligned
+/// head and tail are widened one by one. Targets without AVX copy with [`widen`] instead.
 ///
 /// # Safety
-/// Non-temporal stores are not ordered with this thread's later stores: before any other access to `to`
-/// (another thread's, or this thread's after it signals one), this thread must run [`stream_fence`]
-/// (a [`StreamFence`] guard does, on every way out of its scope).
-unsafe fn stream_into(to: &mut [f64], from: &[f64]) {
+/// `four` must read only the four values at its pointer. Non-temporal stores are not ordered with this
+/// thread's later stores: before any other access to `to` (another thread's, or this thread's after it
+/// signals one), this thread must run [`stream_fence`] (a [`StreamFence`] guard does, on every way out of
+/// its scope).
+#[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
+#[inline(always)]
+unsafe fn stream_into<V: Copy + Into<f64>>(
+    to: &mut [f64],
+    from: &[V],
+    four: impl Fn(*const V) -> std::arch::x86_64::__m256d,
+) {
     assert_eq!(to.len(), from.len(), "rows of one length");
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
-    {
-        use std::arch::x86_64::{_mm256_loadu_pd, _mm256_stream_pd};
-        let (head, body) = stream_body(to);
-        to[..head].copy_from_slice(&from[..head]);
-        for k in (head..body).step_by(4) {
-            // SAFETY: k + 4 ≤ body ≤ the length of both slices, and to[k] is 32-byte aligned (to[head]
-            // is, and k − head is a multiple of four f64); AVX is enabled for this target.
-            unsafe {
-                let four = _mm256_loadu_pd(from.as_ptr().add(k));
-                _mm256_stream_pd(to.as_mut_ptr().add(k), four);
-            }
-        }
-        to[body..].copy_from_slice(&from[body..]);
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx")))]
-    to.copy_from_slice(from);
-}
-
-/// Where a row's streamed body lies: from the first 32-byte aligned value (`head`) to `body`, a whole
-/// number of four values after it.
-#[cfg_attr(
-    not(all(target_arch = "x86_64", target_feature = "avx")),
-    allow(dead_code)
-)]
-fn stream_body(to: &[f64]) -> (usize, usize) {
     let head = to.as_ptr().align_offset(32).min(to.len());
-    (head, head + (to.len() - head) / 4 * 4)
+    let body = head + (to.len() - head) / 4 * 4;
+    widen(&mut to[..head], &from[..head]);
+    for k in (head..body).step_by(4) {
+        // SAFETY: k + 4 ≤ body ≤ the length of both slices, and to[k] is 32-byte aligned (to[head] is, and
+        // k − head is a multiple of four f64); AVX is enabled for this target.
+        unsafe {
+            std::arch::x86_64::_mm256_stream_pd(to.as_mut_ptr().add(k), four(from.as_ptr().add(k)))
+        };
+    }
+    widen(&mut to[body..], &from[body..]);
 }
 
-/// `to` = `from` widened to float64.
-fn widen(to: &mut [f64], from: &[f32]) {
+/// `to` = `from` widened to float64 (the same length), with ordinary stores.
+fn widen<V: Copy + Into<f64>>(to: &mut [f64], from: &[V]) {
+    assert_eq!(to.len(), from.len(), "rows of one length");
     for (t, f) in to.iter_mut().zip(from) {
-        *t = f64::from(*f);
+        *t = (*f).into();
     }
 }
 
