@@ -35,14 +35,17 @@ mod ffi {
 
 pub fn discover() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
     let version = ffi::cuda_runtime_version().unwrap_or_default();
+    crate::exec::trace_event(|| "cuda: runtime and driver versions read".into());
     let toolchain = format!(
         "nvcc {}; {version}; flags {}",
         env!("ASTROPORT_NVCC_VERSION"),
         env!("ASTROPORT_NVCC_FLAGS")
     );
+    let devices = ffi::cuda_devices();
+    crate::exec::trace_event(|| "cuda: devices listed".into());
     discover_native(
         Model::Cuda,
-        ffi::cuda_devices(),
+        devices,
         toolchain,
         NativeFns {
             run_job: ffi::cuda_run_job,

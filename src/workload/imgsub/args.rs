@@ -301,6 +301,7 @@ fn start_backend(
     let backend = backend.clone();
     let preparing = crate::exec::JoinOnDrop::spawn(move || {
         let started = std::time::Instant::now();
+        crate::exec::trace_event(|| "backend: discovery begins".into());
         let discovery = backend.discovery().map(std::sync::Arc::new);
         crate::exec::trace_event(|| "backend: discovered".into());
         let _ = found.send((discovery.clone(), started.elapsed().as_secs_f64()));
