@@ -495,7 +495,24 @@ pub fn subtract_streaming(
         SharedPlane::new(pair.reference),
         SharedPlane::new(pair.science),
     );
-    let (direction, fwhm, fitted, masks, psf_thread) = std::thread::scope(|scope| {
+    // On an accelerator the difference's planes stay there for the matched filter (KeptPlanes), unless
+    // another tool's difference is to replace D before it; released on every way out of this function.
+    let mut kept = match target {
+        Target::Device(dev)
+            if opts.precision == Precision::F32 && opts.external_difference.is_none() =>
+        {
+            KeptPlanes::for_device(dev.as_ref(), nx, ny, opts.device_mem_cap, &opts.run)
+        }
+        _ => None,
+    };
+    let _release_kept = match (kept, target) {
+        (Some(k), Target::Device(dev)) => Some(ReleaseOnDrop {
+            dev: dev.as_ref(),
+            ids: k.ids(),
+        }),
+        _ => None,
+    };
+    let (direction, fwhm, fitted, masks, psf_thread, uploaded) = std::thread::scope(|scope| {
         // 1. Direction, from the stars the fit would use with the reference convolved.
         let probe = select_stamps(&fit_images(&reference, &science, nx, ny), &opts.fit)
             .map_err(|e| e.to_string())?;
@@ -563,6 +580,24 @@ pub fn subtract_streaming(
                 measured.map(|p| (p, started.elapsed().as_secs_f64()))
             })
         };
+        // The difference's images go to the device beside the fit (1.6 GB, 37 ms at 10k on the H200), off
+        // the difference's own time. `ASTROPORT_PROBE_UPLOAD_WITH_DIFFERENCE` (a probe for A/B timing, not a
+        // setting) leaves them to the difference's job.
+        let uploading = match (kept, target) {
+            (Some(k), Target::Device(dev))
+                if std::env::var_os("ASTROPORT_PROBE_UPLOAD_WITH_DIFFERENCE").is_none() =>
+            {
+                let images = [&conv.data, &conv.variance, &unconv.data, &unconv.variance];
+                Some(scope.spawn(move || {
+                    let uploaded = k.upload_images(dev.as_ref(), images.map(|v| v.as_slice()));
+                    crate::exec::trace_event(|| {
+                        "subtract: the difference's images uploaded".into()
+                    });
+                    uploaded.map_err(|e| format!("the difference's images on {}: {e}", dev.id()))
+                }))
+            }
+            _ => None,
+        };
         // 2. The fit, on the probe's stamps when the reference is convolved (they were chosen on it).
         let images = fit_images(conv, unconv, nx, ny);
         // 4. The masks that do not depend on the kernel, made beside the fit (whose stamp sums wait on the
@@ -594,8 +629,14 @@ pub fn subtract_streaming(
         })()
         .map_err(|e| e.to_string());
         let masks = masks.join().expect("the masks' thread panicked");
-        Ok::<_, String>((direction, fwhm, fitted?, masks, psf_thread))
+        let uploaded = uploading
+            .map(|u| u.join().expect("the images' upload panicked"))
+            .transpose()?;
+        Ok::<_, String>((direction, fwhm, fitted?, masks, psf_thread, uploaded))
     })?;
+    if let Some(k) = kept.as_mut() {
+        k.images_on_device = uploaded.is_some();
+    }
     let (conv, unconv) = match direction {
         Direction::Reference => (reference, science),
         Direction::Science => (science, reference),
@@ -639,23 +680,6 @@ pub fn subtract_streaming(
         opts.tile,
     );
     problem.device_mem_cap = opts.device_mem_cap;
-    // On an accelerator the difference's planes stay there for the matched filter (KeptPlanes), unless
-    // another tool's difference is to replace D before it; released on every way out of this function.
-    let kept = match target {
-        Target::Device(dev)
-            if opts.precision == Precision::F32 && opts.external_difference.is_none() =>
-        {
-            KeptPlanes::for_device(dev.as_ref(), nx, ny, opts.device_mem_cap, &opts.run)
-        }
-        _ => None,
-    };
-    let _release_kept = match (kept, target) {
-        (Some(k), Target::Device(dev)) => Some(ReleaseOnDrop {
-            dev: dev.as_ref(),
-            ids: k.ids(),
-        }),
-        _ => None,
-    };
     if let Some(k) = kept {
         problem.keep_on_device(k);
     }
