@@ -848,10 +848,14 @@ fn normal_equations(
     const T: usize = TERMS + 1;
     let t = |s: usize, m: usize| if m < TERMS { places[s][m] } else { 1.0 };
     let stamps = sums.len();
+    // G is symmetric, and so is A: the products take G's upper triangle (i ≤ j) alone, half the work.
+    let upper = |i: usize, j: usize| i * cols - i * (i + 1) / 2 + j;
     let grams = DMatrix::from_iterator(
-        cols * cols,
+        cols * (cols + 1) / 2,
         stamps,
-        sums.iter().flat_map(|s| s.gram.iter().copied()),
+        sums.iter().flat_map(|s| {
+            (0..cols).flat_map(move |i| (i..cols).map(move |j| s.gram[i * cols + j]))
+        }),
     );
     let rhs = DMatrix::from_iterator(
         cols,
@@ -876,9 +880,9 @@ fn normal_equations(
             &grams * pairs
         })
         .collect();
-    let block = |row: usize, mu: usize, nu: usize| {
+    let block = |i: usize, j: usize, mu: usize, nu: usize| {
         let q = column(mu, nu);
-        groups[q / PAIRS_PER_PRODUCT][(row, q % PAIRS_PER_PRODUCT)]
+        groups[q / PAIRS_PER_PRODUCT][(upper(i.min(j), i.max(j)), q % PAIRS_PER_PRODUCT)]
     };
     let singles = DMatrix::from_fn(stamps, T, t);
     let rhs_terms = rhs * singles;
@@ -889,7 +893,7 @@ fn normal_equations(
             b[index(i, mu)] = rhs_terms[(i, mu)];
             for j in 0..cols {
                 for nu in terms(j) {
-                    a[(index(i, mu), index(j, nu))] = block(i * cols + j, mu, nu);
+                    a[(index(i, mu), index(j, nu))] = block(i, j, mu, nu);
                 }
             }
         }
