@@ -294,49 +294,56 @@ fn fit_pixels(measured: &[MeasuredStar], nx: usize, ny: usize) -> Option<(Vec<f6
         .map(|s| spatial_terms(normalised(s.x, nx), normalised(s.y, ny)))
         .collect();
     let pixels = PSF_SIDE * PSF_SIDE;
-    let mut model = vec![0.0; pixels * TERMS];
-    let mut clipped_pixels = 0usize;
-    // Each model pixel on its own: weighted least squares over the stars, then again without the stars
-    // whose value there lies more than CLIP_SIGMA σ from the fit, twice.
-    for p in 0..pixels {
-        // Each star's noise there, plus SYSTEMATIC of the typical value: the profile's own change over the
-        // field beyond degree 2 and the resampling's error, without which the brightest star's wings (the
-        // smallest noise in flux units) would outweigh all the others.
-        let mut typical: Vec<f64> = measured.iter().map(|s| s.values[p].abs()).collect();
-        let floor = (SYSTEMATIC * median(&mut typical)).powi(2);
-        let variance = |s: &MeasuredStar| s.variances[p] + floor;
-        let mut keep = vec![true; measured.len()];
-        let mut c = vec![0.0; terms];
-        for round in 0..3 {
-            let mut a = DMatrix::<f64>::zeros(terms, terms);
-            let mut b = DMatrix::<f64>::zeros(terms, 1);
-            for (s, star) in measured.iter().enumerate() {
-                if !keep[s] {
-                    continue;
-                }
-                let w = 1.0 / variance(star).max(1e-300);
-                for i in 0..terms {
-                    b[(i, 0)] += w * places[s][i] * star.values[p];
-                    for j in 0..terms {
-                        a[(i, j)] += w * places[s][i] * places[s][j];
+    // Each model pixel on its own (so on a thread of its own: the same result on any thread count):
+    // weighted least squares over the stars, then again without the stars whose value there lies more
+    // than CLIP_SIGMA σ from the fit, twice. Its terms and the stars clipped there.
+    let fitted: Vec<(Vec<f64>, usize)> = (0..pixels)
+        .into_par_iter()
+        .map(|p| {
+            // Each star's noise there, plus SYSTEMATIC of the typical value: the profile's own change over
+            // the field beyond degree 2 and the resampling's error, without which the brightest star's
+            // wings (the smallest noise in flux units) would outweigh all the others.
+            let mut typical: Vec<f64> = measured.iter().map(|s| s.values[p].abs()).collect();
+            let floor = (SYSTEMATIC * median(&mut typical)).powi(2);
+            let variance = |s: &MeasuredStar| s.variances[p] + floor;
+            let mut keep = vec![true; measured.len()];
+            let mut c = vec![0.0; terms];
+            for round in 0..3 {
+                let mut a = DMatrix::<f64>::zeros(terms, terms);
+                let mut b = DMatrix::<f64>::zeros(terms, 1);
+                for (s, star) in measured.iter().enumerate() {
+                    if !keep[s] {
+                        continue;
+                    }
+                    let w = 1.0 / variance(star).max(1e-300);
+                    for i in 0..terms {
+                        b[(i, 0)] += w * places[s][i] * star.values[p];
+                        for j in 0..terms {
+                            a[(i, j)] += w * places[s][i] * places[s][j];
+                        }
                     }
                 }
+                let solved = a.cholesky()?.solve(&b);
+                c = (0..terms).map(|i| solved[(i, 0)]).collect();
+                if round == 2 {
+                    break;
+                }
+                for (s, star) in measured.iter().enumerate() {
+                    let fit: f64 = (0..terms).map(|i| c[i] * places[s][i]).sum();
+                    keep[s] = (star.values[p] - fit).abs() <= CLIP_SIGMA * variance(star).sqrt();
+                }
+                if keep.iter().filter(|&&k| k).count() < terms + 2 {
+                    keep.iter_mut().for_each(|k| *k = true);
+                }
             }
-            let solved = a.cholesky()?.solve(&b);
-            c = (0..terms).map(|i| solved[(i, 0)]).collect();
-            if round == 2 {
-                break;
-            }
-            for (s, star) in measured.iter().enumerate() {
-                let fit: f64 = (0..terms).map(|i| c[i] * places[s][i]).sum();
-                keep[s] = (star.values[p] - fit).abs() <= CLIP_SIGMA * variance(star).sqrt();
-            }
-            if keep.iter().filter(|&&k| k).count() < terms + 2 {
-                keep.iter_mut().for_each(|k| *k = true);
-            }
-        }
-        clipped_pixels += keep.iter().filter(|&&k| !k).count();
+            Some((c, keep.iter().filter(|&&k| !k).count()))
+        })
+        .collect::<Option<_>>()?;
+    let mut model = vec![0.0; pixels * TERMS];
+    let mut clipped_pixels = 0usize;
+    for (p, (c, clipped)) in fitted.into_iter().enumerate() {
         model[p * TERMS..p * TERMS + terms].copy_from_slice(&c);
+        clipped_pixels += clipped;
     }
     Some((
         model,
