@@ -2,7 +2,7 @@
 # A/B timing of `astroport subtract` at 10240² on the lent GPU machine, variants interleaved in one lending
 # (machines differ by 10-40 % in host work between lendings, so only runs of one lending compare). Each
 # variant is an environment setting; every run is --no-fsync (FSYNC=1: synced) and traced, and its line ends with a
-# hash of its planes' data and catalogue. Results: $OUT/ab.tgz, $OUT/ab.txt.
+# hash of its planes' data and catalogue (SETTLE=1: `sync` before each run). Results: $OUT/ab.tgz, $OUT/ab.txt.
 # Usage: bash scripts/gpu_subtract_ab.sh REPS "NAME=ENV ..." ...   (ENV as VAR=value,VAR=value or "-";
 # BIN=path among a variant's settings runs that binary, e.g. the one before a change; VARIANT_BIN=path sets it
 # for every variant)
@@ -17,6 +17,9 @@ for r in $(seq 1 "$reps"); do
   for v in "$@"; do
     name=${v%%=*}; envs=${v#*=}
     d="$out/$name-$r"; mkdir -p "$d"
+    # SETTLE=1: the page cache's dirty pages (the run before's planes) written back first, so that no run
+    # starts beside the writeback of another's outputs.
+    [ -z "${SETTLE:-}" ] || sync
     ( [ "$envs" = "-" ] || export $(echo "$envs" | tr ',' ' ')
       ASTROPORT_TRACE_JOBS=1 "${BIN:-${VARIANT_BIN:-$bin}}" subtract --out "$d" "${plain[@]}" --backend cuda ${nofsync[@]+"${nofsync[@]}"} \
         > "$d/stdout.txt" 2> "$d/stderr.txt" )
