@@ -607,18 +607,21 @@ pub struct KernelFit {
 /// Fits the kernel, background and stamps of `img` (module docs).
 pub fn fit(img: &FitImages, cfg: &FitConfig) -> Result<KernelFit, FitError> {
     let host = Target::Cpu(CpuTarget::new());
-    fit_stamps(img, cfg, select_stamps(img, cfg)?, &host, None)
+    fit_stamps(img, cfg, select_stamps(img, cfg)?, &host, None, || {})
 }
 
 /// [`fit`] on stamps already selected (by [`select_stamps`] on the same images and settings), with the
-/// stamp sums on `target` (in groups that fit `mem_cap` bytes, when given).
+/// stamp sums on `target` (in groups that fit `mem_cap` bytes, when given). `first_sums_done` is called
+/// once the first stamp sums are back (the device is then free for other work between the fit's jobs).
 pub fn fit_stamps(
     img: &FitImages,
     cfg: &FitConfig,
     mut regions: Vec<Vec<Stamp>>,
     target: &Target,
     mem_cap: Option<u64>,
+    first_sums_done: impl FnOnce(),
 ) -> Result<KernelFit, FitError> {
+    let mut first_sums_done = Some(first_sums_done);
     let basis = Basis::new(&cfg.gaussians);
     let nb = basis.len();
     let cols = nb + BACKGROUND_TERMS;
@@ -695,6 +698,9 @@ pub fn fit_stamps(
             let job_start = std::time::Instant::now();
             let (batch_sums, seconds) =
                 batch.sums_on(target, mem_cap).map_err(FitError::Backend)?;
+            if let Some(done) = first_sums_done.take() {
+                done();
+            }
             sums_job_seconds += job_start.elapsed().as_secs_f64();
             sums_seconds += seconds;
             stamp_sums_made += unsummed.len();

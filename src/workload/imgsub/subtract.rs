@@ -581,19 +581,27 @@ pub fn subtract_streaming(
             })
         };
         // The difference's images go to the device beside the fit (1.6 GB, 37 ms at 10k on the H200), off
-        // the difference's own time. `ASTROPORT_PROBE_UPLOAD_WITH_DIFFERENCE` (a probe for A/B timing, not a
-        // setting) leaves them to the difference's job.
+        // the difference's own time, once the fit's first stamp sums are done: begun at once, they took the
+        // device as its context was made and held up that first job by 36 ms. Not begun when the fit
+        // fails before (`sums_done` gone unsent). `ASTROPORT_PROBE_UPLOAD_WITH_DIFFERENCE` (a probe for
+        // A/B timing, not a setting) leaves them to the difference's job.
+        let (sums_done, first_sums) = std::sync::mpsc::channel::<()>();
         let uploading = match (kept, target) {
             (Some(k), Target::Device(dev))
                 if std::env::var_os("ASTROPORT_PROBE_UPLOAD_WITH_DIFFERENCE").is_none() =>
             {
                 let images = [&conv.data, &conv.variance, &unconv.data, &unconv.variance];
                 Some(scope.spawn(move || {
+                    if first_sums.recv().is_err() {
+                        return Ok(None);
+                    }
                     let uploaded = k.upload_images(dev.as_ref(), images.map(|v| v.as_slice()));
                     crate::exec::trace_event(|| {
                         "subtract: the difference's images uploaded".into()
                     });
-                    uploaded.map_err(|e| format!("the difference's images on {}: {e}", dev.id()))
+                    uploaded
+                        .map(Some)
+                        .map_err(|e| format!("the difference's images on {}: {e}", dev.id()))
                 }))
             }
             _ => None,
@@ -625,13 +633,24 @@ pub fn subtract_streaming(
                 Direction::Reference => probe,
                 Direction::Science => select_stamps(&images, &opts.fit)?,
             };
-            fit_stamps(&images, &opts.fit, stamps, target, opts.device_mem_cap)
+            let first_sums_done = move || {
+                let _ = sums_done.send(());
+            };
+            fit_stamps(
+                &images,
+                &opts.fit,
+                stamps,
+                target,
+                opts.device_mem_cap,
+                first_sums_done,
+            )
         })()
         .map_err(|e| e.to_string());
         let masks = masks.join().expect("the masks' thread panicked");
         let uploaded = uploading
             .map(|u| u.join().expect("the images' upload panicked"))
-            .transpose()?;
+            .transpose()?
+            .flatten();
         Ok::<_, String>((direction, fwhm, fitted?, masks, psf_thread, uploaded))
     })?;
     if let Some(k) = kept.as_mut() {
