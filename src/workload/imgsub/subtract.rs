@@ -595,13 +595,13 @@ pub fn subtract_streaming(
                     if first_sums.recv().is_err() {
                         return Ok(None);
                     }
-                    let uploaded = k.upload_images(dev.as_ref(), images.map(|v| v.as_slice()));
+                    let seconds = k
+                        .upload_images(dev.as_ref(), images.map(|v| v.as_slice()))
+                        .map_err(|e| format!("the difference's images on {}: {e}", dev.id()))?;
                     crate::exec::trace_event(|| {
                         "subtract: the difference's images uploaded".into()
                     });
-                    uploaded
-                        .map(Some)
-                        .map_err(|e| format!("the difference's images on {}: {e}", dev.id()))
+                    Ok::<_, String>(Some(seconds))
                 }))
             }
             _ => None,
