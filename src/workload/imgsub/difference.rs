@@ -205,7 +205,7 @@ pub struct KeptPlanes {
     pub variance: u64,
     /// The images are on the device already ([`KeptPlanes::upload_images`]): the difference's job keeps
     /// their contents instead of uploading them.
-    pub images_on_device: bool,
+    images_on_device: bool,
 }
 
 /// Releases resident buffers when dropped: on every path out of a pass that kept them, errors included.
@@ -250,18 +250,16 @@ impl KeptPlanes {
     }
 
     /// Uploads `images` (convolved image, its variance, the image it is subtracted from, its variance) into
-    /// their resident buffers ahead of the difference, which then finds them there (set
-    /// [`KeptPlanes::images_on_device`] once this returns `Ok`). Made beside the fit, whose jobs are small:
-    /// one job per image, so that a fit job queued behind one waits for a quarter of the 1.6 GB at 10k.
-    /// Returns the jobs' device seconds.
+    /// their resident buffers ahead of the difference: the planes it returns have them there, and the
+    /// difference's job keeps them. Made beside the fit, whose jobs are small: one job per image, so that a
+    /// fit job queued behind one waits for a quarter of the 1.6 GB at 10k.
     pub fn upload_images(
-        &self,
+        self,
         dev: &dyn Accelerator,
         images: [&[f32]; 4],
-    ) -> Result<f64, RunError> {
+    ) -> Result<KeptPlanes, RunError> {
         let n = self.nx * self.ny;
         let gpu = dev.info().is_gpu;
-        let mut seconds = 0.0;
         for (&id, image) in self.images.iter().zip(images) {
             assert_eq!(image.len(), n, "one value per pixel");
             let buffers = vec![
@@ -281,9 +279,12 @@ impl KeptPlanes {
             let fill = Step::Fill { buffer: 1, byte: 0 };
             let job =
                 RunOptions::single_shot().job(&PROGRAM, program_defines(gpu), buffers, vec![fill]);
-            seconds += exec::run_plan(dev, &[job], 0)?.times.median;
+            exec::run_plan(dev, &[job], 0)?;
         }
-        Ok(seconds)
+        Ok(KeptPlanes {
+            images_on_device: true,
+            ..self
+        })
     }
 
     /// Every resident buffer's id.

@@ -497,7 +497,7 @@ pub fn subtract_streaming(
     );
     // On an accelerator the difference's planes stay there for the matched filter (KeptPlanes), unless
     // another tool's difference is to replace D before it; released on every way out of this function.
-    let mut kept = match target {
+    let kept = match target {
         Target::Device(dev)
             if opts.precision == Precision::F32 && opts.external_difference.is_none() =>
         {
@@ -595,13 +595,13 @@ pub fn subtract_streaming(
                     if first_sums.recv().is_err() {
                         return Ok(None);
                     }
-                    let seconds = k
+                    let uploaded = k
                         .upload_images(dev.as_ref(), images.map(|v| v.as_slice()))
                         .map_err(|e| format!("the difference's images on {}: {e}", dev.id()))?;
                     crate::exec::trace_event(|| {
                         "subtract: the difference's images uploaded".into()
                     });
-                    Ok::<_, String>(Some(seconds))
+                    Ok::<_, String>(Some(uploaded))
                 }))
             }
             _ => None,
@@ -653,9 +653,8 @@ pub fn subtract_streaming(
             .flatten();
         Ok::<_, String>((direction, fwhm, fitted?, masks, psf_thread, uploaded))
     })?;
-    if let Some(k) = kept.as_mut() {
-        k.images_on_device = uploaded.is_some();
-    }
+    // The same planes, with the images on the device when they went there beside the fit.
+    let kept = uploaded.or(kept);
     let (conv, unconv) = match direction {
         Direction::Reference => (reference, science),
         Direction::Science => (science, reference),
