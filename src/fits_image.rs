@@ -56,24 +56,43 @@ impl Card {
     }
 }
 
+/// Bands of float32 rows as they are computed: each call gives the next band's first row and its values
+/// (whole rows, in order), `None` once there are no more.
+pub type RowBands<'a> = &'a (dyn Fn() -> Option<(usize, std::sync::Arc<Vec<f32>>)> + Sync);
+
 /// The pixels of an image, row by row (x fastest; NAXIS1 = nx).
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub enum Pixels<'a> {
     F32(&'a [f32]),
+    /// Float32 written band by band as the bands come: the file holds the image once every row has come,
+    /// in order (else nothing is kept).
+    F32Rows(RowBands<'a>),
     /// Masks: BITPIX 8.
     U8(&'a [u8]),
 }
 
-impl Pixels<'_> {
-    fn len(&self) -> usize {
+impl std::fmt::Debug for Pixels<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Pixels::F32(p) => p.len(),
-            Pixels::U8(p) => p.len(),
+            Pixels::F32(p) => write!(f, "F32({} values)", p.len()),
+            Pixels::F32Rows(_) => write!(f, "F32Rows"),
+            Pixels::U8(p) => write!(f, "U8({} values)", p.len()),
+        }
+    }
+}
+
+impl Pixels<'_> {
+    /// The values given now (`None` for bands still to come).
+    fn len(&self) -> Option<usize> {
+        match self {
+            Pixels::F32(p) => Some(p.len()),
+            Pixels::F32Rows(_) => None,
+            Pixels::U8(p) => Some(p.len()),
         }
     }
     fn sample_bytes(&self) -> usize {
         match self {
-            Pixels::F32(_) => 4,
+            Pixels::F32(_) | Pixels::F32Rows(_) => 4,
             Pixels::U8(_) => 1,
         }
     }
@@ -129,13 +148,13 @@ fn problem(image: &ImageOut) -> Option<String> {
             image.nx, image.ny
         ));
     }
-    if image.nx.checked_mul(image.ny) != Some(image.pixels.len()) {
-        return Some(format!(
-            "image size {}×{} does not match its {} values",
-            image.nx,
-            image.ny,
-            image.pixels.len()
-        ));
+    if let Some(values) = image.pixels.len() {
+        if image.nx.checked_mul(image.ny) != Some(values) {
+            return Some(format!(
+                "image size {}×{} does not match its {values} values",
+                image.nx, image.ny,
+            ));
+        }
     }
     if image.nx > i32::MAX as usize || image.ny > i32::MAX as usize {
         return Some(format!("image size {}×{} is too large", image.nx, image.ny));
@@ -229,10 +248,40 @@ pub fn write_image_over(
         match image.pixels {
             Pixels::U8(p) => f.write_all_at(p, start),
             Pixels::F32(p) => write_big_endian(f, start, p),
+            Pixels::F32Rows(next) => write_bands(f, start, image.nx, image.ny, next),
         }
     });
     crate::exec::trace_event(|| format!("write {}: ends", path.display()));
     written
+}
+
+/// Writes the bands `next` gives, big-endian, each at its rows' place after `offset` of `f`, as they come; an
+/// error unless they are whole rows, in order, and every row of the ny came.
+fn write_bands(
+    f: &std::fs::File,
+    offset: u64,
+    nx: usize,
+    ny: usize,
+    next: RowBands,
+) -> std::io::Result<()> {
+    let mut rows_written = 0;
+    while let Some((row0, band)) = next() {
+        let rows = band.len() / nx;
+        if row0 != rows_written || rows * nx != band.len() || row0 + rows > ny {
+            return Err(std::io::Error::other(format!(
+                "a band of {} values from row {row0} after {rows_written} rows of {ny} written                  ({nx} values a row)",
+                band.len()
+            )));
+        }
+        write_big_endian(f, offset + (4 * row0 * nx) as u64, &band)?;
+        rows_written += rows;
+    }
+    if rows_written != ny {
+        return Err(std::io::Error::other(format!(
+            "only {rows_written} of the image's {ny} rows came"
+        )));
+    }
+    Ok(())
 }
 
 /// Writes `samples` big-endian at `offset` of `f`: a helper thread converts part after part (two ahead at
@@ -272,7 +321,7 @@ fn encode_header(image: &ImageOut) -> Result<Vec<u8>, fitsio::errors::Error> {
     let one_row = encode_fits_in_memory(8 * FITS_BLOCK, |f| {
         let description = ImageDescription {
             data_type: match image.pixels {
-                Pixels::F32(_) => ImageType::Float,
+                Pixels::F32(_) | Pixels::F32Rows(_) => ImageType::Float,
                 Pixels::U8(_) => ImageType::UnsignedByte,
             },
             // fitsio takes C order (slowest first), so NAXIS1 = nx.
@@ -869,6 +918,7 @@ mod tests {
             let expected: Vec<f32> = match pixels {
                 Pixels::F32(p) => p.to_vec(),
                 Pixels::U8(p) => p.iter().map(|&b| b as f32).collect(),
+                Pixels::F32Rows(_) => unreachable!("whole images only here"),
             };
             assert_eq!(cfitsio_values(&path), expected);
             let len = std::fs::metadata(&path).unwrap().len() as usize;
@@ -940,6 +990,85 @@ mod tests {
                 "plain-m.fits"
             ]
         );
+    }
+
+    /// Bands of rows as they come (uneven, the last short; over a file written ahead or new) make the file
+    /// the whole image makes; bands out of order, not whole rows, or too few leave no file.
+    #[test]
+    fn images_written_in_bands_of_rows_are_the_same_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (nx, ny) = (1031, 1019);
+        let data: Vec<f32> = (0..nx * ny).map(|i| (i as f32).sin() * 2e3 + 5.0).collect();
+        let cards = [Card::real("GAIN", 1.5, "e/ADU")];
+        let history = vec!["in bands".to_string()];
+        fn image<'a>(
+            nx: usize,
+            ny: usize,
+            pixels: Pixels<'a>,
+            cards: &'a [Card],
+            history: &'a [String],
+        ) -> ImageOut<'a> {
+            ImageOut {
+                nx,
+                ny,
+                pixels,
+                name: "SNR",
+                cards,
+                history,
+            }
+        }
+        let plain = dir.path().join("plain.fits");
+        write_image(&plain, &image(nx, ny, Pixels::F32(&data), &cards, &history)).unwrap();
+        let expected = std::fs::read(&plain).unwrap();
+        // Bands of the given first rows (each to the next, the last to `end`).
+        let banded = |starts: &[usize], end: usize| {
+            let bands: Vec<(usize, std::sync::Arc<Vec<f32>>)> = starts
+                .iter()
+                .zip(starts.iter().skip(1).chain([&end]))
+                .map(|(&a, &b)| (a, std::sync::Arc::new(data[a * nx..b * nx].to_vec())))
+                .collect();
+            std::sync::Mutex::new(bands.into_iter())
+        };
+        for (k, ahead) in [false, true].into_iter().enumerate() {
+            let path = dir.path().join(format!("bands-{k}.fits"));
+            let ahead =
+                ahead.then(|| WrittenAhead::new(&path, image_file_len(nx, ny, 4, 4)).unwrap());
+            let bands = banded(&[0, 1, 300, 301, 1000], ny);
+            let next = || bands.lock().unwrap().next();
+            let pixels = Pixels::F32Rows(&next);
+            write_image_over(&path, &image(nx, ny, pixels, &cards, &history), ahead).unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), expected, "ahead: {}", k == 1);
+        }
+        let refused =
+            |bands: std::sync::Mutex<std::vec::IntoIter<(usize, std::sync::Arc<Vec<f32>>)>>,
+             why: &str| {
+                let path = dir.path().join("refused.fits");
+                let next = || bands.lock().unwrap().next();
+                let pixels = Pixels::F32Rows(&next);
+                let err = write_image_over(&path, &image(nx, ny, pixels, &cards, &history), None)
+                    .unwrap_err();
+                assert!(!path.exists(), "{why}: a file was left");
+                err.to_string()
+            };
+        let band = |a: usize, b: usize| (a, std::sync::Arc::new(data[a * nx..b * nx].to_vec()));
+        let overlapping = std::sync::Mutex::new(vec![band(0, 300), band(200, 400)].into_iter());
+        let err = refused(overlapping, "out of order");
+        assert!(err.contains("from row 200 after 300 rows"), "{err}");
+        let err = refused(banded(&[0, 300], 500), "too few");
+        assert!(
+            err.contains("only 500 of the image's 1019 rows came"),
+            "{err}"
+        );
+        let short = std::sync::Mutex::new(
+            vec![(0, std::sync::Arc::new(data[..nx + 3].to_vec()))].into_iter(),
+        );
+        let err = refused(short, "not whole rows");
+        assert!(
+            err.contains(&format!("a band of {} values", nx + 3)),
+            "{err}"
+        );
+        let left = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(left, 3, "plain, bands-0 and bands-1 alone");
     }
 
     #[test]

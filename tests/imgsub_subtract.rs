@@ -331,6 +331,21 @@ fn every_backend_subtracts_as_the_cpu_model_does() {
         let (d, v) = planes_errors(&sub, &reference64, &unconvolved, 1.0);
         errors.push((label.clone(), d, v));
         assert_same_detection(&sub, &reference, &label);
+        if cap.is_none() {
+            // The significance in bands of 37 rows (the last short), each job filtering its band from
+            // the inputs the first formed: the same plane to the bit, the same detections.
+            let options = SubtractOptions {
+                significance_band_rows: Some(37),
+                ..SubtractOptions::default()
+            };
+            let banded = subtract(truth_of(&spec).0, &options, target).unwrap();
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert!(
+                bits(&banded.snr) == bits(&sub.snr),
+                "{label}: the significance in bands differs"
+            );
+            assert_eq!(banded.detections.len(), sub.detections.len(), "{label}");
+        }
     }
     assert_within_contract(&errors);
 }
@@ -668,6 +683,68 @@ fn subtract_writes_its_files_with_the_wcs_and_scores() {
     assert_same_planes(&out, &quick, "without fsync");
     let catalogue = |d: &std::path::Path| std::fs::read_to_string(d.join("catalogue.csv")).unwrap();
     assert_eq!(catalogue(&out), catalogue(&quick));
+}
+
+/// On each device (`--no-fsync`: the planes' files written ahead), the significance written band by band as
+/// each comes home makes the file it makes whole-plane sized: every plane and the catalogue the same to the
+/// bit with bands of 37 rows (the last short) as with the default bands (one, at 384²); and scored (the
+/// significance then written whole beside the scores), the same again.
+#[test]
+fn the_significance_written_in_bands_is_the_same_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let field = field_in(dir.path());
+    let d = discover();
+    for target in common::devices(&d) {
+        // The six images named (no truth, no scores), or the field (scored).
+        let named: Vec<String> = [
+            ("--ref", "ref.fits"),
+            ("--sci", "sci.fits"),
+            ("--ref-var", "ref.var.fits"),
+            ("--sci-var", "sci.var.fits"),
+            ("--ref-mask", "ref.mask.fits"),
+            ("--sci-mask", "sci.mask.fits"),
+        ]
+        .iter()
+        .flat_map(|&(flag, file)| [flag.to_string(), field.join(file).display().to_string()])
+        .collect();
+        let run = |name: &str, inputs: &[String], extra: &[&str]| {
+            let out = dir
+                .path()
+                .join(format!("{}-{name}", target.id().replace(':', "_")));
+            std::fs::create_dir(&out).unwrap();
+            let mut args = vec!["subtract".to_string()];
+            args.extend(inputs.iter().cloned());
+            args.extend(
+                ["--backend", &target.id(), "--out", out.to_str().unwrap()]
+                    .iter()
+                    .chain(extra)
+                    .map(|s| s.to_string()),
+            );
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let (code, stdout, err) = common::astroport(&args);
+            assert_eq!(code, 0, "{} {name}: {err}", target.id());
+            assert!(
+                stdout.contains("kept there"),
+                "{} {name}: {stdout}",
+                target.id()
+            );
+            out
+        };
+        let scored_field = ["--field".to_string(), field.display().to_string()];
+        let whole = run("whole", &named, &["--no-fsync"]);
+        let banded = run(
+            "banded",
+            &named,
+            &["--no-fsync", "--significance-band-rows", "37"],
+        );
+        let scored = run("scored", &scored_field, &["--significance-band-rows", "37"]);
+        let label = target.id();
+        assert_same_planes(&whole, &banded, &format!("{label}: bands of 37 rows"));
+        assert_same_planes(&whole, &scored, &format!("{label}: scored"));
+        let catalogue =
+            |d: &std::path::Path| std::fs::read_to_string(d.join("catalogue.csv")).unwrap();
+        assert_eq!(catalogue(&whole), catalogue(&banded), "{label}");
+    }
 }
 
 /// A 384² field (seed 2) made by `astroport field` in `dir/field`.

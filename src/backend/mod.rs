@@ -1108,7 +1108,10 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert!(RoomsAhead::take(DType::F64, len).is_none(), "wrong type");
-        assert!(RoomsAhead::take(DType::F32, len - 1).is_none(), "wrong length");
+        assert!(
+            RoomsAhead::take(DType::F32, len - 1).is_none(),
+            "wrong length"
+        );
         let taken = HostVec::room(DType::F32, len);
         assert_eq!((taken.dtype(), taken.capacity()), (DType::F32, len));
         assert_eq!(ready(), 1);

@@ -185,6 +185,10 @@ pub struct SubtractArgs {
     /// Cap on device memory in MiB (forces tiling into bands of rows).
     #[arg(long)]
     pub device_mem_mib: Option<u64>,
+    /// Rows per band of the significance computed on a device (default: about 16.8 million pixels a
+    /// band). For tests: the file must not depend on it.
+    #[arg(long, hide = true)]
+    pub significance_band_rows: Option<usize>,
     /// Do not force the outputs to the disk (fsync) before moving them into place. They still appear
     /// whole or not at all, but a crash of the machine soon after may lose them. For scratch space, or a
     /// pipeline that copies its outputs on; at 10k it saves the disk's write of 1.3 GB.
@@ -210,6 +214,7 @@ impl ToolArgs for SubtractArgs {
             direction: self.convolve,
             run: self.backend.options().single_shot_if_once(),
             device_mem_cap: crate::workload::mib_flag("--device-mem-mib", self.device_mem_mib)?,
+            significance_band_rows: self.significance_band_rows,
             ..SubtractOptions::default()
         };
         if let Some(list) = &self.pairs {
@@ -525,6 +530,11 @@ impl SubtractArgs {
                 // rather than beside detection, which is shorter than either.
                 let sub = subtract_streaming(pair, &options, target, |sub, set| match set {
                     PlaneSet::Significance(_) if truth.is_some() => Ok(()),
+                    // Scored, the significance is written whole beside the scores: its bands are let go.
+                    PlaneSet::SignificanceRows(bands) if truth.is_some() => {
+                        while bands().is_some() {}
+                        Ok(())
+                    }
                     PlaneSet::Difference => {
                         if let Some(signal) = outputs.on_difference {
                             signal();

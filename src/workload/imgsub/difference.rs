@@ -208,6 +208,16 @@ pub struct KeptPlanes {
     images_on_device: bool,
 }
 
+/// What the matched filter of a kept difference takes besides it ([`KeptPlanes::matched_filter`]): the mask,
+/// the sign D is filtered with, the convolved image's variance scaled by `corr` + 1, the filter's taps.
+#[derive(Clone, Copy)]
+pub struct MatchedFilter<'a> {
+    pub mask: &'a [u8],
+    pub sign: f32,
+    pub corr: f32,
+    pub taps: &'a [f64],
+}
+
 /// Releases resident buffers when dropped: on every path out of a pass that kept them, errors included.
 pub struct ReleaseOnDrop<'a> {
     pub dev: &'a dyn Accelerator,
@@ -294,10 +304,10 @@ impl KeptPlanes {
         ids
     }
 
-    /// The buffers the matched filter does not read: the convolved image, its variance and the image
-    /// subtracted from.
-    pub fn spent_after_difference(&self) -> [u64; 3] {
-        [self.images[0], self.images[1], self.images[2]]
+    /// The buffer the matched filter does not use: the image subtracted from (the convolved image's two
+    /// take the filter's inputs).
+    pub fn spent_after_difference(&self) -> [u64; 1] {
+        [self.images[2]]
     }
 
     /// The mask's bytes as the words the device reads (4 pixels a word, little-endian), zero-padded.
@@ -316,18 +326,26 @@ impl KeptPlanes {
         }
     }
 
-    /// The matched filter of the kept difference on `dev`, one single-shot job of two steps: the inputs
-    /// (imgsub_filter_inputs in cl/common/imgsub.h: sign·D and VD with the convolved image's share scaled by
-    /// `corr` + 1, both 0 where `mask` is set), then the filter with `taps`. Returns the significance and
-    /// the job's device time.
+    /// The matched filter of the kept difference on `dev`, in bands of `band_rows` rows (single-shot jobs):
+    /// the first forms the inputs (imgsub_filter_inputs in cl/common/imgsub.h: sign·D and VD with the
+    /// convolved image's share scaled by `corr` + 1, both 0 where `mask` is set) into the convolved image's
+    /// two device buffers, spent since the difference, and filters its band with `taps`; each next job
+    /// filters the next band from them. Each band's significance goes to `on_band` (its first row, its
+    /// values) as soon as it is home, so the caller writes it while the next is computed. Returns the jobs'
+    /// device time.
     pub fn matched_filter(
         &self,
         dev: &dyn Accelerator,
-        mask: &[u8],
-        sign: f32,
-        corr: f32,
-        taps: &[f64],
-    ) -> Result<(Vec<f32>, f64), RunError> {
+        filter: &MatchedFilter,
+        band_rows: usize,
+        mut on_band: impl FnMut(usize, Vec<f32>),
+    ) -> Result<f64, RunError> {
+        let MatchedFilter {
+            mask,
+            sign,
+            corr,
+            taps,
+        } = *filter;
         let (nx, ny) = (self.nx, self.ny);
         let n = nx * ny;
         assert_eq!(mask.len(), n, "one mask byte per pixel");
@@ -349,54 +367,73 @@ impl KeptPlanes {
             init: None,
             read_back: false,
         };
-        let scratch = BufferSpec::Scratch {
-            dtype: DType::F32,
-            len: n,
-        };
-        let buffers = vec![
-            BufferSpec::Input(HostSlice::F32(&terms)),
-            plane(self.diff),
-            plane(self.variance),
-            plane(self.images[3]),
-            BufferSpec::Input(HostSlice::U32(&words)),
-            scratch,
-            scratch,
-            BufferSpec::Output {
-                dtype: DType::F32,
-                len: n,
-            },
-        ];
-        let inputs = Launch {
-            kernel: "imgsub_filter_inputs_f32".into(),
-            args: vec![
-                StepArg::Buffer(1),
-                StepArg::Buffer(2),
-                StepArg::Buffer(3),
-                StepArg::Buffer(4),
-                StepArg::F32(sign),
-                StepArg::F32(corr),
-                StepArg::I32(pixels_i32),
-                StepArg::Buffer(5),
-                StepArg::Buffer(6),
-            ],
-            global: n,
-            local: Local::Prefer(256),
-        };
         let gpu = dev.info().is_gpu;
-        let filter = filter_launch(Precision::F32, [0, 5, 6, 7], 0, nx, ny, 0, ny, gpu);
-        let job = RunOptions::single_shot().job(
-            &PROGRAM,
-            program_defines(gpu),
-            buffers,
-            vec![Step::Launch(inputs), Step::Launch(filter)],
-        );
-        let mut run = exec::run_plan(dev, &[job], 0)?;
-        match run.outputs.pop().and_then(|mut band| band.pop()) {
-            Some(HostVec::F32(snr)) if snr.len() == n => Ok((snr, run.times.median)),
-            _ => Err(RunError::Failed(
-                "matched filter: the significance plane did not come back".into(),
-            )),
+        let band_rows = band_rows.clamp(1, ny);
+        let mut seconds = 0.0;
+        for row0 in (0..ny).step_by(band_rows) {
+            let rows = band_rows.min(ny - row0);
+            let band = BufferSpec::Output {
+                dtype: DType::F32,
+                len: rows * nx,
+            };
+            // The filter's inputs: the convolved image's buffers, its data and variance no longer needed.
+            let [fd, fv] = [plane(self.images[0]), plane(self.images[1])];
+            let (buffers, mut steps, filter_buffers) = if row0 == 0 {
+                let inputs = Launch {
+                    kernel: "imgsub_filter_inputs_f32".into(),
+                    args: vec![
+                        StepArg::Buffer(1),
+                        StepArg::Buffer(2),
+                        StepArg::Buffer(3),
+                        StepArg::Buffer(4),
+                        StepArg::F32(sign),
+                        StepArg::F32(corr),
+                        StepArg::I32(pixels_i32),
+                        StepArg::Buffer(5),
+                        StepArg::Buffer(6),
+                    ],
+                    global: n,
+                    local: Local::Prefer(256),
+                };
+                let buffers = vec![
+                    BufferSpec::Input(HostSlice::F32(&terms)),
+                    plane(self.diff),
+                    plane(self.variance),
+                    plane(self.images[3]),
+                    BufferSpec::Input(HostSlice::U32(&words)),
+                    fd,
+                    fv,
+                    band,
+                ];
+                (buffers, vec![Step::Launch(inputs)], [0, 5, 6, 7])
+            } else {
+                let buffers = vec![BufferSpec::Input(HostSlice::F32(&terms)), fd, fv, band];
+                (buffers, Vec::new(), [0, 1, 2, 3])
+            };
+            steps.push(Step::Launch(filter_launch(
+                Precision::F32,
+                filter_buffers,
+                0,
+                nx,
+                ny,
+                row0,
+                rows,
+                gpu,
+            )));
+            let job = RunOptions::single_shot().job(&PROGRAM, program_defines(gpu), buffers, steps);
+            let mut run = exec::run_plan(dev, &[job], 0)?;
+            seconds += run.times.median;
+            match run.outputs.pop().and_then(|mut band| band.pop()) {
+                Some(HostVec::F32(values)) if values.len() == rows * nx => on_band(row0, values),
+                _ => {
+                    return Err(RunError::Failed(format!(
+                        "matched filter: the significance of rows {row0}..{} did not come back",
+                        row0 + rows
+                    )))
+                }
+            }
         }
+        Ok(seconds)
     }
 }
 

@@ -482,12 +482,15 @@ pub fn subtraction_files(forced: bool, quality: bool) -> Vec<&'static str> {
 
 /// The planes a subtraction writes as FITS: those known with the difference, and the significance (handed
 /// over as soon as the matched filter gives it, before the subtraction holds it).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 pub enum PlaneSet<'a> {
     /// `diff.fits`, `diff.var.fits`, `diff.mask.fits`.
     Difference,
     /// `diff.snr.fits`.
     Significance(&'a [f32]),
+    /// `diff.snr.fits` in bands of rows, handed over before the first is computed: each call gives the
+    /// next as soon as it is home (`None` after the last), so that it is written while the next is computed.
+    SignificanceRows(crate::fits_image::RowBands<'a>),
 }
 
 /// The FITS planes `subtract` writes: file, extension name, bytes per pixel.
@@ -612,6 +615,7 @@ pub fn write_planes(
             (2, Pixels::U8(&sub.mask)),
         ],
         PlaneSet::Significance(snr) => vec![(3, Pixels::F32(snr))],
+        PlaneSet::SignificanceRows(bands) => vec![(3, Pixels::F32Rows(bands))],
     };
     std::thread::scope(|scope| {
         let handles: Vec<_> = planes

@@ -17,7 +17,8 @@
 
 use super::detect::{self, Detection};
 use super::difference::{
-    tap_row_terms, DifferenceProblem, KeptPlanes, ReleaseOnDrop, VaryingKernel, HALF, SIDE, TERMS,
+    tap_row_terms, DifferenceProblem, KeptPlanes, MatchedFilter, ReleaseOnDrop, VaryingKernel,
+    HALF, SIDE, TERMS,
 };
 use super::fit::{
     fit_stamps, normalised, select_stamps, FitConfig, FitImages, KernelFit, StampStatus,
@@ -64,7 +65,15 @@ pub struct SubtractOptions {
     /// units; NaN = masked), put in place of astroport's before the matched filter, so that it is detected
     /// and scored with astroport's variance, mask, PSF model and detector: only D differs.
     pub external_difference: Option<std::sync::Arc<Vec<f32>>>,
+    /// Rows per band of the significance when the difference is kept on a device (each band computed,
+    /// brought home and handed over while the next is computed); `None`: bands of about
+    /// [`SIGNIFICANCE_BAND_PIXELS`].
+    pub significance_band_rows: Option<usize>,
 }
+
+/// Pixels per band of the significance on a device: at 10k, 7 bands of 64 MB, so its write (about 5 GB/s,
+/// one file's buffered writes being serialised) begins once the first is home rather than after the last.
+pub const SIGNIFICANCE_BAND_PIXELS: usize = 1 << 24;
 
 impl Default for SubtractOptions {
     fn default() -> Self {
@@ -77,6 +86,7 @@ impl Default for SubtractOptions {
             run: RunOptions::single_shot(),
             device_mem_cap: None,
             external_difference: None,
+            significance_band_rows: None,
         }
     }
 }
@@ -815,36 +825,100 @@ pub fn subtract_streaming(
         };
         host_s += host.elapsed().as_secs_f64();
         clock.done("filter_inputs");
-        let detected = (|| {
+        let detected = std::thread::scope(|inner| {
             let filter_start = Instant::now();
-            // The significance comes from the backend, computed where the filter's sums are.
-            let ([snr], filter_s) = match (&filter, kept, target) {
-                (Some(filter), ..) => run_planes(filter, target, opts, "matched filter")?,
+            // The significance comes from the backend, computed where the filter's sums are: from a
+            // difference kept on a device in bands, each written (a thread of its own, `written`) while the
+            // next is computed; else whole, written beside detection.
+            let (snr, filter_s, written) = match (&filter, kept, target) {
+                (Some(filter), ..) => {
+                    let ([snr], filter_s) = run_planes(filter, target, opts, "matched filter")?;
+                    (snr, filter_s, None)
+                }
                 (None, Some(kept), Target::Device(dev)) => {
-                    let (snr, seconds) = kept
-                        .matched_filter(dev.as_ref(), &view.mask, sign as f32, corr, &filter_taps)
-                        .map_err(|e| format!("matched filter on {}: {e}", target.id()))?;
-                    ([snr], seconds)
+                    let (to_writer, bands) = std::sync::mpsc::channel();
+                    let bands = std::sync::Mutex::new(bands);
+                    let next = move || bands.lock().unwrap().recv().ok();
+                    let written = inner.spawn(move || {
+                        let result = on_planes(view, PlaneSet::SignificanceRows(&next));
+                        // A writer that stopped early (an error) still lets the bands go.
+                        while next().is_some() {}
+                        result
+                    });
+                    let band_rows = opts
+                        .significance_band_rows
+                        .unwrap_or(SIGNIFICANCE_BAND_PIXELS.div_ceil(nx));
+                    let mut parts = Vec::new();
+                    let inputs = MatchedFilter {
+                        mask: &view.mask,
+                        sign: sign as f32,
+                        corr,
+                        taps: &filter_taps,
+                    };
+                    let filtered =
+                        kept.matched_filter(dev.as_ref(), &inputs, band_rows, |row0, band| {
+                            let band = Arc::new(band);
+                            // The writer may have gone (an error it reports itself).
+                            let _ = to_writer.send((row0, Arc::clone(&band)));
+                            parts.push((row0, band));
+                        });
+                    drop(to_writer);
+                    let seconds =
+                        filtered.map_err(|e| format!("matched filter on {}: {e}", target.id()))?;
+                    // The bands into one plane for detection, on all cores.
+                    let mut snr = crate::backend::HostVec::room(DType::F32, nx * ny);
+                    if let crate::backend::HostVec::F32(plane) = &mut snr {
+                        let spare = &mut plane.spare_capacity_mut()[..nx * ny];
+                        let mut rest = spare;
+                        let mut slices = Vec::new();
+                        for (_, band) in &parts {
+                            let (here, after) = rest.split_at_mut(band.len());
+                            slices.push((here, band));
+                            rest = after;
+                        }
+                        assert!(rest.is_empty(), "the bands cover the plane");
+                        slices.into_par_iter().for_each(|(here, band)| {
+                            here.par_chunks_mut(1 << 18)
+                                .zip(band.par_chunks(1 << 18))
+                                .for_each(|(to, from)| {
+                                    for (t, &f) in to.iter_mut().zip(from) {
+                                        t.write(f);
+                                    }
+                                })
+                        });
+                        // SAFETY: the bands, whole rows from row 0 in order, wrote all nx·ny values.
+                        unsafe { plane.set_len(nx * ny) };
+                    }
+                    let crate::backend::HostVec::F32(snr) = snr else {
+                        unreachable!("a float32 room")
+                    };
+                    (snr, seconds, Some(written))
                 }
                 _ => unreachable!("a difference is kept on accelerators only"),
             };
             let filter_wall_s = filter_start.elapsed().as_secs_f64();
-            let (detections, detect_s, written) = std::thread::scope(|inner| {
-                let written = inner.spawn(|| on_planes(view, PlaneSet::Significance(&snr)));
+            let (detections, detect_s, whole_written) = std::thread::scope(|beside| {
+                let whole = written
+                    .is_none()
+                    .then(|| beside.spawn(|| on_planes(view, PlaneSet::Significance(&snr))));
                 let host = Instant::now();
                 let halo =
                     detect::SaturationHalo::new(&view.input_mask, view.fwhm.0.max(view.fwhm.1));
                 let detections =
                     detect::find(&snr, &view.planes(), opts.threshold, &halo, &view.psf);
                 let detect_s = host.elapsed().as_secs_f64();
-                let written = written
-                    .join()
-                    .expect("the caller's significance writer panicked");
-                (detections, detect_s, written)
+                let whole_written = whole.map_or(Ok(()), |w| {
+                    w.join().expect("the caller's significance writer panicked")
+                });
+                (detections, detect_s, whole_written)
             });
-            written?;
+            whole_written?;
+            if let Some(w) = written {
+                w.join()
+                    .expect("the caller's significance writer panicked")?;
+            }
             Ok::<_, String>((snr, detections, filter_s, filter_wall_s, detect_s))
-        })();
+        });
         drop(filter);
         (
             detected,
