@@ -219,14 +219,14 @@ impl HostVec {
     /// mapped, by all cores at once: fresh pages are otherwise mapped one at a time by the single thread of
     /// the runtime's copy out of its staging buffer (at 10k, 400 MB per plane).
     pub fn zeroed(dtype: DType, len: usize) -> HostVec {
-        fn zero<T: Copy + Default + Send + Sync>(mut v: Vec<T>, len: usize) -> Vec<T> {
+        fn touched<T: Copy + Default + Send + Sync>(len: usize) -> Vec<T> {
             use rayon::prelude::*;
             if len < 1 << 20 {
-                v.resize(len, T::default());
-                return v;
+                return vec![T::default(); len];
             }
             // Zeroed by all cores: `vec![0; n]` of memory the allocator reuses (a job's freed inputs) is
             // zeroed by one thread, 0.22-0.28 s for the matched filter's 800 MB of outputs at 10k.
+            let mut v: Vec<T> = Vec::with_capacity(len);
             v.spare_capacity_mut()[..len]
                 .par_chunks_mut(1 << 18)
                 .for_each(|part| part.iter_mut().for_each(|x| _ = x.write(T::default())));
@@ -234,48 +234,24 @@ impl HostVec {
             unsafe { v.set_len(len) };
             v
         }
-        // A room made ahead has its pages mapped: zeroing it is a pass over memory alone.
-        match HostVec::room(dtype, len) {
-            HostVec::F32(v) => HostVec::F32(zero(v, len)),
-            HostVec::F64(v) => HostVec::F64(zero(v, len)),
-            HostVec::I32(v) => HostVec::I32(zero(v, len)),
-            HostVec::U32(v) => HostVec::U32(zero(v, len)),
-            HostVec::U64(v) => HostVec::U64(zero(v, len)),
+        match dtype {
+            DType::F32 => HostVec::F32(touched(len)),
+            DType::F64 => HostVec::F64(touched(len)),
+            DType::I32 => HostVec::I32(touched(len)),
+            DType::U32 => HostVec::U32(touched(len)),
+            DType::U64 => HostVec::U64(touched(len)),
         }
     }
     /// Room for `len` elements of `dtype` that a device's copy fills: capacity only, length 0, its pages
     /// mapped by whatever writes them first (a model's copy threads, all at once). [`HostVec::filled`]
     /// gives it its length once every element is written.
-    /// A room made ahead for this length ([`RoomsAhead`]) is taken first: its pages are mapped already.
     pub fn room(dtype: DType, len: usize) -> HostVec {
-        RoomsAhead::take(dtype, len).unwrap_or_else(|| HostVec::allocated(dtype, len))
-    }
-    /// Capacity for `len` elements, length 0, no page mapped yet.
-    fn allocated(dtype: DType, len: usize) -> HostVec {
         match dtype {
             DType::F32 => HostVec::F32(Vec::with_capacity(len)),
             DType::F64 => HostVec::F64(Vec::with_capacity(len)),
             DType::I32 => HostVec::I32(Vec::with_capacity(len)),
             DType::U32 => HostVec::U32(Vec::with_capacity(len)),
             DType::U64 => HostVec::U64(Vec::with_capacity(len)),
-        }
-    }
-    fn dtype(&self) -> DType {
-        match self {
-            HostVec::F32(_) => DType::F32,
-            HostVec::F64(_) => DType::F64,
-            HostVec::I32(_) => DType::I32,
-            HostVec::U32(_) => DType::U32,
-            HostVec::U64(_) => DType::U64,
-        }
-    }
-    fn capacity(&self) -> usize {
-        match self {
-            HostVec::F32(v) => v.capacity(),
-            HostVec::F64(v) => v.capacity(),
-            HostVec::I32(v) => v.capacity(),
-            HostVec::U32(v) => v.capacity(),
-            HostVec::U64(v) => v.capacity(),
         }
     }
     /// Where a device writes this vector's elements (or its room's).
@@ -323,79 +299,6 @@ impl HostVec {
             HostVec::U32(v) => v.iter().map(|&x| x as f64).collect(),
             HostVec::U64(v) => v.iter().map(|&x| x as f64).collect(),
         }
-    }
-}
-
-/// Rooms ([`HostVec::room`]) made ahead and not yet taken, with the address of the [`RoomsAhead`] that made
-/// each (for its drop to free those no job took).
-static ROOMS_MADE_AHEAD: std::sync::Mutex<Vec<(usize, HostVec)>> =
-    std::sync::Mutex::new(Vec::new());
-
-/// Rooms for a job's large outputs made ahead: allocated, and their pages mapped, on a thread of lowered
-/// priority while the caller's critical path is elsewhere (`subtract`: its difference and variance planes,
-/// made beside the fit). A device's download then lands in mapped pages: at 10k the CUDA job mapped the
-/// 800 MB of the two planes on its copy threads in 28 ms, after the runs, which took less. A room
-/// [`HostVec::room`] or [`HostVec::zeroed`] asks for of the same type and length is taken from here;
-/// dropping this waits for the threads and frees what no job took.
-pub struct RoomsAhead {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    /// This one's mark in [`ROOMS_MADE_AHEAD`], boxed so that it stays put while the value moves.
-    mark: Box<u8>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl RoomsAhead {
-    /// Starts making `count` rooms of `len` elements of `dtype`, each on a thread of its own.
-    pub fn start(dtype: DType, len: usize, count: usize) -> RoomsAhead {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let mark = Box::new(0u8);
-        let threads = (0..count)
-            .map(|_| {
-                let (stop, mark) = (std::sync::Arc::clone(&stop), &*mark as *const u8 as usize);
-                std::thread::spawn(move || {
-                    crate::exec::lower_this_threads_priority();
-                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        return;
-                    }
-                    let mut room = HostVec::allocated(dtype, len);
-                    let bytes = len * dtype.bytes();
-                    let start = room.write_address();
-                    // One byte per 4 KiB page maps it (a room's contents are unspecified until a copy
-                    // fills it).
-                    for offset in (0..bytes).step_by(4096) {
-                        // SAFETY: within the capacity just allocated; a room's bytes may hold anything.
-                        unsafe { start.add(offset).write_volatile(0) };
-                    }
-                    ROOMS_MADE_AHEAD.lock().unwrap().push((mark, room));
-                    crate::exec::trace_event(|| format!("rooms ahead: {bytes} bytes mapped"));
-                })
-            })
-            .collect();
-        RoomsAhead {
-            stop,
-            mark,
-            threads,
-        }
-    }
-
-    /// A room made ahead of `dtype` for exactly `len` elements, if one is ready.
-    fn take(dtype: DType, len: usize) -> Option<HostVec> {
-        let mut made = ROOMS_MADE_AHEAD.lock().unwrap();
-        let fits = |v: &HostVec| v.dtype() == dtype && v.capacity() == len;
-        let k = made.iter().position(|(_, v)| fits(v))?;
-        crate::exec::trace_event(|| "rooms ahead: one taken".into());
-        Some(made.swap_remove(k).1)
-    }
-}
-
-impl Drop for RoomsAhead {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        for thread in self.threads.drain(..) {
-            let _ = thread.join();
-        }
-        let mark = &*self.mark as *const u8 as usize;
-        ROOMS_MADE_AHEAD.lock().unwrap().retain(|(m, _)| *m != mark);
     }
 }
 
@@ -1081,49 +984,5 @@ impl fmt::Display for Selector {
             write!(f, ":{p}")?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Made, then taken once by a room of the same type and length; a room of another length or type is
-    /// allocated afresh; what no job took is gone once the maker is dropped. Lengths no other test asks for.
-    #[test]
-    fn rooms_made_ahead_are_taken_by_their_length_and_freed_with_their_maker() {
-        let len = (1 << 20) + 12_345;
-        let ahead = RoomsAhead::start(DType::F32, len, 2);
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        let ready = || {
-            ROOMS_MADE_AHEAD
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|(_, v)| v.capacity() == len)
-                .count()
-        };
-        while ready() < 2 {
-            assert!(std::time::Instant::now() < deadline, "rooms not made");
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        assert!(RoomsAhead::take(DType::F64, len).is_none(), "wrong type");
-        assert!(
-            RoomsAhead::take(DType::F32, len - 1).is_none(),
-            "wrong length"
-        );
-        let taken = HostVec::room(DType::F32, len);
-        assert_eq!((taken.dtype(), taken.capacity()), (DType::F32, len));
-        assert_eq!(ready(), 1);
-        // A zeroed vector takes the other one, and is zeros throughout.
-        match HostVec::zeroed(DType::F32, len) {
-            HostVec::F32(v) => assert!(v.len() == len && v.iter().all(|&x| x == 0.0)),
-            other => panic!("zeroed as {:?}", other.dtype()),
-        }
-        assert_eq!(ready(), 0);
-        let second = RoomsAhead::start(DType::F32, len, 1);
-        drop(second);
-        assert_eq!(ready(), 0, "a dropped maker leaves nothing behind");
-        drop(ahead);
     }
 }

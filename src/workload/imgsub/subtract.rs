@@ -27,7 +27,7 @@ use super::io::PlaneSet;
 use super::pair::{Pair, Plane, MASK_NOT_A_NUMBER};
 use super::psf::{Planes, PsfModel, PsfSummary};
 use super::{half_maximum_fwhm, median};
-use crate::backend::{DType, Precision, RoomsAhead, Target};
+use crate::backend::{DType, Precision, Target};
 use crate::exec::RunOptions;
 use crate::workload::Workload;
 use rayon::prelude::*;
@@ -605,15 +605,13 @@ pub fn subtract_streaming(
                     if first_sums.recv().is_err() {
                         return Ok(None);
                     }
-                    // The difference and variance planes' host rooms, mapped meanwhile (`RoomsAhead`).
-                    let rooms = RoomsAhead::start(DType::F32, nx * ny, 2);
                     let uploaded = k
                         .upload_images(dev.as_ref(), images.map(|v| v.as_slice()))
                         .map_err(|e| format!("the difference's images on {}: {e}", dev.id()))?;
                     crate::exec::trace_event(|| {
                         "subtract: the difference's images uploaded".into()
                     });
-                    Ok::<_, String>(Some((uploaded, rooms)))
+                    Ok::<_, String>(Some(uploaded))
                 }))
             }
             _ => None,
@@ -665,9 +663,7 @@ pub fn subtract_streaming(
             .flatten();
         Ok::<_, String>((direction, fwhm, fitted?, masks, psf_thread, uploaded))
     })?;
-    // The same planes, with the images on the device when they went there beside the fit; the rooms made
-    // ahead are freed with this function if no job took them.
-    let (uploaded, _rooms_ahead) = uploaded.unzip();
+    // The same planes, with the images on the device when they went there beside the fit.
     let kept = uploaded.or(kept);
     let (conv, unconv) = match direction {
         Direction::Reference => (reference, science),
