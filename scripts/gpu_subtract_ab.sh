@@ -5,7 +5,7 @@
 # hash of its planes' data and catalogue (SETTLE=1: `sync` before each run). Results: $OUT/ab.tgz, $OUT/ab.txt.
 # Usage: bash scripts/gpu_subtract_ab.sh REPS "NAME=ENV ..." ...   (ENV as VAR=value,VAR=value or "-";
 # BIN=path among a variant's settings runs that binary, e.g. the one before a change; VARIANT_BIN=path sets it
-# for every variant)
+# for every variant; BANDS=N runs it with --significance-band-rows N)
 set -uo pipefail
 final="${OUT:-out/gpu}"
 mkdir -p "$final"
@@ -22,6 +22,7 @@ for r in $(seq 1 "$reps"); do
     [ -z "${SETTLE:-}" ] || sync
     ( [ "$envs" = "-" ] || export $(echo "$envs" | tr ',' ' ')
       ASTROPORT_TRACE_JOBS=1 "${BIN:-${VARIANT_BIN:-$bin}}" subtract --out "$d" "${plain[@]}" --backend cuda ${nofsync[@]+"${nofsync[@]}"} \
+        ${BANDS:+--significance-band-rows "$BANDS"} \
         > "$d/stdout.txt" 2> "$d/stderr.txt" )
     # One hash of the planes' data and the catalogue: variants that compute the same must write the same.
     if planes=$(python3 "$(dirname "$0")/probes/fits_data_md5.py" "$d"/*.fits) \
