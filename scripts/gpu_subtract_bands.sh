@@ -11,6 +11,8 @@
 # .carry/start_probe (scripts/probes/cuda_start.cu, as its header says) and .carry/strace (strace and its
 # libunwind libraries, from a Debian 12 machine: the GPU machine has none). Results under $OUT: disc/ (the
 # discovery's lines and strace logs) and ab/ (ab.txt, one line per run, and ab.tgz, every run's timeline).
+# The device tool's command, with carry [".carry"] and the binaries gzipped there:
+#   gunzip -f .carry/*.gz; chmod +x .carry/astroport* .carry/start_probe .carry/strace/strace; bash scripts/gpu_subtract_bands.sh
 set -uo pipefail
 final="${OUT:-out/gpu}"
 mkdir -p "$final"

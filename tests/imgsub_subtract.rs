@@ -595,17 +595,7 @@ fn subtract_writes_its_files_with_the_wcs_and_scores() {
     // scored (`--field`), or as a pipeline runs it (the six images named, no truth, no scores).
     let path = |name: &str| field.join(name).to_str().unwrap().to_string();
     let scored = vec!["--field".to_string(), path("")];
-    let named: Vec<String> = [
-        ("--ref", "ref.fits"),
-        ("--sci", "sci.fits"),
-        ("--ref-var", "ref.var.fits"),
-        ("--sci-var", "sci.var.fits"),
-        ("--ref-mask", "ref.mask.fits"),
-        ("--sci-mask", "sci.mask.fits"),
-    ]
-    .iter()
-    .flat_map(|&(flag, file)| [flag.to_string(), path(file)])
-    .collect();
+    let named = named_inputs(&field);
     let subtract = |dest: &std::path::Path, inputs: &[String], extra: &[&str]| {
         let truth = field.join("truth.csv");
         let mut args = vec!["subtract"];
@@ -696,17 +686,7 @@ fn the_significance_written_in_bands_is_the_same_file() {
     let d = discover();
     for target in common::devices(&d) {
         // The six images named (no truth, no scores), or the field (scored).
-        let named: Vec<String> = [
-            ("--ref", "ref.fits"),
-            ("--sci", "sci.fits"),
-            ("--ref-var", "ref.var.fits"),
-            ("--sci-var", "sci.var.fits"),
-            ("--ref-mask", "ref.mask.fits"),
-            ("--sci-mask", "sci.mask.fits"),
-        ]
-        .iter()
-        .flat_map(|&(flag, file)| [flag.to_string(), field.join(file).display().to_string()])
-        .collect();
+        let named = named_inputs(&field);
         let run = |name: &str, inputs: &[String], extra: &[&str]| {
             let out = dir
                 .path()
@@ -745,6 +725,21 @@ fn the_significance_written_in_bands_is_the_same_file() {
             |d: &std::path::Path| std::fs::read_to_string(d.join("catalogue.csv")).unwrap();
         assert_eq!(catalogue(&whole), catalogue(&banded), "{label}");
     }
+}
+
+/// The flags naming a field's six images (as a pipeline runs `subtract`: no truth, no scores).
+fn named_inputs(field: &std::path::Path) -> Vec<String> {
+    [
+        ("--ref", "ref.fits"),
+        ("--sci", "sci.fits"),
+        ("--ref-var", "ref.var.fits"),
+        ("--sci-var", "sci.var.fits"),
+        ("--ref-mask", "ref.mask.fits"),
+        ("--sci-mask", "sci.mask.fits"),
+    ]
+    .iter()
+    .flat_map(|&(flag, file)| [flag.to_string(), field.join(file).display().to_string()])
+    .collect()
 }
 
 /// A 384² field (seed 2) made by `astroport field` in `dir/field`.

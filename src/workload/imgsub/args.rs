@@ -498,8 +498,13 @@ impl SubtractArgs {
                 p.display()
             ));
         }
+        // Scored, the significance is written whole beside the scores: computed in one band (bands would
+        // only add their jobs' overhead to the filter), unless the bands are asked for.
         let options = SubtractOptions {
             external_difference,
+            significance_band_rows: options
+                .significance_band_rows
+                .or(truth.is_some().then_some(usize::MAX)),
             ..options.clone()
         };
         let synced_before = crate::inputs::seconds_syncing();
