@@ -269,7 +269,8 @@ fn write_bands(
         let rows = band.len() / nx;
         if row0 != rows_written || rows * nx != band.len() || row0 + rows > ny {
             return Err(std::io::Error::other(format!(
-                "a band of {} values from row {row0} after {rows_written} rows of {ny} written                  ({nx} values a row)",
+                "a band of {} values from row {row0} after {rows_written} rows of {ny} written \
+                 ({nx} values a row)",
                 band.len()
             )));
         }

@@ -510,7 +510,8 @@ impl SubtractArgs {
         let synced_before = crate::inputs::seconds_syncing();
         let names = subtraction_files(forced.is_some(), truth.is_some());
         // All files or none: the difference, its variance and mask are written while the matched filter and
-        // detection run, the significance while detection runs (or, scored, while the scores are computed).
+        // detection run, the significance as its bands come from a device and while detection runs (or,
+        // scored, whole while the scores are computed).
         let ((sub, quality, score_s, planes_s, tail_s), written) =
             write_all_or_none(outputs.out, "subtract", &names, |staging| {
                 // On an accelerator the planes' files are written ahead while the host waits for the
@@ -527,8 +528,26 @@ impl SubtractArgs {
                 let write = |sub: &super::subtract::Subtraction, set: PlaneSet| {
                     let started = std::time::Instant::now();
                     let cards = cards.get_or_init(|| subtraction_cards(sub, &wcs));
-                    let written = write_planes(sub, set, cards, &history, staging, &ahead);
-                    *planes_s.lock().unwrap() += started.elapsed().as_secs_f64();
+                    // A plane that comes in bands is timed from its first band: before it, its writer
+                    // only waits for the device.
+                    let first_band = std::sync::OnceLock::new();
+                    let (written, from) = match set {
+                        PlaneSet::SignificanceRows(bands) => {
+                            let timed = || {
+                                let band = bands();
+                                first_band.get_or_init(std::time::Instant::now);
+                                band
+                            };
+                            let set = PlaneSet::SignificanceRows(&timed);
+                            let written = write_planes(sub, set, cards, &history, staging, &ahead);
+                            (written, *first_band.get().unwrap_or(&started))
+                        }
+                        _ => (
+                            write_planes(sub, set, cards, &history, staging, &ahead),
+                            started,
+                        ),
+                    };
+                    *planes_s.lock().unwrap() += from.elapsed().as_secs_f64();
                     written.map_err(|e| e.to_string())
                 };
                 // Scored, the significance is written beside the scores (which need the detections)

@@ -194,7 +194,8 @@ pub struct DifferenceProblem {
 /// A difference whose planes stay on an accelerator after its pass, so that the matched filter forms its
 /// inputs there and reads them in place, instead of the host forming them and uploading 800 MB again at
 /// 10k: the resident buffers of the four images (uploaded by the difference's job), D and VD. The caller
-/// releases them ([`KeptPlanes::ids`]), the first three once the difference is done.
+/// releases them ([`KeptPlanes::ids`]): the image subtracted from once the difference is done, the rest
+/// after the matched filter, whose inputs take the convolved image's two.
 #[derive(Debug, Clone, Copy)]
 pub struct KeptPlanes {
     pub nx: usize,

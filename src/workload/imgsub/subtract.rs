@@ -27,7 +27,7 @@ use super::io::PlaneSet;
 use super::pair::{Pair, Plane, MASK_NOT_A_NUMBER};
 use super::psf::{Planes, PsfModel, PsfSummary};
 use super::{half_maximum_fwhm, median};
-use crate::backend::{DType, Precision, Target};
+use crate::backend::{Precision, Target};
 use crate::exec::RunOptions;
 use crate::workload::Workload;
 use rayon::prelude::*;
@@ -490,7 +490,9 @@ pub fn subtract(
 
 /// Runs the subtraction and hands its planes to `on_planes` as soon as each set is known: the difference, its
 /// variance and mask (`snr` and `detections` still empty) while the matched filter runs, then the
-/// significance while detection runs. A pipeline writes them there. Its errors are the subtraction's.
+/// significance: on a device in bands of rows as each comes home (handed over before the first is
+/// computed), elsewhere whole while detection runs. A pipeline writes them there. Its errors are the
+/// subtraction's.
 pub fn subtract_streaming(
     pair: Pair,
     opts: &SubtractOptions,
@@ -731,7 +733,7 @@ pub fn subtract_streaming(
     if let (Some(k), Target::Device(dev)) = (kept, target) {
         dev.release(&k.spent_after_difference());
         crate::exec::trace_event(|| {
-            "subtract: the difference's inputs released on the device".into()
+            "subtract: the image subtracted from released on the device".into()
         });
     }
     clock.done("difference");
@@ -782,7 +784,8 @@ pub fn subtract_streaming(
         kept_on_device: kept.is_some(),
     };
     // The caller's use of the difference (writing it) starts now and runs beside the filter's inputs, the
-    // filter and detection; its use of the significance beside detection.
+    // filter and detection; its use of the significance beside the filter's next bands (on a device) and
+    // detection.
     let on_planes = &on_planes;
     let (detected, handed) = std::thread::scope(|scope| {
         let view = &sub;
@@ -861,33 +864,7 @@ pub fn subtract_streaming(
                     drop(to_writer);
                     let seconds =
                         filtered.map_err(|e| format!("matched filter on {}: {e}", target.id()))?;
-                    // The bands into one plane for detection, on all cores.
-                    let mut snr = crate::backend::HostVec::room(DType::F32, nx * ny);
-                    if let crate::backend::HostVec::F32(plane) = &mut snr {
-                        let spare = &mut plane.spare_capacity_mut()[..nx * ny];
-                        let mut rest = spare;
-                        let mut slices = Vec::new();
-                        for (_, band) in &parts {
-                            let (here, after) = rest.split_at_mut(band.len());
-                            slices.push((here, band));
-                            rest = after;
-                        }
-                        assert!(rest.is_empty(), "the bands cover the plane");
-                        slices.into_par_iter().for_each(|(here, band)| {
-                            here.par_chunks_mut(1 << 18)
-                                .zip(band.par_chunks(1 << 18))
-                                .for_each(|(to, from)| {
-                                    for (t, &f) in to.iter_mut().zip(from) {
-                                        t.write(f);
-                                    }
-                                })
-                        });
-                        // SAFETY: the bands, whole rows from row 0 in order, wrote all nx·ny values.
-                        unsafe { plane.set_len(nx * ny) };
-                    }
-                    let crate::backend::HostVec::F32(snr) = snr else {
-                        unreachable!("a float32 room")
-                    };
+                    let snr = one_plane(parts, nx, ny);
                     (snr, seconds, Some(written))
                 }
                 _ => unreachable!("a difference is kept on accelerators only"),
@@ -946,6 +923,42 @@ pub fn subtract_streaming(
         steps: clock.steps,
     };
     Ok(sub)
+}
+
+/// The significance's bands (first row, values: whole rows of `nx`, from row 0 in order) as one plane of
+/// nx · ny values: a lone band itself once no one else holds it (the scored path's writer lets it go at once),
+/// else copied on all cores.
+fn one_plane(mut parts: Vec<(usize, Arc<Vec<f32>>)>, nx: usize, ny: usize) -> Vec<f32> {
+    let n = nx * ny;
+    if let [(0, _)] = parts.as_slice() {
+        match Arc::try_unwrap(parts.pop().expect("one band").1) {
+            Ok(plane) if plane.len() == n => return plane,
+            Ok(plane) => parts.push((0, Arc::new(plane))),
+            Err(shared) => parts.push((0, shared)),
+        }
+    }
+    let mut plane: Vec<f32> = Vec::with_capacity(n);
+    let mut rest = &mut plane.spare_capacity_mut()[..n];
+    let mut slices = Vec::with_capacity(parts.len());
+    for (row0, band) in &parts {
+        assert_eq!(row0 * nx, n - rest.len(), "the bands come in order");
+        let (here, after) = rest.split_at_mut(band.len());
+        slices.push((here, band));
+        rest = after;
+    }
+    assert!(rest.is_empty(), "the bands cover the plane");
+    slices.into_par_iter().for_each(|(here, band)| {
+        here.par_chunks_mut(1 << 18)
+            .zip(band.par_chunks(1 << 18))
+            .for_each(|(to, from)| {
+                for (t, &f) in to.iter_mut().zip(from) {
+                    t.write(f);
+                }
+            })
+    });
+    // SAFETY: the slices, checked above to tile all n values, were each written in full.
+    unsafe { plane.set_len(n) };
+    plane
 }
 
 /// The kernel along one row of samples (fixed ŷ): each tap's row terms (`tap_row_terms`) as three planes,
