@@ -528,26 +528,24 @@ impl SubtractArgs {
                 let write = |sub: &super::subtract::Subtraction, set: PlaneSet| {
                     let started = std::time::Instant::now();
                     let cards = cards.get_or_init(|| subtraction_cards(sub, &wcs));
-                    // A plane that comes in bands is timed from its first band: before it, its writer
-                    // only waits for the device.
-                    let first_band = std::sync::OnceLock::new();
-                    let (written, from) = match set {
+                    // A plane that comes in bands is timed without the waits for them (its writer waits
+                    // for the device between bands).
+                    let waiting = std::sync::Mutex::new(std::time::Duration::ZERO);
+                    let written = match set {
                         PlaneSet::SignificanceRows(bands) => {
                             let timed = || {
+                                let asked = std::time::Instant::now();
                                 let band = bands();
-                                first_band.get_or_init(std::time::Instant::now);
+                                *waiting.lock().unwrap() += asked.elapsed();
                                 band
                             };
                             let set = PlaneSet::SignificanceRows(&timed);
-                            let written = write_planes(sub, set, cards, &history, staging, &ahead);
-                            (written, *first_band.get().unwrap_or(&started))
+                            write_planes(sub, set, cards, &history, staging, &ahead)
                         }
-                        _ => (
-                            write_planes(sub, set, cards, &history, staging, &ahead),
-                            started,
-                        ),
+                        _ => write_planes(sub, set, cards, &history, staging, &ahead),
                     };
-                    *planes_s.lock().unwrap() += from.elapsed().as_secs_f64();
+                    let writing = started.elapsed().saturating_sub(*waiting.lock().unwrap());
+                    *planes_s.lock().unwrap() += writing.as_secs_f64();
                     written.map_err(|e| e.to_string())
                 };
                 // Scored, the significance is written beside the scores (which need the detections)

@@ -71,8 +71,10 @@ pub struct SubtractOptions {
     pub significance_band_rows: Option<usize>,
 }
 
-/// Pixels per band of the significance on a device: at 10k, 7 bands of 64 MB, so its write (about 5 GB/s,
-/// one file's buffered writes being serialised) begins once the first is home rather than after the last.
+/// Pixels per band of the significance on a device: at 10k, 7 bands of 64 MB, so its write (about 5 GB/s on
+/// the H200 machine, one file's buffered writes being serialised) begins once the first is home rather than
+/// after the last. PoCL on 2 cores gains too: 10k file to file 16.2 s against 17.7 s in one band (medians of
+/// five interleaved pairs, docs/perf-notes.md).
 pub const SIGNIFICANCE_BAND_PIXELS: usize = 1 << 24;
 
 impl Default for SubtractOptions {
