@@ -551,12 +551,8 @@ impl SubtractArgs {
                 // Scored, the significance is written beside the scores (which need the detections)
                 // rather than beside detection, which is shorter than either.
                 let sub = subtract_streaming(pair, &options, target, |sub, set| match set {
-                    PlaneSet::Significance(_) if truth.is_some() => Ok(()),
                     // Scored, the significance is written whole beside the scores: its bands are let go.
-                    PlaneSet::SignificanceRows(bands) if truth.is_some() => {
-                        while bands().is_some() {}
-                        Ok(())
-                    }
+                    PlaneSet::SignificanceRows(_) if truth.is_some() => Ok(()),
                     PlaneSet::Difference => {
                         if let Some(signal) = outputs.on_difference {
                             signal();

@@ -486,10 +486,11 @@ pub fn subtraction_files(forced: bool, quality: bool) -> Vec<&'static str> {
 pub enum PlaneSet<'a> {
     /// `diff.fits`, `diff.var.fits`, `diff.mask.fits`.
     Difference,
-    /// `diff.snr.fits`.
+    /// `diff.snr.fits` whole (a scored run writes it beside the scores).
     Significance(&'a [f32]),
-    /// `diff.snr.fits` in bands of rows, handed over before the first is computed: each call gives the
-    /// next as soon as it is home (`None` after the last), so that it is written while the next is computed.
+    /// `diff.snr.fits` in bands of rows, as `subtract_streaming` hands it over before the first is
+    /// computed: each call gives the next as soon as it is home (`None` after the last), so that it is
+    /// written while the next is computed.
     SignificanceRows(crate::fits_image::RowBands<'a>),
 }
 

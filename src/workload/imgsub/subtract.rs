@@ -73,7 +73,7 @@ pub struct SubtractOptions {
 
 /// Pixels per band of the significance on a device: at 10k, 7 bands of 64 MB, so its write (about 5 GB/s on
 /// the H200 machine, one file's buffered writes being serialised) begins once the first is home rather than
-/// after the last. PoCL on 2 cores gains too: 10k file to file 16.2 s against 17.7 s in one band (medians of
+/// after the last. PoCL on 2 cores gains too: 10k file to file 15.98 s against 18.43 s in one band (medians of
 /// five interleaved pairs, docs/perf-notes.md).
 pub const SIGNIFICANCE_BAND_PIXELS: usize = 1 << 24;
 
@@ -492,8 +492,9 @@ pub fn subtract(
 
 /// Runs the subtraction and hands its planes to `on_planes` as soon as each set is known: the difference, its
 /// variance and mask (`snr` and `detections` still empty) while the matched filter runs, then the
-/// significance: on a device in bands of rows as each comes home (handed over before the first is
-/// computed), elsewhere whole while detection runs. A pipeline writes them there. Its errors are the
+/// significance in bands of rows (`PlaneSet::SignificanceRows`, handed over before the first is computed),
+/// each as soon as it is home: on a device band by band, elsewhere the whole plane as one band, written
+/// while detection runs. A pipeline writes them there. Its errors are the
 /// subtraction's.
 pub fn subtract_streaming(
     pair: Pair,
@@ -827,71 +828,59 @@ pub fn subtract_streaming(
         host_s += host.elapsed().as_secs_f64();
         clock.done("filter_inputs");
         let detected = std::thread::scope(|inner| {
+            // The significance goes to the caller in bands of rows on a thread of its own (`written`), each
+            // as soon as it is home: from a difference kept on a device, band by band while the next is
+            // computed; else the whole plane as one band.
+            let (to_writer, bands) = std::sync::mpsc::channel();
+            let bands = std::sync::Mutex::new(bands);
+            let next = move || bands.lock().unwrap().recv().ok();
+            let written = inner.spawn(move || {
+                let result = on_planes(view, PlaneSet::SignificanceRows(&next));
+                // A writer that stopped early (an error it reports) still lets the bands go.
+                while next().is_some() {}
+                result
+            });
+            let mut parts = Vec::new();
+            let mut hand_over = |row0: usize, band: Vec<f32>| {
+                let band = Arc::new(band);
+                let _ = to_writer.send((row0, Arc::clone(&band)));
+                parts.push((row0, band));
+            };
             let filter_start = Instant::now();
-            // The significance comes from the backend, computed where the filter's sums are: from a
-            // difference kept on a device in bands, each written (a thread of its own, `written`) while the
-            // next is computed; else whole, written beside detection.
-            let (snr, filter_s, written) = match (&filter, kept, target) {
+            // Computed where the filter's sums are.
+            let filter_s = match (&filter, kept, target) {
                 (Some(filter), ..) => {
                     let ([snr], filter_s) = run_planes(filter, target, opts, "matched filter")?;
-                    (snr, filter_s, None)
+                    hand_over(0, snr);
+                    filter_s
                 }
                 (None, Some(kept), Target::Device(dev)) => {
-                    let (to_writer, bands) = std::sync::mpsc::channel();
-                    let bands = std::sync::Mutex::new(bands);
-                    let next = move || bands.lock().unwrap().recv().ok();
-                    let written = inner.spawn(move || {
-                        let result = on_planes(view, PlaneSet::SignificanceRows(&next));
-                        // A writer that stopped early (an error) still lets the bands go.
-                        while next().is_some() {}
-                        result
-                    });
                     let band_rows = opts
                         .significance_band_rows
                         .unwrap_or(SIGNIFICANCE_BAND_PIXELS.div_ceil(nx));
-                    let mut parts = Vec::new();
                     let inputs = MatchedFilter {
                         mask: &view.mask,
                         sign: sign as f32,
                         corr,
                         taps: &filter_taps,
                     };
-                    let filtered =
-                        kept.matched_filter(dev.as_ref(), &inputs, band_rows, |row0, band| {
-                            let band = Arc::new(band);
-                            // The writer may have gone (an error it reports itself).
-                            let _ = to_writer.send((row0, Arc::clone(&band)));
-                            parts.push((row0, band));
-                        });
-                    drop(to_writer);
-                    let seconds =
-                        filtered.map_err(|e| format!("matched filter on {}: {e}", target.id()))?;
-                    let snr = one_plane(parts, nx, ny);
-                    (snr, seconds, Some(written))
+                    kept.matched_filter(dev.as_ref(), &inputs, band_rows, hand_over)
+                        .map_err(|e| format!("matched filter on {}: {e}", target.id()))?
                 }
                 _ => unreachable!("a difference is kept on accelerators only"),
             };
+            drop(to_writer);
+            let snr = one_plane(parts, nx, ny);
             let filter_wall_s = filter_start.elapsed().as_secs_f64();
-            let (detections, detect_s, whole_written) = std::thread::scope(|beside| {
-                let whole = written
-                    .is_none()
-                    .then(|| beside.spawn(|| on_planes(view, PlaneSet::Significance(&snr))));
-                let host = Instant::now();
-                let halo =
-                    detect::SaturationHalo::new(&view.input_mask, view.fwhm.0.max(view.fwhm.1));
-                let detections =
-                    detect::find(&snr, &view.planes(), opts.threshold, &halo, &view.psf);
-                let detect_s = host.elapsed().as_secs_f64();
-                let whole_written = whole.map_or(Ok(()), |w| {
-                    w.join().expect("the caller's significance writer panicked")
-                });
-                (detections, detect_s, whole_written)
-            });
-            whole_written?;
-            if let Some(w) = written {
-                w.join()
-                    .expect("the caller's significance writer panicked")?;
-            }
+            let host = Instant::now();
+            let halo = detect::SaturationHalo::new(&view.input_mask, view.fwhm.0.max(view.fwhm.1));
+            let detections = detect::find(&snr, &view.planes(), opts.threshold, &halo, &view.psf);
+            let detect_s = host.elapsed().as_secs_f64();
+            written
+                .join()
+                .expect("the caller's significance writer panicked")?;
+            // The writer has let its bands go: a lone band is the plane itself.
+            let snr = Arc::try_unwrap(snr).unwrap_or_else(|shared| shared.as_ref().clone());
             Ok::<_, String>((snr, detections, filter_s, filter_wall_s, detect_s))
         });
         drop(filter);
@@ -928,15 +917,12 @@ pub fn subtract_streaming(
 }
 
 /// The significance's bands (first row, values: whole rows of `nx`, from row 0 in order) as one plane of
-/// nx · ny values: a lone band itself once no one else holds it (the scored path's writer lets it go at once),
-/// else copied on all cores.
-fn one_plane(mut parts: Vec<(usize, Arc<Vec<f32>>)>, nx: usize, ny: usize) -> Vec<f32> {
+/// nx · ny values: a lone band itself, else the bands copied into one on all cores.
+fn one_plane(parts: Vec<(usize, Arc<Vec<f32>>)>, nx: usize, ny: usize) -> Arc<Vec<f32>> {
     let n = nx * ny;
-    if let [(0, _)] = parts.as_slice() {
-        match Arc::try_unwrap(parts.pop().expect("one band").1) {
-            Ok(plane) if plane.len() == n => return plane,
-            Ok(plane) => parts.push((0, Arc::new(plane))),
-            Err(shared) => parts.push((0, shared)),
+    if let [(0, band)] = parts.as_slice() {
+        if band.len() == n {
+            return Arc::clone(band);
         }
     }
     let mut plane: Vec<f32> = Vec::with_capacity(n);
@@ -960,7 +946,7 @@ fn one_plane(mut parts: Vec<(usize, Arc<Vec<f32>>)>, nx: usize, ny: usize) -> Ve
     });
     // SAFETY: the slices, checked above to tile all n values, were each written in full.
     unsafe { plane.set_len(n) };
-    plane
+    Arc::new(plane)
 }
 
 /// The kernel along one row of samples (fixed ŷ): each tap's row terms (`tap_row_terms`) as three planes,
