@@ -7,12 +7,12 @@
     __kernel void imgsub_difference_##S(__global const T *restrict kbar, __global const T *restrict ref,         \
                                         __global const T *restrict ref_var, const int ref_row0,                   \
                                         __global const T *restrict sci,                                          \
-                                        __global const T *restrict sci_var, const int nx, const int ny,          \
-                                        const int row0, const int rows, const int tile, __global T *restrict diff,               \
-                                        __global T *restrict diff_var)                                           \
+                                        __global const T *restrict sci_var, const int sci_row0, const int nx,    \
+                                        const int ny, const int row0, const int rows, const int tile,            \
+                                        __global T *restrict diff, __global T *restrict diff_var)                \
     {                                                                                                            \
-        imgsub_difference_item_##S(get_global_id(0), kbar, ref, ref_var, ref_row0, sci, sci_var, nx,  \
-                                   ny, row0, rows, tile, diff, diff_var);                                              \
+        imgsub_difference_item_##S(get_global_id(0), kbar, ref, ref_var, ref_row0, sci, sci_var, sci_row0, nx,   \
+                                   ny, row0, rows, tile, diff, diff_var);                                        \
     }
 #define IMGSUB_FILTER_KERNEL(T, S)                                                                               \
     __kernel void imgsub_filter_##S(__global const T *restrict kbar, __global const T *restrict ref,             \
@@ -24,12 +24,13 @@
 IMGSUB_KERNEL(float, f32)
 IMGSUB_FILTER_KERNEL(float, f32)
 __kernel void imgsub_filter_inputs_f32(__global const float *restrict diff, __global const float *restrict diff_var,
-                                       __global const float *restrict unconv_var,
+                                       __global const float *unconv_var,
                                        __global const unsigned int *restrict mask_words, const float sign,
-                                       const float corr, const int n, __global float *restrict fd,
-                                       __global float *restrict fv)
+                                       const float corr, const int first, const int n,
+                                       __global float *fd, __global float *fv)
 {
-    imgsub_filter_inputs_item(get_global_id(0), diff, diff_var, unconv_var, mask_words, sign, corr, n, fd, fv);
+    imgsub_filter_inputs_item(get_global_id(0), diff, diff_var, unconv_var, mask_words, sign, corr, first, n, fd,
+                              fv);
 }
 #if ASTRO_HAS_FP64
 IMGSUB_KERNEL(double, f64)

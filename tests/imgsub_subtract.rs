@@ -320,11 +320,12 @@ fn every_backend_subtracts_as_the_cpu_model_does() {
             ..SubtractOptions::default()
         };
         let sub = subtract(pair, &options, target).unwrap();
-        // Whole, the difference stays on the device for the filter; in bands it comes home first.
+        // Uncapped, the difference and the filter are pipelined on the device (at 512² in one job); capped,
+        // the difference comes home in bands first.
         assert_eq!(
             sub.kept_on_device,
             cap.is_none(),
-            "{} (cap {cap:?}): difference kept on the device",
+            "{} (cap {cap:?}): difference and filter pipelined on the device",
             target.id()
         );
         let label = format!("{} (cap {cap:?})", target.id());
@@ -332,19 +333,36 @@ fn every_backend_subtracts_as_the_cpu_model_does() {
         errors.push((label.clone(), d, v));
         assert_same_detection(&sub, &reference, &label);
         if cap.is_none() {
-            // The significance in bands of 37 rows (the last short), each job filtering its band from
-            // the inputs the first formed: the same plane to the bit, the same detections.
-            let options = SubtractOptions {
-                significance_band_rows: Some(37),
-                ..SubtractOptions::default()
-            };
-            let banded = subtract(truth_of(&spec).0, &options, target).unwrap();
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert!(
-                bits(&banded.snr) == bits(&sub.snr),
-                "{label}: the significance in bands differs"
-            );
-            assert_eq!(banded.detections.len(), sub.detections.len(), "{label}");
+            // Pipelined in bands of 37 rows (the last short; job k filters band k - 1 from the inputs
+            // jobs k - 1 and k formed) and of 10, the least (a band's filter then reaches the whole next
+            // band): the same planes to the bit, the same detections.
+            for rows in [37, 10] {
+                let options = SubtractOptions {
+                    band_rows: Some(rows),
+                    ..SubtractOptions::default()
+                };
+                let banded = subtract(truth_of(&spec).0, &options, target).unwrap();
+                assert_eq!(
+                    banded.timings.pipelined_jobs,
+                    512usize.div_ceil(rows),
+                    "{label}"
+                );
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                for (name, a, b) in [
+                    ("difference", &banded.diff, &sub.diff),
+                    ("variance", &banded.variance, &sub.variance),
+                    ("significance", &banded.snr, &sub.snr),
+                ] {
+                    assert!(
+                        bits(a) == bits(b),
+                        "{label}: the {name} in bands of {rows} rows differs"
+                    );
+                }
+                // The peaks are searched band by band as the significance comes: the same catalogue.
+                let catalogue = |s: &Subtraction| serde_json::to_string(&s.detections).unwrap();
+                assert_eq!(catalogue(&banded), catalogue(&sub), "{label}: rows {rows}");
+                assert!(!sub.detections.is_empty(), "{label}");
+            }
         }
     }
     assert_within_contract(&errors);
@@ -675,12 +693,12 @@ fn subtract_writes_its_files_with_the_wcs_and_scores() {
     assert_eq!(catalogue(&out), catalogue(&quick));
 }
 
-/// On each device (`--no-fsync`: the planes' files written ahead), the significance written band by band as
-/// each comes home makes the file it makes whole-plane sized: every plane and the catalogue the same to the
-/// bit with bands of 37 rows (the last short) as with the default bands (one, at 384²); and scored (the
-/// significance then written whole beside the scores), the same again.
+/// On each device (`--no-fsync`: the planes' files written ahead), D, VD and the significance written band
+/// by band as each comes home make the files they make whole-plane sized: every plane and the catalogue the
+/// same to the bit with bands of 37 rows (the last short; 11 jobs) as with the default bands (one, at 384²);
+/// and scored (the significance then written whole beside the scores), the same again.
 #[test]
-fn the_significance_written_in_bands_is_the_same_file() {
+fn the_planes_written_in_bands_are_the_same_files() {
     let dir = tempfile::tempdir().unwrap();
     let field = field_in(dir.path());
     let d = discover();
@@ -703,28 +721,34 @@ fn the_significance_written_in_bands_is_the_same_file() {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let (code, stdout, err) = common::astroport(&args);
             assert_eq!(code, 0, "{} {name}: {err}", target.id());
-            assert!(
-                stdout.contains("kept there"),
-                "{} {name}: {stdout}",
-                target.id()
-            );
-            out
+            out_and_jobs(out, &stdout, &format!("{} {name}", target.id()))
         };
         let scored_field = ["--field".to_string(), field.display().to_string()];
-        let whole = run("whole", &named, &["--no-fsync"]);
-        let banded = run(
-            "banded",
-            &named,
-            &["--no-fsync", "--significance-band-rows", "37"],
-        );
-        let scored = run("scored", &scored_field, &["--significance-band-rows", "37"]);
+        let (whole, one) = run("whole", &named, &["--no-fsync"]);
+        let (banded, eleven) = run("banded", &named, &["--no-fsync", "--band-rows", "37"]);
+        // The flag's former name still works.
+        let (scored, also_eleven) =
+            run("scored", &scored_field, &["--significance-band-rows", "37"]);
         let label = target.id();
+        assert_eq!((one, eleven, also_eleven), (1, 11, 11), "{label}: jobs");
         assert_same_planes(&whole, &banded, &format!("{label}: bands of 37 rows"));
         assert_same_planes(&whole, &scored, &format!("{label}: scored"));
         let catalogue =
             |d: &std::path::Path| std::fs::read_to_string(d.join("catalogue.csv")).unwrap();
         assert_eq!(catalogue(&whole), catalogue(&banded), "{label}");
     }
+}
+
+/// `out`, with the number of jobs `subtract`'s summary says the difference and the filter were pipelined in
+/// (`label` names the run when the summary says they were not).
+fn out_and_jobs(out: std::path::PathBuf, stdout: &str, label: &str) -> (std::path::PathBuf, usize) {
+    let jobs = stdout
+        .split(" pipelined in ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok());
+    let jobs = jobs.unwrap_or_else(|| panic!("{label}: not pipelined on the device: {stdout}"));
+    (out, jobs)
 }
 
 /// The flags naming a field's six images (as a pipeline runs `subtract`: no truth, no scores).

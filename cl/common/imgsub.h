@@ -17,7 +17,8 @@
  * evaluated at each tile's centre (GAISP's and HOTPANTS' approximation, which the fit does not make).
  *
  * A band of output rows [row0, row0 + rows) reads the reference rows from ref_row0 on, which must hold every
- * row within IMG_HALF of the band that lies in the image.
+ * row within IMG_HALF of the band that lies in the image, and the image subtracted from from row sci_row0 on
+ * (row0 when it is uploaded for the band, 0 when the whole image is on the device); D and VD hold the band.
  */
 #ifndef IMGSUB_H
 #define IMGSUB_H
@@ -108,8 +109,9 @@ ASTRO_FN int imgsub_place(int x, int tile, int n)
                                              ASTRO_GLOBAL const T *ASTRO_RESTRICT ref,                           \
                                              ASTRO_GLOBAL const T *ASTRO_RESTRICT ref_var, int ref_row0,         \
                                              ASTRO_GLOBAL const T *ASTRO_RESTRICT sci,                           \
-                                             ASTRO_GLOBAL const T *ASTRO_RESTRICT sci_var, int nx, int ny,       \
-                                             int row0, int rows, int tile, ASTRO_GLOBAL T *ASTRO_RESTRICT diff,  \
+                                             ASTRO_GLOBAL const T *ASTRO_RESTRICT sci_var, int sci_row0,         \
+                                             int nx, int ny, int row0, int rows, int tile,                       \
+                                             ASTRO_GLOBAL T *ASTRO_RESTRICT diff,                                \
                                              ASTRO_GLOBAL T *ASTRO_RESTRICT diff_var)                            \
     {                                                                                                            \
         IMGSUB_PLACE(T, P)                                                                                       \
@@ -118,9 +120,10 @@ ASTRO_FN int imgsub_place(int x, int tile, int n)
         for (int p = 0; p < P; ++p) {                                                                            \
             if (x0 + p >= nx) break;                                                                             \
             const size_t at = (size_t)(y - row0) * (size_t)nx + (size_t)(x0 + p);                                \
+            const size_t in = (size_t)(y - sci_row0) * (size_t)nx + (size_t)(x0 + p);                            \
             const T background = bg[0] + (bg[1] * xh[p] + bg[2] * yh);                                           \
-            diff[at] = sci[at] - c[p] - background;                                                              \
-            diff_var[at] = sci_var[at] + w[p];                                                                   \
+            diff[at] = sci[in] - c[p] - background;                                                              \
+            diff_var[at] = sci_var[in] + w[p];                                                                   \
         }                                                                                                        \
     }
 
@@ -145,23 +148,26 @@ ASTRO_FN int imgsub_place(int x, int tile, int n)
         }                                                                                                        \
     }
 
-/* The matched filter's inputs from a difference kept on the device (`subtract` on an accelerator): with the
- * pixel's mask byte (byte gid & 3 of word gid >> 2, little-endian), fd = sign D and fv = VD + corr max(VD - VI,
- * 0) where it is 0, both 0 where it is not. VI is the unconvolved image's variance: VD - VI is the convolved
- * image's share, scaled for its correlated noise (subtract.rs forms the same on the host for the cpu model). */
+/* The matched filter's inputs from a band of the difference on the device (`subtract` on an accelerator): the
+ * band's n pixels of D and VD and their mask bytes (byte gid & 3 of word gid >> 2, little-endian) begin at pixel
+ * `first` of the whole planes VI, fd and fv. fd = sign D and fv = VD + corr max(VD - VI, 0) where the mask is 0,
+ * both 0 where it is not. VI is the unconvolved image's variance: VD - VI is the convolved image's share, scaled
+ * for its correlated noise (subtract.rs forms the same on the host for the cpu model). fv may be VI itself (each
+ * item reads its pixel of VI before it writes it there): not restrict-qualified. */
 ASTRO_FN void imgsub_filter_inputs_item(size_t gid, ASTRO_GLOBAL const float *ASTRO_RESTRICT diff,
                                         ASTRO_GLOBAL const float *ASTRO_RESTRICT diff_var,
-                                        ASTRO_GLOBAL const float *ASTRO_RESTRICT unconv_var,
+                                        ASTRO_GLOBAL const float *unconv_var,
                                         ASTRO_GLOBAL const unsigned int *ASTRO_RESTRICT mask_words, float sign,
-                                        float corr, int n, ASTRO_GLOBAL float *ASTRO_RESTRICT fd,
-                                        ASTRO_GLOBAL float *ASTRO_RESTRICT fv)
+                                        float corr, int first, int n, ASTRO_GLOBAL float *fd,
+                                        ASTRO_GLOBAL float *fv)
 {
     if (gid >= (size_t)n) return;
+    const size_t at = (size_t)first + gid;
     const unsigned int m = (mask_words[gid >> 2] >> (8u * (unsigned int)(gid & 3u))) & 0xFFu;
     const float vd = diff_var[gid];
-    const float excess = vd - unconv_var[gid];
-    fd[gid] = m == 0u ? sign * diff[gid] : 0.0f;
-    fv[gid] = m == 0u ? vd + corr * (excess > 0.0f ? excess : 0.0f) : 0.0f;
+    const float excess = vd - unconv_var[at];
+    fd[at] = m == 0u ? sign * diff[gid] : 0.0f;
+    fv[at] = m == 0u ? vd + corr * (excess > 0.0f ? excess : 0.0f) : 0.0f;
 }
 
 #if ASTRO_HAS_FP64

@@ -9,12 +9,12 @@ static __device__ __forceinline__ size_t global_id() { return (size_t)blockIdx.x
 #define IMGSUB_KERNEL(T, S)                                                                                      \
     __global__ void imgsub_difference_##S(const T *__restrict__ kbar, const T *__restrict__ ref,                 \
                                           const T *__restrict__ ref_var, int ref_row0,             \
-                                          const T *__restrict__ sci, const T *__restrict__ sci_var, int nx,      \
-                                          int ny, int row0, int rows, int tile, T *__restrict__ diff,                      \
-                                          T *__restrict__ diff_var)                                              \
+                                          const T *__restrict__ sci, const T *__restrict__ sci_var,              \
+                                          int sci_row0, int nx, int ny, int row0, int rows, int tile,            \
+                                          T *__restrict__ diff, T *__restrict__ diff_var)                        \
     {                                                                                                            \
-        imgsub_difference_item_##S(global_id(), kbar, ref, ref_var, ref_row0, sci, sci_var, nx, ny,   \
-                                   row0, rows, tile, diff, diff_var);                                                  \
+        imgsub_difference_item_##S(global_id(), kbar, ref, ref_var, ref_row0, sci, sci_var, sci_row0, nx, ny,    \
+                                   row0, rows, tile, diff, diff_var);                                            \
     }
 #define IMGSUB_FILTER_KERNEL(T, S)                                                                               \
     __global__ void imgsub_filter_##S(const T *__restrict__ kbar, const T *__restrict__ ref,                     \
@@ -28,11 +28,11 @@ IMGSUB_KERNEL(double, f64)
 IMGSUB_FILTER_KERNEL(float, f32)
 IMGSUB_FILTER_KERNEL(double, f64)
 __global__ void imgsub_filter_inputs_f32(const float *__restrict__ diff, const float *__restrict__ diff_var,
-                                         const float *__restrict__ unconv_var,
-                                         const unsigned int *__restrict__ mask_words, float sign, float corr, int n,
-                                         float *__restrict__ fd, float *__restrict__ fv)
+                                         const float *unconv_var,
+                                         const unsigned int *__restrict__ mask_words, float sign, float corr,
+                                         int first, int n, float *fd, float *fv)
 {
-    imgsub_filter_inputs_item(global_id(), diff, diff_var, unconv_var, mask_words, sign, corr, n, fd, fv);
+    imgsub_filter_inputs_item(global_id(), diff, diff_var, unconv_var, mask_words, sign, corr, first, n, fd, fv);
 }
 __global__ void imgsub_gram_f64(const double *__restrict__ columns, const double *__restrict__ weight,
                                 const int *__restrict__ pairs, int stamps, int m, int entries, int pixels,

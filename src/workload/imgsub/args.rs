@@ -185,10 +185,10 @@ pub struct SubtractArgs {
     /// Cap on device memory in MiB (forces tiling into bands of rows).
     #[arg(long)]
     pub device_mem_mib: Option<u64>,
-    /// Rows per band of the significance computed on a device (default: about 16.8 million pixels a
-    /// band). For tests: the file must not depend on it.
-    #[arg(long, hide = true)]
-    pub significance_band_rows: Option<usize>,
+    /// Rows per band of the difference and the significance pipelined on a device (default: about 16.8
+    /// million pixels a band; at least 10). For tests and timing: the files must not depend on it.
+    #[arg(long, hide = true, alias = "significance-band-rows")]
+    pub band_rows: Option<usize>,
     /// Do not force the outputs to the disk (fsync) before moving them into place. They still appear
     /// whole or not at all, but a crash of the machine soon after may lose them. For scratch space, or a
     /// pipeline that copies its outputs on; at 10k it saves the disk's write of 1.3 GB.
@@ -214,7 +214,7 @@ impl ToolArgs for SubtractArgs {
             direction: self.convolve,
             run: self.backend.options().single_shot_if_once(),
             device_mem_cap: crate::workload::mib_flag("--device-mem-mib", self.device_mem_mib)?,
-            significance_band_rows: self.significance_band_rows,
+            band_rows: self.band_rows,
             ..SubtractOptions::default()
         };
         if let Some(list) = &self.pairs {
@@ -319,6 +319,19 @@ fn start_backend(
         }
     });
     (preparing, discovered)
+}
+
+/// `bands` with the time spent waiting for each added to `waited`.
+fn timed_bands<'a>(
+    bands: crate::fits_image::RowBands<'a>,
+    waited: &'a std::sync::Mutex<std::time::Duration>,
+) -> impl Fn() -> Option<(usize, std::sync::Arc<Vec<f32>>)> + Sync + 'a {
+    move || {
+        let asked = std::time::Instant::now();
+        let band = bands();
+        *waited.lock().unwrap() += asked.elapsed();
+        band
+    }
 }
 
 /// Where one pair's outputs go, and what else it reads: the truth it is scored against, places for forced
@@ -498,13 +511,8 @@ impl SubtractArgs {
                 p.display()
             ));
         }
-        // Scored, the significance is written whole beside the scores: computed in one band (bands would
-        // only add their jobs' overhead to the filter), unless the bands are asked for.
         let options = SubtractOptions {
             external_difference,
-            significance_band_rows: options
-                .significance_band_rows
-                .or(truth.is_some().then_some(usize::MAX)),
             ..options.clone()
         };
         let synced_before = crate::inputs::seconds_syncing();
@@ -528,23 +536,34 @@ impl SubtractArgs {
                 let write = |sub: &super::subtract::Subtraction, set: PlaneSet| {
                     let started = std::time::Instant::now();
                     let cards = cards.get_or_init(|| subtraction_cards(sub, &wcs));
-                    // A plane that comes in bands is timed without the waits for them (its writer waits
-                    // for the device between bands).
-                    let waiting = std::sync::Mutex::new(std::time::Duration::ZERO);
-                    let written = match set {
+                    // A plane that comes in bands is timed without its waits for them (its writer waits
+                    // for the device between bands); two such planes written at once, without the
+                    // shorter of their waits.
+                    let waits = [std::time::Duration::ZERO; 2].map(std::sync::Mutex::new);
+                    let timed = |k: usize, bands| timed_bands(bands, &waits[k]);
+                    let (written, waited) = match set {
                         PlaneSet::SignificanceRows(bands) => {
-                            let timed = || {
-                                let asked = std::time::Instant::now();
-                                let band = bands();
-                                *waiting.lock().unwrap() += asked.elapsed();
-                                band
-                            };
-                            let set = PlaneSet::SignificanceRows(&timed);
-                            write_planes(sub, set, cards, &history, staging, &ahead)
+                            let snr = timed(0, bands);
+                            let set = PlaneSet::SignificanceRows(&snr);
+                            let written = write_planes(sub, set, cards, &history, staging, &ahead);
+                            (written, *waits[0].lock().unwrap())
                         }
-                        _ => write_planes(sub, set, cards, &history, staging, &ahead),
+                        PlaneSet::Difference { diff, variance } => {
+                            let (diff, variance) = (timed(0, diff), timed(1, variance));
+                            let set = PlaneSet::Difference {
+                                diff: &diff,
+                                variance: &variance,
+                            };
+                            let written = write_planes(sub, set, cards, &history, staging, &ahead);
+                            let waited = waits.each_ref().map(|w| *w.lock().unwrap());
+                            (written, waited[0].min(waited[1]))
+                        }
+                        PlaneSet::Significance(_) => (
+                            write_planes(sub, set, cards, &history, staging, &ahead),
+                            std::time::Duration::ZERO,
+                        ),
                     };
-                    let writing = started.elapsed().saturating_sub(*waiting.lock().unwrap());
+                    let writing = started.elapsed().saturating_sub(waited);
                     *planes_s.lock().unwrap() += writing.as_secs_f64();
                     written.map_err(|e| e.to_string())
                 };
@@ -553,7 +572,7 @@ impl SubtractArgs {
                 let sub = subtract_streaming(pair, &options, target, |sub, set| match set {
                     // Scored, the significance is written whole beside the scores: its bands are let go.
                     PlaneSet::SignificanceRows(_) if truth.is_some() => Ok(()),
-                    PlaneSet::Difference => {
+                    PlaneSet::Difference { .. } => {
                         if let Some(signal) = outputs.on_difference {
                             signal();
                         }
@@ -619,10 +638,27 @@ impl SubtractArgs {
             d.kernel_sum_grid.iter().cloned().fold(f64::INFINITY, f64::min),
             d.kernel_sum_grid.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
         );
+        let passes = if sub.kept_on_device {
+            format!(
+                "difference {:.2} ms and filter {:.2} ms pipelined in {} jobs ({:.3} s wall; the filter's \
+                 inputs formed on the device)",
+                t.difference_s * 1e3,
+                t.filter_s * 1e3,
+                t.pipelined_jobs,
+                t.difference_wall_s
+            )
+        } else {
+            format!(
+                "difference {:.2} ms ({:.3} s wall), filter {:.2} ms ({:.3} s wall)",
+                t.difference_s * 1e3,
+                t.difference_wall_s,
+                t.filter_s * 1e3,
+                t.filter_wall_s
+            )
+        };
         println!(
             "  {} detections at {}σ; time: read {read_s:.3} s, fit {:.3} s (basis images {:.3} s, stamp sums {:.3} s wall, jobs {:.3} \
-             s, {:.2} ms on the backend), difference \
-             {:.2} ms ({:.3} s wall), filter {:.2} ms ({:.3} s wall{}), host {:.3} s, subtraction {:.3} s; \
+             s, {:.2} ms on the backend), {}, host {:.3} s, subtraction {:.3} s; \
              {backend}; planes written in {planes_s:.3} s ({sync}; \
              beside the filter, detection and scoring), scored in \
              {score_s:.3} s, after detection {tail_s:.3} s; file to file {command_s:.3} s",
@@ -633,15 +669,7 @@ impl SubtractArgs {
             t.stamp_sums_wall_s,
             t.stamp_sums_job_s,
             t.stamp_sums_s * 1e3,
-            t.difference_s * 1e3,
-            t.difference_wall_s,
-            t.filter_s * 1e3,
-            t.filter_wall_s,
-            if sub.kept_on_device {
-                "; inputs formed on the device from the difference kept there"
-            } else {
-                ""
-            },
+            passes,
             t.host_s,
             t.total_s
         );

@@ -98,16 +98,47 @@ pub fn find(
     halo: &SaturationHalo,
     psf: &PsfModel,
 ) -> Vec<Detection> {
-    let (nx, ny, mask) = (planes.nx, planes.ny, planes.mask);
-    let value = |x: i64, y: i64| -> f32 {
-        if x < 0 || y < 0 || x >= nx as i64 || y >= ny as i64 {
-            0.0
-        } else {
-            snr[y as usize * nx + x as usize]
-        }
-    };
-    let peaks: Vec<(usize, usize, f32)> = (0..ny)
-        .into_par_iter()
+    let (nx, ny) = (planes.nx, planes.ny);
+    let peaks = peaks_in_rows(snr, planes.mask, nx, ny, 0..ny, threshold);
+    measure(peaks, snr, planes, threshold, halo, psf)
+}
+
+/// The significance at (x, y), 0 off the image.
+fn significance_at(snr: &[f32], nx: usize, ny: usize, x: i64, y: i64) -> f32 {
+    if x < 0 || y < 0 || x >= nx as i64 || y >= ny as i64 {
+        0.0
+    } else {
+        snr[y as usize * nx + x as usize]
+    }
+}
+
+/// The rows a peak search can cover once the significance's first `rows` rows of `ny` are known: a peak
+/// tops its window, which reaches [`PEAK_HALF`] rows further.
+pub fn rows_searchable(rows: usize, ny: usize) -> usize {
+    if rows >= ny {
+        ny
+    } else {
+        rows.saturating_sub(PEAK_HALF as usize)
+    }
+}
+
+/// The candidate peaks (x, y, S/N) of rows `rows` of an nx × ny significance, in row order: |S/N| ≥
+/// `threshold` on an unmasked pixel that tops its 5 × 5 window (same sign). `snr` holds the plane's first
+/// rows, up to [`rows_searchable`]'s reach at least; the search runs on all cores.
+pub fn peaks_in_rows(
+    snr: &[f32],
+    mask: &[u8],
+    nx: usize,
+    ny: usize,
+    rows: std::ops::Range<usize>,
+    threshold: f64,
+) -> Vec<(usize, usize, f32)> {
+    assert!(
+        rows.is_empty() || snr.len() >= nx * (rows.end + PEAK_HALF as usize).min(ny),
+        "the rows a peak's window reaches"
+    );
+    let value = |x: i64, y: i64| significance_at(snr, nx, ny, x, y);
+    rows.into_par_iter()
         .flat_map_iter(|y| {
             let mut row = Vec::new();
             for x in 0..nx {
@@ -138,7 +169,21 @@ pub fn find(
             }
             row
         })
-        .collect();
+        .collect()
+}
+
+/// The detections of the candidate `peaks` (from [`peaks_in_rows`] over every row, in any order): those the
+/// saturation halo keeps, brightest first, each placed to a sub-pixel and measured by PSF photometry.
+pub fn measure(
+    peaks: Vec<(usize, usize, f32)>,
+    snr: &[f32],
+    planes: &Planes,
+    threshold: f64,
+    halo: &SaturationHalo,
+    psf: &PsfModel,
+) -> Vec<Detection> {
+    let (nx, ny, mask) = (planes.nx, planes.ny, planes.mask);
+    let value = |x: i64, y: i64| significance_at(snr, nx, ny, x, y);
     let mut peaks = halo.keep(peaks, nx, ny, threshold);
     peaks.sort_by(|a, b| {
         b.2.abs()
@@ -223,5 +268,32 @@ mod tests {
         // Without a usable FWHM the halo is the kernel's half width, and the threshold is not raised.
         let bare = SaturationHalo::new(&input_mask, f64::NAN);
         assert_eq!((bare.radius, bare.extra_snr), (HALF as f64, 0.0));
+    }
+
+    /// The peaks searched band by band as the significance's rows come (each search up to
+    /// `rows_searchable`) are the whole plane's, whatever the bands: a peak's window straddles their edges.
+    #[test]
+    fn peaks_searched_in_bands_are_the_whole_planes() {
+        use rand::{Rng, SeedableRng};
+        let (nx, ny) = (61, 97);
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(15);
+        // Noise of σ 1.6 and a few masked pixels: hundreds of peaks above 3, many on the bands' edges.
+        let snr: Vec<f32> = (0..nx * ny)
+            .map(|_| rng.random_range(-4.0f32..4.0))
+            .collect();
+        let mask: Vec<u8> = (0..nx * ny).map(|i| (i % 53 == 0) as u8).collect();
+        let whole = peaks_in_rows(&snr, &mask, nx, ny, 0..ny, 3.0);
+        assert!(whole.len() > 100, "{}", whole.len());
+        for band in [1, 2, 3, 10, 37, 96, 97] {
+            let (mut peaks, mut searched, mut known) = (Vec::new(), 0, 0);
+            while known < ny {
+                known = (known + band).min(ny);
+                let reach = rows_searchable(known, ny);
+                let rows = &snr[..known * nx];
+                peaks.extend(peaks_in_rows(rows, &mask, nx, ny, searched..reach, 3.0));
+                searched = searched.max(reach);
+            }
+            assert_eq!(peaks, whole, "bands of {band} rows");
+        }
     }
 }

@@ -186,31 +186,29 @@ pub struct DifferenceProblem {
     images64: std::sync::OnceLock<[Vec<f64>; 4]>,
     /// Caps the device memory a band may use (bytes), below what the device reports: forces tiling.
     pub device_mem_cap: Option<u64>,
-    /// The difference pass's images, D and VD left on the device for the matched filter
-    /// ([`DifferenceProblem::keep_on_device`]).
-    kept: Option<KeptPlanes>,
 }
 
-/// A difference whose planes stay on an accelerator after its pass, so that the matched filter forms its
-/// inputs there and reads them in place, instead of the host forming them and uploading 800 MB again at
-/// 10k: the resident buffers of the four images (uploaded by the difference's job), D and VD. The caller
-/// releases them ([`KeptPlanes::ids`]): the image subtracted from once the difference is done, the rest
-/// after the matched filter, whose inputs take the convolved image's two.
+/// A difference and its matched filter run together on an accelerator, band by band
+/// ([`DifferenceProblem::difference_and_filter`]): the buffers that stay there across the bands' jobs. The
+/// four images, uploaded once (beside the fit by [`KeptPlanes::upload_images`], else by the first job); the
+/// filter's two inputs are formed band by band over the image subtracted from and its variance, whose rows
+/// are spent once their band's difference is done. And a band's outputs, reused by every job (fresh host
+/// memory is dear on virtual machines). The caller releases them ([`KeptPlanes::ids`]).
 #[derive(Debug, Clone, Copy)]
 pub struct KeptPlanes {
     pub nx: usize,
     pub ny: usize,
     /// Convolved image, its variance, the image it is subtracted from, its variance.
     pub images: [u64; 4],
-    pub diff: u64,
-    pub variance: u64,
-    /// The images are on the device already ([`KeptPlanes::upload_images`]): the difference's job keeps
-    /// their contents instead of uploading them.
+    /// A band's D and VD, and two bands' significance (the last job filters two).
+    pub bands: [u64; 4],
+    /// The images are on the device already ([`KeptPlanes::upload_images`]): the first job keeps their
+    /// contents instead of uploading them.
     images_on_device: bool,
 }
 
-/// What the matched filter of a kept difference takes besides it ([`KeptPlanes::matched_filter`]): the mask,
-/// the sign D is filtered with, the convolved image's variance scaled by `corr` + 1, the filter's taps.
+/// What the matched filter of a kept difference takes besides it: the mask, the sign D is filtered with,
+/// the convolved image's variance scaled by `corr` + 1, the filter's taps.
 #[derive(Clone, Copy)]
 pub struct MatchedFilter<'a> {
     pub mask: &'a [u8],
@@ -231,39 +229,49 @@ impl Drop for ReleaseOnDrop<'_> {
     }
 }
 
+/// The device time of [`DifferenceProblem::difference_and_filter`]'s jobs, by pass.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PipelineTimes {
+    /// The difference's launches.
+    pub difference_s: f64,
+    /// The filter's inputs and launches, and the fills that poison the band buffers.
+    pub filter_s: f64,
+    pub jobs: usize,
+}
+
 impl KeptPlanes {
-    /// Fresh ids for an nx × ny difference on `dev`, when its planes can stay there: `opts` single-shot
-    /// (resident buffers need it), and the float32 pass one band with the filter's planes (D, VD, VI, its
-    /// two inputs, the significance and the mask) also within 70 % of the device's memory (`cap` lowers
-    /// it). `None` otherwise: the planes then come home between the passes.
+    /// Fresh ids for an nx × ny difference on `dev` run with its matched filter in bands of `band_rows`
+    /// rows, when it fits: `opts` single-shot (resident buffers need it), and the four whole images, a
+    /// band's four outputs and its mask within 70 % of the device's memory (`cap` lowers it). `None`
+    /// otherwise: the planes then come home between the passes.
     pub fn for_device(
         dev: &dyn Accelerator,
         nx: usize,
         ny: usize,
+        band_rows: usize,
         cap: Option<u64>,
         opts: &RunOptions,
     ) -> Option<KeptPlanes> {
         let budget = DeviceBudget::of(dev.info()).capped(cap);
         let n = nx * ny;
         let plane = (n * DType::F32.bytes()) as u64;
-        let fits = band_rows(Pass::Difference, nx, ny, DType::F32, budget) >= ny
-            && (6 * plane + plane / 4) as f64 <= budget.mem as f64 * 0.7
-            && plane <= budget.max_alloc;
+        let band = (band_rows.clamp(1, ny.max(1)) * nx) as u64;
+        let bytes = 4 * plane + 4 * band * DType::F32.bytes() as u64 + band;
+        let fits = bytes as f64 <= budget.mem as f64 * 0.7 && plane <= budget.max_alloc;
         let usable = opts.warmup == 0 && opts.repeats == 0 && n <= i32::MAX as usize && fits;
         usable.then(|| KeptPlanes {
             nx,
             ny,
             images: std::array::from_fn(|_| resident_id()),
-            diff: resident_id(),
-            variance: resident_id(),
+            bands: std::array::from_fn(|_| resident_id()),
             images_on_device: false,
         })
     }
 
     /// Uploads `images` (convolved image, its variance, the image it is subtracted from, its variance) into
     /// their resident buffers ahead of the difference: the planes it returns have them there, and the
-    /// difference's job keeps them. Made beside the fit, whose jobs are small: one job per image, so that a
-    /// fit job queued behind one waits for a quarter of the 1.6 GB at 10k.
+    /// difference's first job keeps them. Made beside the fit, whose jobs are small: one job per image, so
+    /// that a fit job queued behind one waits for a quarter of the 1.6 GB at 10k.
     pub fn upload_images(
         self,
         dev: &dyn Accelerator,
@@ -301,14 +309,8 @@ impl KeptPlanes {
     /// Every resident buffer's id.
     pub fn ids(&self) -> Vec<u64> {
         let mut ids = self.images.to_vec();
-        ids.extend([self.diff, self.variance]);
+        ids.extend(self.bands);
         ids
-    }
-
-    /// The buffer the matched filter does not use: the image subtracted from (the convolved image's two
-    /// take the filter's inputs).
-    pub fn spent_after_difference(&self) -> [u64; 1] {
-        [self.images[2]]
     }
 
     /// The mask's bytes as the words the device reads (4 pixels a word, little-endian), zero-padded.
@@ -325,116 +327,6 @@ impl KeptPlanes {
                     .collect(),
             ),
         }
-    }
-
-    /// The matched filter of the kept difference on `dev`, in bands of `band_rows` rows (single-shot jobs):
-    /// the first forms the inputs (imgsub_filter_inputs in cl/common/imgsub.h: sign·D and VD with the
-    /// convolved image's share scaled by `corr` + 1, both 0 where `mask` is set) into the convolved image's
-    /// two device buffers, spent since the difference, and filters its band with `taps`; each next job
-    /// filters the next band from them. Each band's significance goes to `on_band` (its first row, its
-    /// values) as soon as it is home, so the caller writes it while the next is computed. Returns the jobs'
-    /// device time.
-    pub fn matched_filter(
-        &self,
-        dev: &dyn Accelerator,
-        filter: &MatchedFilter,
-        band_rows: usize,
-        mut on_band: impl FnMut(usize, Vec<f32>),
-    ) -> Result<f64, RunError> {
-        let MatchedFilter {
-            mask,
-            sign,
-            corr,
-            taps,
-        } = *filter;
-        let (nx, ny) = (self.nx, self.ny);
-        let n = nx * ny;
-        assert_eq!(mask.len(), n, "one mask byte per pixel");
-        let pixels_i32 = i32::try_from(n).map_err(|_| {
-            RunError::Failed(format!(
-                "matched filter: {n} pixels exceed the kernels' 32-bit count"
-            ))
-        })?;
-        let terms: Vec<f32> = VaryingKernel::constant(taps)
-            .device_terms()
-            .iter()
-            .map(|&v| v as f32)
-            .collect();
-        let words = Self::mask_words(mask);
-        let plane = |id| BufferSpec::Resident {
-            id,
-            dtype: DType::F32,
-            len: n,
-            init: None,
-            read_back: false,
-        };
-        let gpu = dev.info().is_gpu;
-        let band_rows = band_rows.clamp(1, ny);
-        let mut seconds = 0.0;
-        for row0 in (0..ny).step_by(band_rows) {
-            let rows = band_rows.min(ny - row0);
-            let band = BufferSpec::Output {
-                dtype: DType::F32,
-                len: rows * nx,
-            };
-            // The filter's inputs: the convolved image's buffers, its data and variance no longer needed.
-            let [fd, fv] = [plane(self.images[0]), plane(self.images[1])];
-            let (buffers, mut steps, filter_buffers) = if row0 == 0 {
-                let inputs = Launch {
-                    kernel: "imgsub_filter_inputs_f32".into(),
-                    args: vec![
-                        StepArg::Buffer(1),
-                        StepArg::Buffer(2),
-                        StepArg::Buffer(3),
-                        StepArg::Buffer(4),
-                        StepArg::F32(sign),
-                        StepArg::F32(corr),
-                        StepArg::I32(pixels_i32),
-                        StepArg::Buffer(5),
-                        StepArg::Buffer(6),
-                    ],
-                    global: n,
-                    local: Local::Prefer(256),
-                };
-                let buffers = vec![
-                    BufferSpec::Input(HostSlice::F32(&terms)),
-                    plane(self.diff),
-                    plane(self.variance),
-                    plane(self.images[3]),
-                    BufferSpec::Input(HostSlice::U32(&words)),
-                    fd,
-                    fv,
-                    band,
-                ];
-                (buffers, vec![Step::Launch(inputs)], [0, 5, 6, 7])
-            } else {
-                let buffers = vec![BufferSpec::Input(HostSlice::F32(&terms)), fd, fv, band];
-                (buffers, Vec::new(), [0, 1, 2, 3])
-            };
-            steps.push(Step::Launch(filter_launch(
-                Precision::F32,
-                filter_buffers,
-                0,
-                nx,
-                ny,
-                row0,
-                rows,
-                gpu,
-            )));
-            let job = RunOptions::single_shot().job(&PROGRAM, program_defines(gpu), buffers, steps);
-            let mut run = exec::run_plan(dev, &[job], 0)?;
-            seconds += run.times.median;
-            match run.outputs.pop().and_then(|mut band| band.pop()) {
-                Some(HostVec::F32(values)) if values.len() == rows * nx => on_band(row0, values),
-                _ => {
-                    return Err(RunError::Failed(format!(
-                        "matched filter: the significance of rows {row0}..{} did not come back",
-                        row0 + rows
-                    )))
-                }
-            }
-        }
-        Ok(seconds)
     }
 }
 
@@ -530,7 +422,6 @@ impl DifferenceProblem {
             images32: images,
             images64: std::sync::OnceLock::new(),
             device_mem_cap: None,
-            kept: None,
         }
     }
 
@@ -658,36 +549,7 @@ impl DifferenceProblem {
         }
     }
 
-    /// Leaves this difference's images, D and VD on the device in `kept`'s buffers (from
-    /// [`KeptPlanes::for_device`] for this problem's size and device): the float32 device pass
-    /// ([`DifferenceProblem::run_f32`]) is then one job on them.
-    pub fn keep_on_device(&mut self, kept: KeptPlanes) {
-        assert_eq!(
-            (kept.nx, kept.ny, self.pass),
-            (self.nx, self.ny, Pass::Difference),
-            "kept planes of this difference"
-        );
-        self.kept = Some(kept);
-    }
-
-    /// The kept planes that the device plan in `mode` on a device of `budget` uses: those given to
-    /// [`DifferenceProblem::keep_on_device`] when the pass is float32 in one band, else `None` (the planes
-    /// then come home, and the caller filters them there). The plan and its caller both ask this, so a kept
-    /// filter never reads buffers the pass did not write.
-    pub fn kept_in_plan(&self, mode: Precision, budget: DeviceBudget) -> Option<KeptPlanes> {
-        let budget = budget.capped(self.device_mem_cap);
-        let dtype = match mode {
-            Precision::F32 => DType::F32,
-            Precision::F64 => DType::F64,
-        };
-        let one_band = band_rows(self.pass, self.nx, self.ny, dtype, budget) >= self.ny;
-        self.kept
-            .filter(|_| mode == Precision::F32 && self.pass == Pass::Difference && one_band)
-    }
-
-    /// The device jobs: bands of output rows, each with the reference rows its kernel reaches. A kept
-    /// difference ([`DifferenceProblem::keep_on_device`]) is one job on resident buffers: the images
-    /// uploaded into them, D and VD poisoned, computed and read back.
+    /// The device jobs: bands of output rows, each with the reference rows its kernel reaches.
     fn device_plan(
         &self,
         mode: Precision,
@@ -700,10 +562,8 @@ impl DifferenceProblem {
             Precision::F32 => DType::F32,
             Precision::F64 => DType::F64,
         };
-        let pixels = pixels_per_item(mode, budget.gpu);
         let outputs = self.pass.outputs();
         let band = band_rows(self.pass, nx, ny, dtype, budget);
-        let kept = self.kept_in_plan(mode, budget);
         let mut jobs = Vec::new();
         let mut row0 = 0;
         while row0 < ny {
@@ -722,80 +582,30 @@ impl DifferenceProblem {
                 dtype,
                 len: rows * nx,
             };
-            // The images: uploaded for this band, or into resident buffers when kept (where they may be
-            // already).
-            let image = |k: usize, a: usize, b: usize| match kept {
-                Some(kept) => BufferSpec::Resident {
-                    id: kept.images[k],
-                    dtype,
-                    len: (b - a) * nx,
-                    init: (!kept.images_on_device).then(|| slice(k, a, b)),
-                    read_back: false,
-                },
-                None => BufferSpec::Input(slice(k, a, b)),
-            };
+            let image = |k: usize, a: usize, b: usize| BufferSpec::Input(slice(k, a, b));
             let mut buffers = vec![
                 BufferSpec::Input(terms),
                 image(0, ref_row0, ref_end),
                 image(1, ref_row0, ref_end),
             ];
-            let band = [
-                StepArg::I32(nx as i32),
-                StepArg::I32(ny as i32),
-                StepArg::I32(row0 as i32),
-                StepArg::I32(rows as i32),
-            ];
+            let at = BandRows {
+                nx,
+                ny,
+                row0,
+                rows,
+                ref_row0,
+                sci_row0: row0,
+            };
             let launch = match self.pass {
                 Pass::Difference => {
                     buffers.push(image(2, row0, row0 + rows));
                     buffers.push(image(3, row0, row0 + rows));
-                    let mut args = vec![
-                        StepArg::Buffer(0),
-                        StepArg::Buffer(1),
-                        StepArg::Buffer(2),
-                        StepArg::I32(ref_row0 as i32),
-                        StepArg::Buffer(3),
-                        StepArg::Buffer(4),
-                    ];
-                    args.extend(band);
-                    args.extend([
-                        StepArg::I32(self.tile as i32),
-                        StepArg::Buffer(5),
-                        StepArg::Buffer(6),
-                    ]);
-                    Launch {
-                        kernel: format!("imgsub_difference_{}", mode.name()),
-                        args,
-                        global: rows * nx.div_ceil(pixels),
-                        local: Local::Prefer(256),
-                    }
+                    difference_launch(mode, [0, 1, 2, 3, 4, 5, 6], at, self.tile, budget.gpu)
                 }
-                Pass::MatchedFilter => {
-                    filter_launch(mode, [0, 1, 2, 3], ref_row0, nx, ny, row0, rows, budget.gpu)
-                }
+                Pass::MatchedFilter => filter_launch(mode, [0, 1, 2, 3], at, budget.gpu),
             };
-            let mut steps = Vec::new();
-            match kept {
-                // D and VD stay on the device for the filter and come home: poisoned here, since resident
-                // buffers are not poisoned by the host.
-                Some(kept) if self.pass == Pass::Difference => {
-                    for id in [kept.diff, kept.variance] {
-                        steps.push(Step::Fill {
-                            buffer: buffers.len(),
-                            byte: 0xFF,
-                        });
-                        buffers.push(BufferSpec::Resident {
-                            id,
-                            dtype,
-                            len: rows * nx,
-                            init: None,
-                            read_back: true,
-                        });
-                    }
-                }
-                _ => buffers.extend(std::iter::repeat_n(output, outputs)),
-            }
-            steps.push(Step::Launch(launch));
+            buffers.extend(std::iter::repeat_n(output, outputs));
+            let steps = vec![Step::Launch(launch)];
             jobs.push(opts.job(&PROGRAM, program_defines(budget.gpu), buffers, steps));
             row0 += rows;
         }
@@ -811,33 +621,78 @@ fn program_defines(gpu: bool) -> Vec<(String, String)> {
     )]
 }
 
-/// The matched filter's launch (imgsub_filter in cl/common/imgsub.h) over `rows` output rows from `row0`:
-/// the buffers by index (constant kernel terms, D and VD whose first row is `ref_row0`, the significance).
-#[allow(clippy::too_many_arguments)]
-fn filter_launch(
-    mode: Precision,
-    [terms, diff, variance, snr]: [usize; 4],
-    ref_row0: usize,
+/// Where a launch of the difference or the filter works in an nx × ny image: output rows [row0, row0 + rows),
+/// read from buffers whose first rows are `ref_row0` (the convolved image, or the filter's inputs) and
+/// `sci_row0` (the image subtracted from).
+#[derive(Debug, Clone, Copy)]
+struct BandRows {
     nx: usize,
     ny: usize,
     row0: usize,
     rows: usize,
+    ref_row0: usize,
+    sci_row0: usize,
+}
+
+impl BandRows {
+    /// The band's place in the image: nx, ny, row0, rows (the kernels' arguments in that order).
+    fn args(&self) -> [StepArg; 4] {
+        [self.nx, self.ny, self.row0, self.rows].map(|v| StepArg::I32(v as i32))
+    }
+}
+
+/// The difference's launch (imgsub_difference in cl/common/imgsub.h) over the rows `at`: the buffers by
+/// index (kernel terms, convolved image and its variance, image subtracted from and its variance, D, VD).
+fn difference_launch(
+    mode: Precision,
+    [terms, conv, conv_var, sci, sci_var, diff, diff_var]: [usize; 7],
+    at: BandRows,
+    tile: usize,
     gpu: bool,
 ) -> Launch {
+    let mut args = vec![
+        StepArg::Buffer(terms),
+        StepArg::Buffer(conv),
+        StepArg::Buffer(conv_var),
+        StepArg::I32(at.ref_row0 as i32),
+        StepArg::Buffer(sci),
+        StepArg::Buffer(sci_var),
+        StepArg::I32(at.sci_row0 as i32),
+    ];
+    args.extend(at.args());
+    args.extend([
+        StepArg::I32(tile as i32),
+        StepArg::Buffer(diff),
+        StepArg::Buffer(diff_var),
+    ]);
+    Launch {
+        kernel: format!("imgsub_difference_{}", mode.name()),
+        args,
+        global: at.rows * at.nx.div_ceil(pixels_per_item(mode, gpu)),
+        local: Local::Prefer(256),
+    }
+}
+
+/// The matched filter's launch (imgsub_filter in cl/common/imgsub.h) over the rows `at`: the buffers by
+/// index (constant kernel terms, D and VD, the significance).
+fn filter_launch(
+    mode: Precision,
+    [terms, diff, variance, snr]: [usize; 4],
+    at: BandRows,
+    gpu: bool,
+) -> Launch {
+    let mut args = vec![
+        StepArg::Buffer(terms),
+        StepArg::Buffer(diff),
+        StepArg::Buffer(variance),
+        StepArg::I32(at.ref_row0 as i32),
+    ];
+    args.extend(at.args());
+    args.push(StepArg::Buffer(snr));
     Launch {
         kernel: format!("imgsub_filter_{}", mode.name()),
-        args: vec![
-            StepArg::Buffer(terms),
-            StepArg::Buffer(diff),
-            StepArg::Buffer(variance),
-            StepArg::I32(ref_row0 as i32),
-            StepArg::I32(nx as i32),
-            StepArg::I32(ny as i32),
-            StepArg::I32(row0 as i32),
-            StepArg::I32(rows as i32),
-            StepArg::Buffer(snr),
-        ],
-        global: rows * nx.div_ceil(pixels_per_item(mode, gpu)),
+        args,
+        global: at.rows * at.nx.div_ceil(pixels_per_item(mode, gpu)),
         local: Local::Prefer(256),
     }
 }
@@ -906,6 +761,168 @@ impl DifferenceProblem {
                 Ok((planes, run.times))
             }
         }
+    }
+
+    /// The difference and its matched filter on `dev`, pipelined in single-shot jobs of `band_rows` rows
+    /// (at least [`HALF`]) over `kept`'s resident buffers. Job k computes band k of D and VD, forms the
+    /// filter's inputs of its pixels (imgsub_filter_inputs in cl/common/imgsub.h) over the image subtracted
+    /// from and its variance (the difference has read them there), and filters band k − 1, whose rows reach
+    /// at most HALF rows into band k; the last job filters its own band too. The band buffers are poisoned
+    /// before each job. Each band goes to the caller as soon as it is home, D (unsigned: I − R ⊗ K − B) and
+    /// VD to `on_difference`, the significance to `on_significance` (first row, values), so that the caller
+    /// writes them while the next is computed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn difference_and_filter(
+        &self,
+        dev: &dyn Accelerator,
+        kept: &KeptPlanes,
+        filter: &MatchedFilter,
+        band_rows: usize,
+        mut on_difference: impl FnMut(usize, Vec<f32>, Vec<f32>),
+        mut on_significance: impl FnMut(usize, Vec<f32>),
+    ) -> Result<PipelineTimes, RunError> {
+        let (nx, ny) = (self.nx, self.ny);
+        assert_eq!(
+            (kept.nx, kept.ny, self.pass),
+            (nx, ny, Pass::Difference),
+            "kept planes of this difference"
+        );
+        let MatchedFilter {
+            mask,
+            sign,
+            corr,
+            taps,
+        } = *filter;
+        let n = nx * ny;
+        assert_eq!(mask.len(), n, "one mask byte per pixel");
+        if i32::try_from(n).is_err() {
+            return Err(RunError::Failed(format!(
+                "difference: {n} pixels exceed the kernels' 32-bit count"
+            )));
+        }
+        let filter_terms: Vec<f32> = VaryingKernel::constant(taps)
+            .device_terms()
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        let gpu = dev.info().is_gpu;
+        let band_rows = band_rows.max(HALF).min(ny).max(1);
+        let bands: Vec<(usize, usize)> = (0..ny)
+            .step_by(band_rows)
+            .map(|row0| (row0, band_rows.min(ny - row0)))
+            .collect();
+        let mut times = PipelineTimes::default();
+        for (k, &(row0, rows)) in bands.iter().enumerate() {
+            let last = k + 1 == bands.len();
+            // The images go up with the first job unless they are there already.
+            let image = |i: usize| BufferSpec::Resident {
+                id: kept.images[i],
+                dtype: DType::F32,
+                len: n,
+                init: (k == 0 && !kept.images_on_device).then(|| HostSlice::F32(&self.images32[i])),
+                read_back: false,
+            };
+            let band = |i: usize, rows: usize| BufferSpec::Resident {
+                id: kept.bands[i],
+                dtype: DType::F32,
+                len: rows * nx,
+                init: None,
+                read_back: true,
+            };
+            let words = KeptPlanes::mask_words(&mask[row0 * nx..(row0 + rows) * nx]);
+            let mut buffers = vec![
+                BufferSpec::Input(HostSlice::F32(&self.terms32)),
+                image(0),
+                image(1),
+                image(2),
+                image(3),
+                BufferSpec::Input(HostSlice::U32(&words)),
+                BufferSpec::Input(HostSlice::F32(&filter_terms)),
+                band(0, rows),
+                band(1, rows),
+            ];
+            let poison = |buffer| Step::Fill { buffer, byte: 0xFF };
+            let whole_rows = |row0, rows| BandRows {
+                nx,
+                ny,
+                row0,
+                rows,
+                ref_row0: 0,
+                sci_row0: 0,
+            };
+            let mut steps = vec![
+                poison(7),
+                poison(8),
+                Step::Launch(difference_launch(
+                    Precision::F32,
+                    [0, 1, 2, 3, 4, 7, 8],
+                    whole_rows(row0, rows),
+                    self.tile,
+                    gpu,
+                )),
+                // The inputs: sign·D over the image subtracted from, their variance over its variance.
+                Step::Launch(Launch {
+                    kernel: "imgsub_filter_inputs_f32".into(),
+                    args: vec![
+                        StepArg::Buffer(7),
+                        StepArg::Buffer(8),
+                        StepArg::Buffer(4),
+                        StepArg::Buffer(5),
+                        StepArg::F32(sign),
+                        StepArg::F32(corr),
+                        StepArg::I32((row0 * nx) as i32),
+                        StepArg::I32((rows * nx) as i32),
+                        StepArg::Buffer(3),
+                        StepArg::Buffer(4),
+                    ],
+                    global: rows * nx,
+                    local: Local::Prefer(256),
+                }),
+            ];
+            let filtered: Vec<(usize, usize)> = (k > 0)
+                .then(|| bands[k - 1])
+                .into_iter()
+                .chain(last.then_some((row0, rows)))
+                .collect();
+            for (i, &(row0, rows)) in filtered.iter().enumerate() {
+                buffers.push(band(2 + i, rows));
+                let snr = buffers.len() - 1;
+                steps.push(poison(snr));
+                steps.push(Step::Launch(filter_launch(
+                    Precision::F32,
+                    [6, 3, 4, snr],
+                    whole_rows(row0, rows),
+                    gpu,
+                )));
+            }
+            let job = RunOptions::single_shot().job(&PROGRAM, program_defines(gpu), buffers, steps);
+            let run = exec::run_plan(dev, &[job], 0)?;
+            for step in &run.steps {
+                match step.name.starts_with("imgsub_difference") {
+                    true => times.difference_s += step.median_s,
+                    false => times.filter_s += step.median_s,
+                }
+            }
+            times.jobs += 1;
+            let missing = || {
+                RunError::Failed(format!(
+                    "difference: the planes of rows {row0}..{} did not come back",
+                    row0 + rows
+                ))
+            };
+            let mut outputs = run.outputs.into_iter().flatten().map(|out| match out {
+                HostVec::F32(v) => Some(v),
+                _ => None,
+            });
+            let mut next = |len: usize| outputs.next().flatten().filter(|v| v.len() == len);
+            let diff = next(rows * nx).ok_or_else(missing)?;
+            let variance = next(rows * nx).ok_or_else(missing)?;
+            on_difference(row0, diff, variance);
+            for &(row0, rows) in &filtered {
+                on_significance(row0, next(rows * nx).ok_or_else(missing)?);
+            }
+        }
+        Ok(times)
     }
 }
 

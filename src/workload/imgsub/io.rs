@@ -480,12 +480,16 @@ pub fn subtraction_files(forced: bool, quality: bool) -> Vec<&'static str> {
     names
 }
 
-/// The planes a subtraction writes as FITS: those known with the difference, and the significance (handed
-/// over as soon as the matched filter gives it, before the subtraction holds it).
+/// The planes a subtraction writes as FITS, handed over before the subtraction holds them: the difference's,
+/// and the significance.
 #[derive(Clone, Copy)]
 pub enum PlaneSet<'a> {
-    /// `diff.fits`, `diff.var.fits`, `diff.mask.fits`.
-    Difference,
+    /// `diff.fits` and `diff.var.fits` in bands of rows (as `SignificanceRows`), and `diff.mask.fits`
+    /// from the subtraction's mask, final when they are handed over.
+    Difference {
+        diff: crate::fits_image::RowBands<'a>,
+        variance: crate::fits_image::RowBands<'a>,
+    },
     /// `diff.snr.fits` whole (a scored run writes it beside the scores).
     Significance(&'a [f32]),
     /// `diff.snr.fits` in bands of rows, as `subtract_streaming` hands it over before the first is
@@ -610,9 +614,9 @@ pub fn write_planes(
     ahead: &PlanesAhead,
 ) -> Result<(), InputError> {
     let planes = match set {
-        PlaneSet::Difference => vec![
-            (0, Pixels::F32(&sub.diff)),
-            (1, Pixels::F32(&sub.variance)),
+        PlaneSet::Difference { diff, variance } => vec![
+            (0, Pixels::F32Rows(diff)),
+            (1, Pixels::F32Rows(variance)),
             (2, Pixels::U8(&sub.mask)),
         ],
         PlaneSet::Significance(snr) => vec![(3, Pixels::F32(snr))],

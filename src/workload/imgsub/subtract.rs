@@ -65,17 +65,16 @@ pub struct SubtractOptions {
     /// units; NaN = masked), put in place of astroport's before the matched filter, so that it is detected
     /// and scored with astroport's variance, mask, PSF model and detector: only D differs.
     pub external_difference: Option<std::sync::Arc<Vec<f32>>>,
-    /// Rows per band of the significance when the difference is kept on a device (each band computed,
-    /// brought home and handed over while the next is computed); `None`: bands of about
-    /// [`SIGNIFICANCE_BAND_PIXELS`].
-    pub significance_band_rows: Option<usize>,
+    /// Rows per band when the difference and the matched filter are pipelined on a device (each band of
+    /// D, VD and the significance computed, brought home and handed over while the next is computed; at
+    /// least the kernel's half width); `None`: bands of about [`BAND_PIXELS`].
+    pub band_rows: Option<usize>,
 }
 
-/// Pixels per band of the significance on a device: at 10k, 7 bands of 64 MB, so its write (about 5 GB/s on
-/// the H200 machine, one file's buffered writes being serialised) begins once the first is home rather than
-/// after the last. PoCL on 2 cores gains too: 10k file to file 15.98 s against 18.43 s in one band (medians of
-/// five interleaved pairs, docs/perf-notes.md).
-pub const SIGNIFICANCE_BAND_PIXELS: usize = 1 << 24;
+/// Pixels per band of the difference and the significance on a device: at 10k, 7 bands of 64 MB a plane, so
+/// the writes of D, VD and the significance (about 5 GB/s each on the H200 machine, one file's buffered
+/// writes being serialised) begin once the first band is home rather than after the last plane.
+pub const BAND_PIXELS: usize = 1 << 24;
 
 impl Default for SubtractOptions {
     fn default() -> Self {
@@ -88,7 +87,7 @@ impl Default for SubtractOptions {
             run: RunOptions::single_shot(),
             device_mem_cap: None,
             external_difference: None,
-            significance_band_rows: None,
+            band_rows: None,
         }
     }
 }
@@ -110,19 +109,22 @@ pub struct Timings {
     pub difference_s: f64,
     /// The matched filter, timed the same way.
     pub filter_s: f64,
-    /// Wall clock of each pass: uploads, runs (warm-ups and repeats included), downloads.
+    /// Wall clock of each pass: uploads, runs (warm-ups and repeats included), downloads. Pipelined on a
+    /// device (`Subtraction::kept_on_device`), the difference's holds both and the filter's is 0.
     pub difference_wall_s: f64,
     pub filter_wall_s: f64,
+    /// The jobs the difference and the filter were pipelined in on a device (0 when they were not).
+    pub pipelined_jobs: usize,
     /// PSF model, mask, peaks and photometry (host).
     pub host_s: f64,
     /// Wall clock of the whole subtraction, transfers and program builds included (files excluded).
     pub total_s: f64,
     /// Wall clock of each step in order (stamps, fwhm, fit, mask, background, difference,
-    /// psf_beside_fit_and_difference, filter_inputs, filter, detection, waiting_for_caller), for a pipeline's
-    /// profile. The PSF is measured on the host from the fit's start to the difference's end, so its time is
-    /// inside theirs;
-    /// the last is how long the caller's use of the difference (writing it) outlasted the filter and
-    /// detection.
+    /// psf_beside_fit_and_difference, filter_inputs, filter, planes_assembled, detection, waiting_for_caller;
+    /// pipelined on a device: background, psf_wait, psf_beside_fit, filter_inputs, difference_and_filter,
+    /// planes_assembled, detection, waiting_for_caller), for a pipeline's profile. The PSF is measured on the host from the fit's start
+    /// to the difference's end (pipelined: its start), so its time is inside theirs; the last is how long
+    /// the caller's writes outlasted detection.
     pub steps: Vec<(&'static str, f64)>,
 }
 
@@ -184,9 +186,9 @@ pub struct Subtraction {
     pub backend: String,
     pub precision: Precision,
     pub tile: usize,
-    /// The difference's planes stayed on the accelerator and the matched filter formed its inputs there
-    /// ([`super::difference::KeptPlanes`]); false on `cpu`, in bands, in float64, with repeats or another
-    /// tool's D. The difference's device time then includes the fills that poison D and VD.
+    /// The difference and the matched filter were pipelined on the accelerator, the images kept there and
+    /// the filter's inputs formed there ([`super::difference::KeptPlanes`]); false on `cpu`, on a device too
+    /// small for the four images, in float64, with repeats or another tool's D.
     pub kept_on_device: bool,
 }
 
@@ -510,13 +512,22 @@ pub fn subtract_streaming(
         SharedPlane::new(pair.reference),
         SharedPlane::new(pair.science),
     );
-    // On an accelerator the difference's planes stay there for the matched filter (KeptPlanes), unless
-    // another tool's difference is to replace D before it; released on every way out of this function.
+    // On an accelerator the difference and the matched filter are pipelined in bands, the images kept there
+    // (KeptPlanes), unless another tool's difference is to replace D before the filter; released on every
+    // way out of this function.
+    let band_rows = opts.band_rows.unwrap_or(BAND_PIXELS.div_ceil(nx.max(1)));
     let kept = match target {
         Target::Device(dev)
             if opts.precision == Precision::F32 && opts.external_difference.is_none() =>
         {
-            KeptPlanes::for_device(dev.as_ref(), nx, ny, opts.device_mem_cap, &opts.run)
+            KeptPlanes::for_device(
+                dev.as_ref(),
+                nx,
+                ny,
+                band_rows,
+                opts.device_mem_cap,
+                &opts.run,
+            )
         }
         _ => None,
     };
@@ -713,100 +724,83 @@ pub fn subtract_streaming(
         opts.tile,
     );
     problem.device_mem_cap = opts.device_mem_cap;
-    if let Some(k) = kept {
-        problem.keep_on_device(k);
-    }
-    // What the pass's plan will use (the same question it asks itself).
-    let kept = match target {
-        Target::Device(dev) => {
-            problem.kept_in_plan(opts.precision, crate::exec::DeviceBudget::of(dev.info()))
-        }
-        Target::Cpu(_) => None,
-    };
     let sign = match direction {
         Direction::Reference => 1.0,
         Direction::Science => -1.0,
     };
-    let started = Instant::now();
-    let planes = run_planes(&problem, target, opts, "difference");
-    let difference_wall_s = started.elapsed().as_secs_f64();
-    let ([mut diff, variance], difference_s) = planes?;
+    // Where D, VD and the significance are computed: pipelined on an accelerator that keeps the planes, or
+    // the difference here and now, then the filter from the inputs the host forms (below).
+    let route = match (kept, target) {
+        (Some(kept), Target::Device(dev)) => Route::Pipelined {
+            dev: dev.as_ref(),
+            kept,
+        },
+        _ => {
+            let started = Instant::now();
+            let planes = run_planes(&problem, target, opts, "difference");
+            let difference_wall_s = started.elapsed().as_secs_f64();
+            let ([diff, variance], difference_s) = planes?;
+            Route::DifferenceFirst {
+                diff,
+                variance,
+                difference_s,
+                difference_wall_s,
+            }
+        }
+    };
     let (psf, psf_s) = psf_thread.join()?;
     host_s += psf_s;
-    if let (Some(k), Target::Device(dev)) = (kept, target) {
-        dev.release(&k.spent_after_difference());
-        crate::exec::trace_event(|| {
-            "subtract: the image subtracted from released on the device".into()
-        });
+    match route {
+        Route::Pipelined { .. } => {
+            clock.done("psf_wait");
+            clock.beside("psf_beside_fit", psf_s);
+        }
+        Route::DifferenceFirst { .. } => {
+            clock.done("difference");
+            clock.beside("psf_beside_fit_and_difference", psf_s);
+        }
     }
-    clock.done("difference");
-    clock.beside("psf_beside_fit_and_difference", psf_s);
     let host = Instant::now();
     // The convolved image's noise in D is correlated over the kernel: the matched filter's variance from
     // it is VR Σ(P ⋆ K)², not the VR Σ K² Σ P² that filtering VD would give.
     let filter_taps = psf.matched_filter();
     let correlation = correlated_noise_factor(&filter_taps, &fitted.kernel);
-    // The convolved image's planes are spent: they take the matched filter's inputs (at 10k every fresh
+    let corr = correlation as f32 - 1.0;
+    // The difference computed first is made science minus reference, another tool's put in its place,
+    // and the filter's inputs formed from it in the convolved image's planes, spent (at 10k every fresh
     // plane is 400 MB of pages to map).
-    let [mut filter_diff, mut filter_variance, _, unconv_variance] = problem.into_images();
-    if sign < 0.0 {
-        diff.par_iter_mut().for_each(|d| *d = -*d);
-    }
-    if let Some(external) = &opts.external_difference {
-        diff.par_iter_mut()
-            .zip(mask.par_iter_mut())
-            .zip(external.par_iter())
-            .for_each(|((d, m), &e)| {
-                if e.is_finite() {
-                    *d = e;
-                } else {
-                    (*d, *m) = (0.0, *m | MASK_NOT_A_NUMBER);
-                }
-            });
-    }
-    let mut sub = Subtraction {
-        nx,
-        ny,
-        diff,
-        variance,
-        mask,
-        input_mask,
-        snr: Vec::new(),
-        fit: fitted,
-        direction,
-        fwhm,
-        psf,
-        correlation,
-        background,
-        background_correction: correction,
-        detections: Vec::new(),
-        timings: Timings::default(),
-        backend: target.id(),
-        precision: opts.precision,
-        tile: opts.tile,
-        kept_on_device: kept.is_some(),
-    };
-    // The caller's use of the difference (writing it) starts now and runs beside the filter's inputs, the
-    // filter and detection; its use of the significance beside the filter's next bands (on a device) and
-    // detection.
-    let on_planes = &on_planes;
-    let (detected, handed) = std::thread::scope(|scope| {
-        let view = &sub;
-        let handed = scope.spawn(move || on_planes(view, PlaneSet::Difference));
-        // 5. The matched filter: D and VD with masked pixels at 0, convolved with the PSF and its square.
-        // The filter's variance is VD with the convolved image's share scaled for its correlated noise.
-        // A difference kept on the device has its inputs formed there (KeptPlanes::matched_filter), and
-        // the host's planes are freed beside (1.2 GB of pages to unmap); otherwise they are formed here.
-        let corr = correlation as f32 - 1.0;
-        let filter = if kept.is_some() {
-            scope.spawn(move || drop((filter_diff, filter_variance, unconv_variance)));
-            None
-        } else {
+    let (pass, first_times) = match route {
+        Route::Pipelined { dev, kept } => (Pass::Pipelined { dev, kept, problem }, (0.0, 0.0)),
+        Route::DifferenceFirst {
+            mut diff,
+            variance,
+            difference_s,
+            difference_wall_s,
+        } => {
+            let [mut filter_diff, mut filter_variance, _, unconv_variance] = problem.into_images();
+            if sign < 0.0 {
+                diff.par_iter_mut().for_each(|d| *d = -*d);
+            }
+            if let Some(external) = &opts.external_difference {
+                diff.par_iter_mut()
+                    .zip(mask.par_iter_mut())
+                    .zip(external.par_iter())
+                    .for_each(|((d, m), &e)| {
+                        if e.is_finite() {
+                            *d = e;
+                        } else {
+                            (*d, *m) = (0.0, *m | MASK_NOT_A_NUMBER);
+                        }
+                    });
+            }
+            // 5. The matched filter: D and VD with masked pixels at 0, convolved with the PSF and its
+            // square. The filter's variance is VD with the convolved image's share scaled for its
+            // correlated noise.
             filter_diff
                 .par_iter_mut()
                 .zip(filter_variance.par_iter_mut())
-                .zip(view.diff.par_iter().zip(&view.variance))
-                .zip(unconv_variance.par_iter().zip(&view.mask))
+                .zip(diff.par_iter().zip(&variance))
+                .zip(unconv_variance.par_iter().zip(&mask))
                 .for_each(|(((fd, fv), (&d, &vd)), (&vi, &m))| {
                     (*fd, *fv) = if m == 0 {
                         (d, vd + corr * (vd - vi).max(0.0))
@@ -823,81 +817,194 @@ pub fn subtract_streaming(
                 &filter_taps,
             );
             filter.device_mem_cap = opts.device_mem_cap;
-            Some(filter)
-        };
-        host_s += host.elapsed().as_secs_f64();
-        clock.done("filter_inputs");
-        let detected = std::thread::scope(|inner| {
-            // The significance goes to the caller in bands of rows on a thread of its own (`written`), each
-            // as soon as it is home: from a difference kept on a device, band by band while the next is
-            // computed; else the whole plane as one band.
-            let (to_writer, bands) = std::sync::mpsc::channel();
-            let bands = std::sync::Mutex::new(bands);
-            let next = move || bands.lock().unwrap().recv().ok();
-            let written = inner.spawn(move || {
-                let result = on_planes(view, PlaneSet::SignificanceRows(&next));
-                // A writer that stopped early (an error it reports) still lets the bands go.
-                while next().is_some() {}
-                result
-            });
-            let mut parts = Vec::new();
-            let mut hand_over = |row0: usize, band: Vec<f32>| {
-                let band = Arc::new(band);
-                let _ = to_writer.send((row0, Arc::clone(&band)));
-                parts.push((row0, band));
+            let pass = Pass::FilterAfter {
+                diff: Arc::new(diff),
+                variance: Arc::new(variance),
+                filter,
             };
-            let filter_start = Instant::now();
-            // Computed where the filter's sums are.
-            let filter_s = match (&filter, kept, target) {
-                (Some(filter), ..) => {
-                    let ([snr], filter_s) = run_planes(filter, target, opts, "matched filter")?;
-                    hand_over(0, snr);
-                    filter_s
-                }
-                (None, Some(kept), Target::Device(dev)) => {
-                    let band_rows = opts
-                        .significance_band_rows
-                        .unwrap_or(SIGNIFICANCE_BAND_PIXELS.div_ceil(nx));
-                    let inputs = MatchedFilter {
-                        mask: &view.mask,
-                        sign: sign as f32,
-                        corr,
-                        taps: &filter_taps,
-                    };
-                    kept.matched_filter(dev.as_ref(), &inputs, band_rows, hand_over)
-                        .map_err(|e| format!("matched filter on {}: {e}", target.id()))?
-                }
-                _ => unreachable!("a difference is kept on accelerators only"),
+            (pass, (difference_s, difference_wall_s))
+        }
+    };
+    host_s += host.elapsed().as_secs_f64();
+    clock.done("filter_inputs");
+    let pipelined_on_device = matches!(pass, Pass::Pipelined { .. });
+    let mut sub = Subtraction {
+        nx,
+        ny,
+        diff: Vec::new(),
+        variance: Vec::new(),
+        mask,
+        input_mask,
+        snr: Vec::new(),
+        fit: fitted,
+        direction,
+        fwhm,
+        psf,
+        correlation,
+        background,
+        background_correction: correction,
+        detections: Vec::new(),
+        timings: Timings::default(),
+        backend: target.id(),
+        precision: opts.precision,
+        tile: opts.tile,
+        kept_on_device: pipelined_on_device,
+    };
+    // The caller's writers take D and VD (with the mask) and the significance in bands of rows, each band
+    // as soon as it is home: pipelined on a device, band by band while the next is computed; else each
+    // plane as one band. The planes are put together beside, for detection.
+    let on_planes = &on_planes;
+    let view = &sub;
+    let (planes, detections, times, detect_s) = std::thread::scope(|scope| {
+        let (to_diff, diff_bands) = std::sync::mpsc::channel();
+        let (to_variance, variance_bands) = std::sync::mpsc::channel();
+        let (to_snr, snr_bands) = std::sync::mpsc::channel();
+        let difference_written = scope.spawn(move || {
+            let (diff, variance) = (BandQueue::new(diff_bands), BandQueue::new(variance_bands));
+            let set = PlaneSet::Difference {
+                diff: &|| diff.next(),
+                variance: &|| variance.next(),
             };
-            drop(to_writer);
-            let snr = one_plane(parts, nx, ny);
-            let filter_wall_s = filter_start.elapsed().as_secs_f64();
-            let host = Instant::now();
-            let halo = detect::SaturationHalo::new(&view.input_mask, view.fwhm.0.max(view.fwhm.1));
-            let detections = detect::find(&snr, &view.planes(), opts.threshold, &halo, &view.psf);
-            let detect_s = host.elapsed().as_secs_f64();
-            written
-                .join()
-                .expect("the caller's significance writer panicked")?;
-            // The writer has let its bands go: a lone band is the plane itself.
-            let snr = Arc::try_unwrap(snr).unwrap_or_else(|shared| shared.as_ref().clone());
-            Ok::<_, String>((snr, detections, filter_s, filter_wall_s, detect_s))
+            let result = on_planes(view, set);
+            // A writer that stopped early (an error it reports) still lets the bands go.
+            diff.drain();
+            variance.drain();
+            result
         });
-        drop(filter);
-        (
-            detected,
-            handed
-                .join()
-                .expect("the caller's difference writer panicked"),
-        )
-    });
-    let (snr, detections, filter_s, filter_wall_s, detect_s) = detected?;
-    handed?;
-    clock.add("filter", filter_wall_s);
+        let significance_written = scope.spawn(move || {
+            let snr = BandQueue::new(snr_bands);
+            let result = on_planes(view, PlaneSet::SignificanceRows(&|| snr.next()));
+            snr.drain();
+            result
+        });
+        // The three planes for detection, put together from the bands on a thread of their own, which
+        // searches the significance's rows for peaks as they come (at 10k the search is 27 ms on the H200
+        // machine's 16 cores: after the last band, it would outlast the planes' writes).
+        let (to_assembly, bands) = std::sync::mpsc::channel::<(usize, usize, Arc<Vec<f32>>)>();
+        let assembled = scope.spawn(move || {
+            let mut planes = [(); 3].map(|_| Assembly::new(nx, ny));
+            let (mut peaks, mut searched) = (Vec::new(), 0);
+            for (plane, row0, band) in bands {
+                planes[plane].put(row0, band);
+                if plane == 2 {
+                    let snr = planes[2].rows();
+                    let reach = detect::rows_searchable(snr.len() / nx.max(1), ny);
+                    peaks.extend(detect::peaks_in_rows(
+                        snr,
+                        &view.mask,
+                        nx,
+                        ny,
+                        searched..reach,
+                        opts.threshold,
+                    ));
+                    searched = searched.max(reach);
+                }
+            }
+            (planes, peaks)
+        });
+        let senders = [to_diff, to_variance, to_snr];
+        let hand_over = |plane: usize, row0: usize, band: Arc<Vec<f32>>| {
+            // A writer gone (its error is reported when it is joined) takes no more bands.
+            let _ = senders[plane].send((row0, Arc::clone(&band)));
+            let _ = to_assembly.send((plane, row0, band));
+        };
+        let started = Instant::now();
+        let times = match pass {
+            Pass::Pipelined { dev, kept, problem } => {
+                let inputs = MatchedFilter {
+                    mask: &view.mask,
+                    sign: sign as f32,
+                    corr,
+                    taps: &filter_taps,
+                };
+                let on_difference = |row0, mut diff: Vec<f32>, variance| {
+                    if sign < 0.0 {
+                        diff.par_iter_mut().for_each(|d| *d = -*d);
+                    }
+                    hand_over(0, row0, Arc::new(diff));
+                    hand_over(1, row0, Arc::new(variance));
+                };
+                let on_significance = |row0, snr| hand_over(2, row0, Arc::new(snr));
+                let pipelined = problem
+                    .difference_and_filter(
+                        dev,
+                        &kept,
+                        &inputs,
+                        band_rows,
+                        on_difference,
+                        on_significance,
+                    )
+                    .map_err(|e| format!("difference and matched filter on {}: {e}", dev.id()))?;
+                let wall_s = started.elapsed().as_secs_f64();
+                PassTimes {
+                    difference_s: pipelined.difference_s,
+                    difference_wall_s: wall_s,
+                    filter_s: pipelined.filter_s,
+                    filter_wall_s: 0.0,
+                    pipelined_jobs: pipelined.jobs,
+                }
+            }
+            Pass::FilterAfter {
+                diff,
+                variance,
+                filter,
+            } => {
+                hand_over(0, 0, diff);
+                hand_over(1, 0, variance);
+                let ([snr], filter_s) = run_planes(&filter, target, opts, "matched filter")?;
+                hand_over(2, 0, Arc::new(snr));
+                PassTimes {
+                    difference_s: first_times.0,
+                    difference_wall_s: first_times.1,
+                    filter_s,
+                    filter_wall_s: started.elapsed().as_secs_f64(),
+                    pipelined_jobs: 0,
+                }
+            }
+        };
+        drop(senders);
+        drop(to_assembly);
+        let passes_s = started.elapsed().as_secs_f64();
+        let ([diff, variance, snr], peaks) =
+            assembled.join().expect("the planes' assembly panicked");
+        let assembled_s = started.elapsed().as_secs_f64() - passes_s;
+        let host = Instant::now();
+        let halo = detect::SaturationHalo::new(&view.input_mask, view.fwhm.0.max(view.fwhm.1));
+        let planes = Planes {
+            nx,
+            ny,
+            diff: diff.plane()?,
+            variance: variance.plane()?,
+            mask: &view.mask,
+        };
+        let snr_plane = snr.plane()?;
+        let detections =
+            detect::measure(peaks, snr_plane, &planes, opts.threshold, &halo, &view.psf);
+        let detect_s = host.elapsed().as_secs_f64();
+        let written = [difference_written, significance_written]
+            .map(|h| h.join().expect("the caller's plane writer panicked"));
+        written.into_iter().collect::<Result<(), String>>()?;
+        Ok::<_, String>((
+            [diff, variance, snr],
+            detections,
+            (times, passes_s, assembled_s),
+            detect_s,
+        ))
+    })?;
+    let (times, passes_s, assembled_s) = times;
+    let pass = if times.pipelined_jobs > 0 {
+        "difference_and_filter"
+    } else {
+        "filter"
+    };
+    clock.add(pass, passes_s);
+    clock.add("planes_assembled", assembled_s);
     clock.add("detection", detect_s);
     clock.done("waiting_for_caller");
     host_s += detect_s;
-    sub.snr = snr;
+    // The writers have let their bands go: a plane that came as one band is that band itself.
+    let [diff, variance, snr] = planes.map(Assembly::into_plane);
+    (sub.diff, sub.variance, sub.snr) = (diff, variance, snr);
     sub.detections = detections;
     sub.timings = Timings {
         fit_s,
@@ -905,10 +1012,11 @@ pub fn subtract_streaming(
         basis_images_s: sub.fit.basis_images_seconds,
         stamp_sums_wall_s: sub.fit.sums_wall_seconds,
         stamp_sums_job_s: sub.fit.sums_job_seconds,
-        difference_s,
-        filter_s,
-        difference_wall_s,
-        filter_wall_s,
+        difference_s: times.difference_s,
+        filter_s: times.filter_s,
+        difference_wall_s: times.difference_wall_s,
+        filter_wall_s: times.filter_wall_s,
+        pipelined_jobs: times.pipelined_jobs,
         host_s,
         total_s: start.elapsed().as_secs_f64(),
         steps: clock.steps,
@@ -916,37 +1024,150 @@ pub fn subtract_streaming(
     Ok(sub)
 }
 
-/// The significance's bands (first row, values: whole rows of `nx`, from row 0 in order) as one plane of
-/// nx · ny values: a lone band itself, else the bands copied into one on all cores.
-fn one_plane(parts: Vec<(usize, Arc<Vec<f32>>)>, nx: usize, ny: usize) -> Arc<Vec<f32>> {
-    let n = nx * ny;
-    if let [(0, band)] = parts.as_slice() {
-        if band.len() == n {
-            return Arc::clone(band);
+/// Where the difference runs (`subtract_streaming`).
+enum Route<'a> {
+    /// With the matched filter, in bands, on an accelerator that keeps the planes.
+    Pipelined {
+        dev: &'a dyn crate::backend::Accelerator,
+        kept: KeptPlanes,
+    },
+    /// Before the filter, done: its planes (D unsigned) and times.
+    DifferenceFirst {
+        diff: Vec<f32>,
+        variance: Vec<f32>,
+        difference_s: f64,
+        difference_wall_s: f64,
+    },
+}
+
+/// What gives the planes to the writers and detection (`subtract_streaming`).
+enum Pass<'a> {
+    /// The difference and the filter in bands on an accelerator.
+    Pipelined {
+        dev: &'a dyn crate::backend::Accelerator,
+        kept: KeptPlanes,
+        problem: DifferenceProblem,
+    },
+    /// D (science minus reference) and VD known; the filter to run on its inputs.
+    FilterAfter {
+        diff: Arc<Vec<f32>>,
+        variance: Arc<Vec<f32>>,
+        filter: DifferenceProblem,
+    },
+}
+
+/// The device time and wall clock of the difference and the filter.
+struct PassTimes {
+    difference_s: f64,
+    difference_wall_s: f64,
+    filter_s: f64,
+    filter_wall_s: f64,
+    pipelined_jobs: usize,
+}
+
+/// The bands of one plane as its writer takes them: the next band (first row, values) once it is home,
+/// `None` after the last.
+struct BandQueue(std::sync::Mutex<std::sync::mpsc::Receiver<(usize, Arc<Vec<f32>>)>>);
+
+impl BandQueue {
+    fn new(bands: std::sync::mpsc::Receiver<(usize, Arc<Vec<f32>>)>) -> Self {
+        BandQueue(std::sync::Mutex::new(bands))
+    }
+    fn next(&self) -> Option<(usize, Arc<Vec<f32>>)> {
+        self.0.lock().unwrap().recv().ok()
+    }
+    /// Lets the bands the writer did not take go as they come, up to the last.
+    fn drain(&self) {
+        while self.next().is_some() {}
+    }
+}
+
+/// One nx × ny plane put together from its bands of whole rows, which come in order from row 0: a band
+/// that is the whole plane is kept as it is (shared with its writer until it lets it go); others are copied
+/// in on all cores as they come.
+enum Assembly {
+    Empty {
+        n: usize,
+        nx: usize,
+    },
+    Whole(Arc<Vec<f32>>),
+    /// The rows put so far (the vector's length is what has been written) of n values.
+    Rows {
+        plane: Vec<f32>,
+        nx: usize,
+        n: usize,
+    },
+}
+
+impl Assembly {
+    fn new(nx: usize, ny: usize) -> Self {
+        Assembly::Empty { n: nx * ny, nx }
+    }
+
+    fn put(&mut self, row0: usize, band: Arc<Vec<f32>>) {
+        match self {
+            Assembly::Empty { n, .. } if row0 == 0 && band.len() == *n => {
+                *self = Assembly::Whole(band);
+            }
+            &mut Assembly::Empty { n, nx } => {
+                *self = Assembly::Rows {
+                    plane: Vec::with_capacity(n),
+                    nx,
+                    n,
+                };
+                self.put(row0, band);
+            }
+            Assembly::Rows { plane, nx, n } => {
+                assert_eq!(row0 * *nx, plane.len(), "the bands come in order");
+                assert!(
+                    plane.len() + band.len() <= *n,
+                    "the bands stay within the plane"
+                );
+                let len = plane.len() + band.len();
+                let rest = &mut plane.spare_capacity_mut()[..band.len()];
+                rest.par_chunks_mut(1 << 18)
+                    .zip(band.par_chunks(1 << 18))
+                    .for_each(|(to, from)| {
+                        for (t, &f) in to.iter_mut().zip(from) {
+                            t.write(f);
+                        }
+                    });
+                // SAFETY: the band's values were just written past the initialised prefix, within capacity.
+                unsafe { plane.set_len(len) };
+            }
+            Assembly::Whole(_) => panic!("a band after the whole plane"),
         }
     }
-    let mut plane: Vec<f32> = Vec::with_capacity(n);
-    let mut rest = &mut plane.spare_capacity_mut()[..n];
-    let mut slices = Vec::with_capacity(parts.len());
-    for (row0, band) in &parts {
-        assert_eq!(row0 * nx, n - rest.len(), "the bands come in order");
-        let (here, after) = rest.split_at_mut(band.len());
-        slices.push((here, band));
-        rest = after;
+
+    /// The rows put so far, from row 0.
+    fn rows(&self) -> &[f32] {
+        match self {
+            Assembly::Whole(plane) => plane,
+            Assembly::Rows { plane, .. } => plane,
+            Assembly::Empty { .. } => &[],
+        }
     }
-    assert!(rest.is_empty(), "the bands cover the plane");
-    slices.into_par_iter().for_each(|(here, band)| {
-        here.par_chunks_mut(1 << 18)
-            .zip(band.par_chunks(1 << 18))
-            .for_each(|(to, from)| {
-                for (t, &f) in to.iter_mut().zip(from) {
-                    t.write(f);
-                }
-            })
-    });
-    // SAFETY: the slices, checked above to tile all n values, were each written in full.
-    unsafe { plane.set_len(n) };
-    Arc::new(plane)
+
+    /// The whole plane, or an error when its bands did not cover it (a pass that failed to give them).
+    fn plane(&self) -> Result<&[f32], String> {
+        match self {
+            Assembly::Whole(plane) => Ok(plane),
+            Assembly::Rows { plane, n, .. } if plane.len() == *n => Ok(plane),
+            _ => Err("a plane's bands did not cover it".into()),
+        }
+    }
+
+    /// The plane as a vector (checked whole by [`Assembly::plane`] before): without a copy once its
+    /// writer has let a whole band go.
+    fn into_plane(self) -> Vec<f32> {
+        match self {
+            Assembly::Whole(plane) => {
+                Arc::try_unwrap(plane).unwrap_or_else(|shared| shared.as_ref().clone())
+            }
+            Assembly::Rows { plane, .. } => plane,
+            Assembly::Empty { .. } => Vec::new(),
+        }
+    }
 }
 
 /// The kernel along one row of samples (fixed ŷ): each tap's row terms (`tap_row_terms`) as three planes,
