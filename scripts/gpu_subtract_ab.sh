@@ -5,7 +5,7 @@
 # hash of its planes' data and catalogue (SETTLE=1: `sync` before each run). Results: $OUT/ab.tgz, $OUT/ab.txt.
 # Usage: bash scripts/gpu_subtract_ab.sh REPS "NAME=ENV ..." ...   (ENV as VAR=value,VAR=value or "-";
 # BIN=path among a variant's settings runs that binary, e.g. the one before a change; VARIANT_BIN=path sets it
-# for every variant; BANDS=N runs it with --significance-band-rows N)
+# for every variant; BANDS=N runs it with --significance-band-rows N, which binaries from c4d0bac on take)
 set -uo pipefail
 final="${OUT:-out/gpu}"
 mkdir -p "$final"
