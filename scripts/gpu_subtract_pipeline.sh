@@ -14,12 +14,20 @@
 # GPU machine has none). Results under $OUT: disc/ (the discovery's lines and strace logs) and ab/ (ab.txt,
 # one line per run, and ab.tgz, every run's timeline). Every variant must print the same outputs hash.
 # The device tool's command, with carry [".carry"] and the binaries gzipped there:
-#   gunzip -f .carry/*.gz; chmod +x .carry/astroport* .carry/start_probe .carry/strace/strace; bash scripts/gpu_subtract_pipeline.sh
+#   gunzip -f .carry/*.gz; chmod +x .carry/astroport* .carry/imgsub_subtract .carry/start_probe .carry/strace/strace; bash scripts/gpu_subtract_pipeline.sh
 set -uo pipefail
 final="${OUT:-out/gpu}"
 mkdir -p "$final"
 here=$(dirname "$0")
-OUT="$final/disc" ASTROPORT_BIN=.carry/astroport timeout 200 bash "$here/gpu_discovery_state.sh" > /dev/null 2>&1
+# CUDA's check first: the subtraction tests (every backend against the cpu model, the bands to the bit), when
+# .carry/imgsub_subtract is carried (`cargo test --release --features cuda --target-dir target/gpu --test
+# imgsub_subtract --no-run`, stripped; the CLI's test needs the build's own binary path and is skipped).
+if [ -x .carry/imgsub_subtract ]; then
+  icd=$(mktemp -d); echo libnvidia-opencl.so.1 > "$icd/nvidia.icd"
+  OCL_ICD_VENDORS=$icd timeout 120 .carry/imgsub_subtract --skip the_planes_written_in_bands > "$final/tests.txt" 2>&1
+  echo "tests: rc $? $(grep 'test result' "$final/tests.txt")"
+fi
+OUT="$final/disc" ASTROPORT_BIN=.carry/astroport timeout 150 bash "$here/gpu_discovery_state.sh" > /dev/null 2>&1
 cat "$final/disc/discovery.txt"
-OUT="$final/ab" ASTROPORT_BIN=.carry/astroport timeout 360 bash "$here/gpu_subtract_ab.sh" "${REPS:-3}" \
+OUT="$final/ab" ASTROPORT_BIN=.carry/astroport timeout 320 bash "$here/gpu_subtract_ab.sh" "${REPS:-3}" \
   "gate=BIN=.carry/astroport_gate" "snr=BIN=.carry/astroport_snr" "pipe=-" "pipe1=BANDS=10240" "pipe14=BANDS=732"
