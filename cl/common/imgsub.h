@@ -149,8 +149,8 @@ ASTRO_FN int imgsub_place(int x, int tile, int n)
     }
 
 /* The matched filter's inputs from a band of the difference on the device (`subtract` on an accelerator): the
- * band's n pixels of D and VD and their mask bytes (byte gid & 3 of word gid >> 2, little-endian) begin at pixel
- * `first` of the whole planes VI, fd and fv. fd = sign D and fv = VD + corr max(VD - VI, 0) where the mask is 0,
+ * band's n pixels of D and VD begin at pixel `first` of the whole planes VI, fd, fv and the mask (pixel p's byte
+ * is byte p & 3 of word p >> 2, little-endian: uploaded once for every band). fd = sign D and fv = VD + corr max(VD - VI, 0) where the mask is 0,
  * both 0 where it is not. VI is the unconvolved image's variance: VD - VI is the convolved image's share, scaled
  * for its correlated noise (subtract.rs forms the same on the host for the cpu model). fv may be VI itself (each
  * item reads its pixel of VI before it writes it there): not restrict-qualified. */
@@ -163,7 +163,7 @@ ASTRO_FN void imgsub_filter_inputs_item(size_t gid, ASTRO_GLOBAL const float *AS
 {
     if (gid >= (size_t)n) return;
     const size_t at = (size_t)first + gid;
-    const unsigned int m = (mask_words[gid >> 2] >> (8u * (unsigned int)(gid & 3u))) & 0xFFu;
+    const unsigned int m = (mask_words[at >> 2] >> (8u * (unsigned int)(at & 3u))) & 0xFFu;
     const float vd = diff_var[gid];
     const float excess = vd - unconv_var[at];
     fd[at] = m == 0u ? sign * diff[gid] : 0.0f;
