@@ -56,9 +56,14 @@ impl Card {
     }
 }
 
-/// Bands of float32 rows as they are computed: each call gives the next band's first row and its values
-/// (whole rows, in order), `None` once there are no more.
-pub type RowBands<'a> = &'a (dyn Fn() -> Option<(usize, std::sync::Arc<Vec<f32>>)> + Sync);
+/// Bands of float32 rows as they are computed: each call hands the next band's first row and its values
+/// (whole rows, in order) to the sink and gives back what the sink returned, `None` once there are no
+/// more. The band is only lent for the sink's call, so the values may live anywhere (rows of a plane
+/// still being filled further down).
+pub type RowBands<'a> = &'a (dyn Fn(BandSink) -> Option<std::io::Result<()>> + Sync);
+
+/// What takes a band of [`RowBands`]: its first row and its values.
+pub type BandSink<'s> = &'s mut dyn FnMut(usize, &[f32]) -> std::io::Result<()>;
 
 /// The pixels of an image, row by row (x fastest; NAXIS1 = nx).
 #[derive(Clone, Copy)]
@@ -265,7 +270,7 @@ fn write_bands(
     next: RowBands,
 ) -> std::io::Result<()> {
     let mut rows_written = 0;
-    while let Some((row0, band)) = next() {
+    while let Some(written) = next(&mut |row0, band| {
         let rows = band.len() / nx;
         if row0 != rows_written || rows * nx != band.len() || row0 + rows > ny {
             return Err(std::io::Error::other(format!(
@@ -274,8 +279,11 @@ fn write_bands(
                 band.len()
             )));
         }
-        write_big_endian(f, offset + (4 * row0 * nx) as u64, &band)?;
+        write_big_endian(f, offset + (4 * row0 * nx) as u64, band)?;
         rows_written += rows;
+        Ok(())
+    }) {
+        written?;
     }
     if rows_written != ny {
         return Err(std::io::Error::other(format!(
@@ -1023,10 +1031,10 @@ mod tests {
         let expected = std::fs::read(&plain).unwrap();
         // Bands of the given first rows (each to the next, the last to `end`).
         let banded = |starts: &[usize], end: usize| {
-            let bands: Vec<(usize, std::sync::Arc<Vec<f32>>)> = starts
+            let bands: Vec<(usize, &[f32])> = starts
                 .iter()
                 .zip(starts.iter().skip(1).chain([&end]))
-                .map(|(&a, &b)| (a, std::sync::Arc::new(data[a * nx..b * nx].to_vec())))
+                .map(|(&a, &b)| (a, &data[a * nx..b * nx]))
                 .collect();
             std::sync::Mutex::new(bands.into_iter())
         };
@@ -1035,23 +1043,27 @@ mod tests {
             let ahead =
                 ahead.then(|| WrittenAhead::new(&path, image_file_len(nx, ny, 4, 4)).unwrap());
             let bands = banded(&[0, 1, 300, 301, 1000], ny);
-            let next = || bands.lock().unwrap().next();
+            let next = |sink: BandSink| {
+                let band = bands.lock().unwrap().next();
+                band.map(|(row0, values)| sink(row0, values))
+            };
             let pixels = Pixels::F32Rows(&next);
             write_image_over(&path, &image(nx, ny, pixels, &cards, &history), ahead).unwrap();
             assert_eq!(std::fs::read(&path).unwrap(), expected, "ahead: {}", k == 1);
         }
-        let refused =
-            |bands: std::sync::Mutex<std::vec::IntoIter<(usize, std::sync::Arc<Vec<f32>>)>>,
-             why: &str| {
-                let path = dir.path().join("refused.fits");
-                let next = || bands.lock().unwrap().next();
-                let pixels = Pixels::F32Rows(&next);
-                let err = write_image_over(&path, &image(nx, ny, pixels, &cards, &history), None)
-                    .unwrap_err();
-                assert!(!path.exists(), "{why}: a file was left");
-                err.to_string()
+        let refused = |bands: std::sync::Mutex<std::vec::IntoIter<(usize, &[f32])>>, why: &str| {
+            let path = dir.path().join("refused.fits");
+            let next = |sink: BandSink| {
+                let band = bands.lock().unwrap().next();
+                band.map(|(row0, values)| sink(row0, values))
             };
-        let band = |a: usize, b: usize| (a, std::sync::Arc::new(data[a * nx..b * nx].to_vec()));
+            let pixels = Pixels::F32Rows(&next);
+            let err = write_image_over(&path, &image(nx, ny, pixels, &cards, &history), None)
+                .unwrap_err();
+            assert!(!path.exists(), "{why}: a file was left");
+            err.to_string()
+        };
+        let band = |a: usize, b: usize| (a, &data[a * nx..b * nx]);
         let overlapping = std::sync::Mutex::new(vec![band(0, 300), band(200, 400)].into_iter());
         let err = refused(overlapping, "out of order");
         assert!(err.contains("from row 200 after 300 rows"), "{err}");
@@ -1060,9 +1072,7 @@ mod tests {
             err.contains("only 500 of the image's 1019 rows came"),
             "{err}"
         );
-        let short = std::sync::Mutex::new(
-            vec![(0, std::sync::Arc::new(data[..nx + 3].to_vec()))].into_iter(),
-        );
+        let short = std::sync::Mutex::new(vec![(0, &data[..nx + 3])].into_iter());
         let err = refused(short, "not whole rows");
         assert!(
             err.contains(&format!("a band of {} values", nx + 3)),

@@ -4,8 +4,8 @@
 mod common;
 
 use astroport::backend::{
-    discover, resident_id, BufferSpec, Choice, DType, HostSlice, HostVec, KernelArg, KernelJob,
-    Launch, Local, Model, Program, Step, StepArg, Target,
+    discover, resident_id, BufferSpec, Choice, DType, HostDestination, HostSlice, HostVec,
+    KernelArg, KernelJob, Launch, Local, Model, Program, ReadBack, Step, StepArg, Target,
 };
 use astroport::bench;
 use astroport::exec::{DeviceBudget, RunOptions, SinglePass};
@@ -236,8 +236,8 @@ fn unwritten_outputs_stay_poisoned() {
 
 /// A resident buffer uploaded by one job stays on the device for the next, which reads it back unchanged
 /// through a kernel that writes nothing (resident buffers are not poisoned by the host), in buffer order
-/// between two outputs (which come back poisoned); a resident buffer with both initial data and read_back is
-/// refused.
+/// between two outputs (which come back poisoned), or into the caller's memory (`ReadBack::Into`, of the
+/// buffer's size only); a resident buffer with both initial data and read_back is refused.
 #[test]
 fn resident_buffers_are_read_back_by_a_later_job() {
     let d = discover();
@@ -249,7 +249,13 @@ fn resident_buffers_are_read_back_by_a_later_job() {
             unreachable!()
         };
         let id = resident_id();
-        let job = |init: bool, read_back: bool| {
+        // A function, not a closure: the job borrows the destination a read-back lends it.
+        fn resident_job<'a>(
+            id: u64,
+            data: &'a [f32],
+            init: bool,
+            read_back: ReadBack<'a>,
+        ) -> KernelJob<'a> {
             let launch = Launch {
                 kernel: "writes_nothing".into(),
                 args: vec![StepArg::Buffer(1), StepArg::I32(data.len() as i32)],
@@ -264,18 +270,18 @@ fn resident_buffers_are_read_back_by_a_later_job() {
                 id,
                 dtype: DType::F32,
                 len: data.len(),
-                init: init.then_some(HostSlice::F32(&data)),
+                init: init.then_some(HostSlice::F32(data)),
                 read_back,
             };
             let buffers = vec![output(10), resident, output(20)];
             RunOptions::single_shot().job(&NOOP, vec![], buffers, vec![Step::Launch(launch)])
-        };
+        }
         let uploaded = dev
-            .run(&job(true, false))
+            .run(&resident_job(id, &data, true, ReadBack::No))
             .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
         assert_eq!(uploaded.outputs.len(), 2, "{}: the two outputs", t.id());
         let out = dev
-            .run(&job(false, true))
+            .run(&resident_job(id, &data, false, ReadBack::Returned))
             .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
         let poisoned = |v: &[f32], len| v.len() == len && v.iter().all(|x| x.is_nan());
         match &out.outputs[..] {
@@ -285,7 +291,44 @@ fn resident_buffers_are_read_back_by_a_later_job() {
             }
             other => panic!("{}: unexpected outputs {other:?}", t.id()),
         }
-        let refused = dev.run(&job(true, true)).err().map(|e| e.to_string());
+        // Read back into the caller's memory instead: not among the outputs, every value there.
+        let mut into = vec![f32::NAN; data.len()];
+        let out = dev
+            .run(&resident_job(
+                id,
+                &data,
+                false,
+                ReadBack::Into(HostDestination::f32(&mut into)),
+            ))
+            .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        assert_eq!(out.outputs.len(), 2, "{}: the two outputs only", t.id());
+        assert_eq!(
+            into,
+            data,
+            "{}: resident data read into the caller's memory",
+            t.id()
+        );
+        let mut short = vec![0.0f32; 10];
+        let refused = dev
+            .run(&resident_job(
+                id,
+                &data,
+                false,
+                ReadBack::Into(HostDestination::f32(&mut short)),
+            ))
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|e| e.contains("read back into 40 bytes")),
+            "{}: a destination of another size: {refused:?}",
+            t.id()
+        );
+        let refused = dev
+            .run(&resident_job(id, &data, true, ReadBack::Returned))
+            .err()
+            .map(|e| e.to_string());
         assert!(
             refused.as_deref().is_some_and(|e| e.contains("read_back")),
             "{}: initial data and read_back together: {refused:?}",

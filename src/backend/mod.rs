@@ -328,15 +328,67 @@ pub enum BufferSpec<'a> {
     /// (re)allocated, losing its contents; with `init` the data are uploaded first. Never poisoned: the
     /// workload poisons what it reads back with [`Step::Fill`]. Jobs with resident buffers are
     /// single-shot (`warmup: 0, repeats: 0`), since a repeat would apply their in-place updates twice.
-    /// With `read_back` (and no `init`) its `len` elements are returned after the job, in buffer order
-    /// among the outputs: a pass whose result both comes home and feeds the next job on the device.
+    /// [`ReadBack`] says whether its `len` elements come home after the job (never with `init`): a pass
+    /// whose result both comes home and feeds the next job on the device.
     Resident {
         id: u64,
         dtype: DType,
         len: usize,
         init: Option<HostSlice<'a>>,
-        read_back: bool,
+        read_back: ReadBack<'a>,
     },
+}
+
+/// What becomes of a resident buffer's contents after a job ([`BufferSpec::Resident`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ReadBack<'a> {
+    /// They stay on the device only.
+    No,
+    /// Returned among the job's outputs, in buffer order.
+    Returned,
+    /// Copied into the caller's memory, not returned: rows of a plane the caller already holds, so that no
+    /// vector is made and copied again per job (at 10k a band's three outputs are 200 MB of fresh pages).
+    Into(HostDestination<'a>),
+}
+
+/// Caller memory a job's read-back lands in, lent to the job for `'a` ([`ReadBack::Into`]). Only an
+/// address and a length, so that jobs stay `Copy`: a backend writes through it once, after the job's runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HostDestination<'a> {
+    address: *mut u8,
+    bytes: usize,
+    lent: std::marker::PhantomData<&'a mut [u8]>,
+}
+
+// SAFETY: made from an exclusive borrow (`f32`) that lasts for `'a`; whichever thread runs the job writes
+// through it, and nothing else reads or writes the memory meanwhile.
+unsafe impl Send for HostDestination<'_> {}
+unsafe impl Sync for HostDestination<'_> {}
+
+impl<'a> HostDestination<'a> {
+    pub fn f32(values: &'a mut [f32]) -> Self {
+        HostDestination {
+            address: values.as_mut_ptr().cast(),
+            bytes: std::mem::size_of_val(values),
+            lent: std::marker::PhantomData,
+        }
+    }
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+    /// The address a native model's download writes to.
+    pub fn address(&self) -> u64 {
+        self.address as u64
+    }
+    /// The memory, for a backend's read.
+    ///
+    /// # Safety
+    /// At most one of these slices may be alive at a time (the backend's one read of the job).
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn bytes_mut(&self) -> &mut [u8] {
+        // SAFETY: the address and length come from a live exclusive borrow of `'a` (`f32`).
+        unsafe { std::slice::from_raw_parts_mut(self.address, self.bytes) }
+    }
 }
 
 /// A fresh id for a [`BufferSpec::Resident`] buffer, unique in this process.
@@ -557,7 +609,7 @@ impl<'a> KernelJob<'a> {
                 ..
             } = b
             {
-                if *read_back && init.is_some() {
+                if *read_back != ReadBack::No && init.is_some() {
                     return Err(BackendError::Runtime(format!(
                         "job of program {}: resident buffer {i} has both initial data and read_back",
                         self.program.name
@@ -569,6 +621,16 @@ impl<'a> KernelJob<'a> {
                          resident buffers are single-shot",
                         self.program.name, self.warmup, self.repeats
                     )));
+                }
+                if let ReadBack::Into(into) = read_back {
+                    if into.bytes() != b.bytes() {
+                        return Err(BackendError::Runtime(format!(
+                            "job of program {}: resident buffer {i} of {} bytes read back into {} bytes",
+                            self.program.name,
+                            b.bytes(),
+                            into.bytes()
+                        )));
+                    }
                 }
                 if let Some(data) = init {
                     if data.dtype() != *dtype || data.len() > *len {

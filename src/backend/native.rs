@@ -116,7 +116,7 @@ pub mod ffi {
 
 use super::{
     median, Accelerator, BackendError, BufferSpec, DType, DeviceInfo, HostSlice, HostVec,
-    JobOutput, KernelJob, Model, Resources, Step, StepArg, StepReport,
+    JobOutput, KernelJob, Model, ReadBack, Resources, Step, StepArg, StepReport,
 };
 
 /// Signature of a model's C++ `run_job` entry point (through cxx, C++ exceptions become `Err`). The
@@ -251,7 +251,7 @@ pub fn flatten<'a>(job: &'a KernelJob, source: &str, rooms: bool) -> BridgeJob<'
                 dtype,
                 len,
                 init: None,
-                read_back: true,
+                read_back: ReadBack::Returned,
                 ..
             } => Some((*dtype, *len)),
             _ => None,
@@ -282,8 +282,9 @@ pub fn flatten<'a>(job: &'a KernelJob, source: &str, rooms: bool) -> BridgeJob<'
                     ..
                 } => match (init, read_back) {
                     (Some(s), _) => (3, address(s), *id, s.len() as u64, false),
-                    (None, true) => (3, output(), *id, 0, true),
-                    (None, false) => (3, 0, *id, 0, false),
+                    (None, ReadBack::Returned) => (3, output(), *id, 0, true),
+                    (None, ReadBack::Into(into)) => (3, into.address(), *id, 0, true),
+                    (None, ReadBack::No) => (3, 0, *id, 0, false),
                 },
             };
             ffi::NativeBuffer {
@@ -589,7 +590,7 @@ mod tests {
                     dtype: DType::F32,
                     len: 4,
                     init: None,
-                    read_back: true,
+                    read_back: ReadBack::Returned,
                 },
             ],
             steps: vec![Step::Launch(Launch {

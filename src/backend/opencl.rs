@@ -6,7 +6,8 @@
 
 use super::{
     median, occupancy, Absent, Accelerator, BackendError, BufferSpec, DeviceInfo, HostVec,
-    JobOutput, KernelJob, Local, Model, Resources, Step, StepArg, StepReport, Unavailable,
+    JobOutput, KernelJob, Local, Model, ReadBack, Resources, Step, StepArg, StepReport,
+    Unavailable,
 };
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
 use opencl3::context::Context;
@@ -520,11 +521,23 @@ impl OpenClDevice {
         }
         let mut outputs = Vec::new();
         for (buf, spec) in buffers.iter().zip(&job.buffers) {
+            if let BufferSpec::Resident {
+                read_back: ReadBack::Into(into),
+                ..
+            } = spec
+            {
+                let ev: &[cl_event] = &[];
+                if into.bytes() > 0 {
+                    // SAFETY: the job lends this memory (validated to the buffer's size); read once here.
+                    unsafe { q.enqueue_read_buffer(buf, CL_BLOCKING, 0, into.bytes_mut(), ev) }
+                        .map_err(cl_err("clEnqueueReadBuffer"))?;
+                }
+            }
             if let BufferSpec::Output { dtype, len }
             | BufferSpec::Resident {
                 dtype,
                 len,
-                read_back: true,
+                read_back: ReadBack::Returned,
                 ..
             } = spec
             {

@@ -11,7 +11,7 @@ use super::rule::Rule;
 use super::{Integrand, PROGRAM};
 use crate::backend::{
     resident_id, Accelerator, BufferSpec, DType, HostSlice, HostVec, JobOutput, KernelJob, Launch,
-    Local, Resources, Step, StepArg,
+    Local, ReadBack, Resources, Step, StepArg,
 };
 
 /// Work-group width of Evaluate and of the m-Cubes kernels (`CUB_GROUP`).
@@ -150,7 +150,7 @@ impl<'a> DeviceRegions<'a> {
             dtype,
             len: len.max(1),
             init,
-            read_back: false,
+            read_back: ReadBack::No,
         }
     }
 

@@ -325,12 +325,22 @@ fn start_backend(
 fn timed_bands<'a>(
     bands: crate::fits_image::RowBands<'a>,
     waited: &'a std::sync::Mutex<std::time::Duration>,
-) -> impl Fn() -> Option<(usize, std::sync::Arc<Vec<f32>>)> + Sync + 'a {
-    move || {
+) -> impl Fn(crate::fits_image::BandSink) -> Option<std::io::Result<()>> + Sync + 'a {
+    move |sink| {
         let asked = std::time::Instant::now();
-        let band = bands();
-        *waited.lock().unwrap() += asked.elapsed();
-        band
+        // The wait ends when the band is handed over, before its write.
+        let mut waiting = Some(asked);
+        let record = |waiting: &mut Option<std::time::Instant>| {
+            if let Some(asked) = waiting.take() {
+                *waited.lock().unwrap() += asked.elapsed();
+            }
+        };
+        let written = bands(&mut |row0, band| {
+            record(&mut waiting);
+            sink(row0, band)
+        });
+        record(&mut waiting);
+        written
     }
 }
 

@@ -99,7 +99,8 @@ pub fn find(
     psf: &PsfModel,
 ) -> Vec<Detection> {
     let (nx, ny) = (planes.nx, planes.ny);
-    let peaks = peaks_in_rows(snr, planes.mask, nx, ny, 0..ny, threshold);
+    let rows: Vec<&[f32]> = snr.chunks(nx.max(1)).collect();
+    let peaks = peaks_in_rows(&rows, planes.mask, nx, ny, 0..ny, threshold);
     measure(peaks, snr, planes, threshold, halo, psf)
 }
 
@@ -124,9 +125,10 @@ pub fn rows_searchable(rows: usize, ny: usize) -> usize {
 
 /// The candidate peaks (x, y, S/N) of rows `rows` of an nx × ny significance, in row order: |S/N| ≥
 /// `threshold` on an unmasked pixel that tops its 5 × 5 window (same sign). `snr` holds the plane's first
-/// rows, up to [`rows_searchable`]'s reach at least; the search runs on all cores.
+/// rows (nx values each, wherever they lie: bands as they come home), up to [`rows_searchable`]'s reach
+/// at least; the search runs on all cores.
 pub fn peaks_in_rows(
-    snr: &[f32],
+    snr: &[&[f32]],
     mask: &[u8],
     nx: usize,
     ny: usize,
@@ -134,16 +136,21 @@ pub fn peaks_in_rows(
     threshold: f64,
 ) -> Vec<(usize, usize, f32)> {
     assert!(
-        rows.is_empty() || snr.len() >= nx * (rows.end + PEAK_HALF as usize).min(ny),
+        rows.is_empty() || snr.len() >= (rows.end + PEAK_HALF as usize).min(ny),
         "the rows a peak's window reaches"
     );
-    let value = |x: i64, y: i64| significance_at(snr, nx, ny, x, y);
+    let value = |x: i64, y: i64| {
+        if x < 0 || y < 0 || x >= nx as i64 || y >= ny as i64 {
+            0.0
+        } else {
+            snr[y as usize][x as usize]
+        }
+    };
     rows.into_par_iter()
         .flat_map_iter(|y| {
             let mut row = Vec::new();
-            for x in 0..nx {
+            for (x, &s) in snr[y][..nx].iter().enumerate() {
                 let at = y * nx + x;
-                let s = snr[at];
                 if s.is_nan() || (s.abs() as f64) < threshold || mask[at] != 0 {
                     continue;
                 }
@@ -282,15 +289,16 @@ mod tests {
             .map(|_| rng.random_range(-4.0f32..4.0))
             .collect();
         let mask: Vec<u8> = (0..nx * ny).map(|i| (i % 53 == 0) as u8).collect();
-        let whole = peaks_in_rows(&snr, &mask, nx, ny, 0..ny, 3.0);
+        let all_rows: Vec<&[f32]> = snr.chunks(nx).collect();
+        let whole = peaks_in_rows(&all_rows, &mask, nx, ny, 0..ny, 3.0);
         assert!(whole.len() > 100, "{}", whole.len());
         for band in [1, 2, 3, 10, 37, 96, 97] {
             let (mut peaks, mut searched, mut known) = (Vec::new(), 0, 0);
             while known < ny {
                 known = (known + band).min(ny);
                 let reach = rows_searchable(known, ny);
-                let rows = &snr[..known * nx];
-                peaks.extend(peaks_in_rows(rows, &mask, nx, ny, searched..reach, 3.0));
+                let rows: Vec<&[f32]> = snr[..known * nx].chunks(nx).collect();
+                peaks.extend(peaks_in_rows(&rows, &mask, nx, ny, searched..reach, 3.0));
                 searched = searched.max(reach);
             }
             assert_eq!(peaks, whole, "bands of {band} rows");

@@ -11,8 +11,8 @@
 use super::convolve::{convolve, Kernel, Real};
 use super::field::{generate, FieldSpec, Image};
 use crate::backend::{
-    resident_id, Accelerator, BufferSpec, DType, HostSlice, HostVec, KernelJob, Launch, Local,
-    Precision, Program, Step, StepArg, Target,
+    resident_id, Accelerator, BufferSpec, DType, HostDestination, HostSlice, HostVec, KernelJob,
+    Launch, Local, Precision, Program, ReadBack, Step, StepArg, Target,
 };
 use crate::exec::{self, DeviceBudget, Field, Measured, RunError, RunOptions, SinglePass};
 use crate::workload::{Accuracy, Verdict, Work, Workload};
@@ -291,7 +291,7 @@ impl KeptPlanes {
                     dtype: DType::F32,
                     len: n,
                     init: Some(HostSlice::F32(image)),
-                    read_back: false,
+                    read_back: ReadBack::No,
                 },
                 BufferSpec::Scratch {
                     dtype: DType::U32,
@@ -773,18 +773,20 @@ impl DifferenceProblem {
     /// filter's inputs of its pixels (imgsub_filter_inputs in cl/common/imgsub.h) over the image subtracted
     /// from and its variance (the difference has read them there), and filters band k − 1, whose rows reach
     /// at most HALF rows into band k; the last job filters its own band too. The band buffers are poisoned
-    /// before each job. Each band goes to the caller as soon as it is home, D (unsigned: I − R ⊗ K − B) and
-    /// VD to `on_difference`, the significance to `on_significance` (first row, values), so that the caller
-    /// writes them while the next is computed.
+    /// before each job. Each band is read back straight into its rows of `planes` (D, VD and the
+    /// significance, nx × ny each: no vector per band), and goes to the caller as soon as it is home, D
+    /// (unsigned: I − R ⊗ K − B) and VD to `on_difference`, the significance to `on_significance` (first
+    /// row, values), so that the caller writes them while the next is computed.
     #[allow(clippy::too_many_arguments)]
-    pub fn difference_and_filter(
+    pub fn difference_and_filter<'p>(
         &self,
         dev: &dyn Accelerator,
         kept: &KeptPlanes,
         filter: &MatchedFilter,
         band_rows: usize,
-        mut on_difference: impl FnMut(usize, Vec<f32>, Vec<f32>),
-        mut on_significance: impl FnMut(usize, Vec<f32>),
+        planes: [&'p mut [f32]; 3],
+        mut on_difference: impl FnMut(usize, &'p mut [f32], &'p mut [f32]),
+        mut on_significance: impl FnMut(usize, &'p mut [f32]),
     ) -> Result<PipelineTimes, RunError> {
         let (nx, ny) = (self.nx, self.ny);
         assert_eq!(
@@ -800,6 +802,14 @@ impl DifferenceProblem {
         } = *filter;
         let n = nx * ny;
         assert_eq!(mask.len(), n, "one mask byte per pixel");
+        assert!(planes.iter().all(|p| p.len() == n), "three whole planes");
+        // The planes' rows not yet lent to a job, taken from the front band by band.
+        let [mut diff_rows, mut variance_rows, mut snr_rows] = planes;
+        let take = |rows: &mut &'p mut [f32], count: usize| -> &'p mut [f32] {
+            let (band, rest) = std::mem::take(rows).split_at_mut(count);
+            *rows = rest;
+            band
+        };
         if i32::try_from(n).is_err() {
             return Err(RunError::Failed(format!(
                 "difference: {n} pixels exceed the kernels' 32-bit count"
@@ -826,15 +836,19 @@ impl DifferenceProblem {
                 dtype: DType::F32,
                 len: n,
                 init: (k == 0 && !kept.images_on_device).then(|| HostSlice::F32(&self.images32[i])),
-                read_back: false,
+                read_back: ReadBack::No,
             };
-            let band = |i: usize, rows: usize| BufferSpec::Resident {
-                id: kept.bands[i],
-                dtype: DType::F32,
-                len: rows * nx,
-                init: None,
-                read_back: true,
-            };
+            fn band(id: u64, into: &mut [f32]) -> BufferSpec<'_> {
+                BufferSpec::Resident {
+                    id,
+                    dtype: DType::F32,
+                    len: into.len(),
+                    init: None,
+                    read_back: ReadBack::Into(HostDestination::f32(into)),
+                }
+            }
+            let diff = take(&mut diff_rows, rows * nx);
+            let variance = take(&mut variance_rows, rows * nx);
             let mut buffers = vec![
                 BufferSpec::Input(HostSlice::F32(&self.terms32)),
                 image(0),
@@ -846,11 +860,11 @@ impl DifferenceProblem {
                     dtype: DType::U32,
                     len: words.len(),
                     init: (k == 0).then(|| HostSlice::U32(&words)),
-                    read_back: false,
+                    read_back: ReadBack::No,
                 },
                 BufferSpec::Input(HostSlice::F32(&filter_terms)),
-                band(0, rows),
-                band(1, rows),
+                band(kept.bands[0], diff),
+                band(kept.bands[1], variance),
             ];
             let poison = |buffer| Step::Fill { buffer, byte: 0xFF };
             let whole_rows = |row0, rows| BandRows {
@@ -890,13 +904,15 @@ impl DifferenceProblem {
                     local: Local::Prefer(256),
                 }),
             ];
-            let filtered: Vec<(usize, usize)> = (k > 0)
+            let mut filtered: Vec<(usize, &'p mut [f32])> = (k > 0)
                 .then(|| bands[k - 1])
                 .into_iter()
                 .chain(last.then_some((row0, rows)))
+                .map(|(row0, rows)| (row0, take(&mut snr_rows, rows * nx)))
                 .collect();
-            for (i, &(row0, rows)) in filtered.iter().enumerate() {
-                buffers.push(band(2 + i, rows));
+            for (i, (row0, snr)) in filtered.iter_mut().enumerate() {
+                let (row0, rows) = (*row0, snr.len() / nx);
+                buffers.push(band(kept.bands[2 + i], snr));
                 let snr = buffers.len() - 1;
                 steps.push(poison(snr));
                 steps.push(Step::Launch(filter_launch(
@@ -915,22 +931,9 @@ impl DifferenceProblem {
                 }
             }
             times.jobs += 1;
-            let missing = || {
-                RunError::Failed(format!(
-                    "difference: the planes of rows {row0}..{} did not come back",
-                    row0 + rows
-                ))
-            };
-            let mut outputs = run.outputs.into_iter().flatten().map(|out| match out {
-                HostVec::F32(v) => Some(v),
-                _ => None,
-            });
-            let mut next = |len: usize| outputs.next().flatten().filter(|v| v.len() == len);
-            let diff = next(rows * nx).ok_or_else(missing)?;
-            let variance = next(rows * nx).ok_or_else(missing)?;
             on_difference(row0, diff, variance);
-            for &(row0, rows) in &filtered {
-                on_significance(row0, next(rows * nx).ok_or_else(missing)?);
+            for (row0, snr) in filtered {
+                on_significance(row0, snr);
             }
         }
         Ok(times)

@@ -120,11 +120,12 @@ pub struct Timings {
     /// Wall clock of the whole subtraction, transfers and program builds included (files excluded).
     pub total_s: f64,
     /// Wall clock of each step in order (stamps, fwhm, fit, mask, background, difference,
-    /// psf_beside_fit_and_difference, filter_inputs, filter, planes_assembled, detection, waiting_for_caller;
+    /// psf_beside_fit_and_difference, filter_inputs, filter, peaks_searched, waiting_for_caller, detection;
     /// pipelined on a device: background, psf_wait, psf_beside_fit, filter_inputs, difference_and_filter,
-    /// planes_assembled, detection, waiting_for_caller), for a pipeline's profile. The PSF is measured on the host from the fit's start
-    /// to the difference's end (pipelined: its start), so its time is inside theirs; the last is how long
-    /// the caller's writes outlasted detection.
+    /// peaks_searched, waiting_for_caller, detection), for a pipeline's profile. The PSF is measured on the
+    /// host from the fit's start to the difference's end (pipelined: its start), so its time is inside
+    /// theirs; peaks_searched is how long the peak search outlasted the passes, waiting_for_caller how long
+    /// the caller's writes outlasted it, detection the candidates' places and photometry after both.
     pub steps: Vec<(&'static str, f64)>,
 }
 
@@ -818,8 +819,8 @@ pub fn subtract_streaming(
             );
             filter.device_mem_cap = opts.device_mem_cap;
             let pass = Pass::FilterAfter {
-                diff: Arc::new(diff),
-                variance: Arc::new(variance),
+                diff,
+                variance,
                 filter,
             };
             (pass, (difference_s, difference_wall_s))
@@ -851,19 +852,41 @@ pub fn subtract_streaming(
         kept_on_device: pipelined_on_device,
     };
     // The caller's writers take D and VD (with the mask) and the significance in bands of rows, each band
-    // as soon as it is home: pipelined on a device, band by band while the next is computed; else each
-    // plane as one band. The planes are put together beside, for detection.
+    // as soon as it is home: pipelined on a device, band by band while the next is computed (the jobs read
+    // them back straight into the three planes); else each plane as one band. A thread beside searches the
+    // significance's rows for peaks as they come (at 10k the search is 27 ms on the H200 machine's 16
+    // cores: after the last band it would outlast the planes' writes).
+    let n = nx * ny;
+    let (mut planes, pass) = match pass {
+        Pass::Pipelined { .. } => ([(); 3].map(|_| vec![0.0f32; n]), pass),
+        Pass::FilterAfter {
+            diff,
+            variance,
+            filter,
+        } => (
+            [diff, variance, Vec::new()],
+            Pass::FilterAfter {
+                diff: Vec::new(),
+                variance: Vec::new(),
+                filter,
+            },
+        ),
+    };
+    // The significance of the filter after the difference, made inside the scope and lent from here.
+    let late_snr = std::sync::OnceLock::<Vec<f32>>::new();
+    let late_snr_ref = &late_snr;
+    let plane_refs = planes.each_mut().map(|p| p.as_mut_slice());
     let on_planes = &on_planes;
     let view = &sub;
-    let (planes, detections, times, detect_s) = std::thread::scope(|scope| {
+    let (peaks, times, search_wait_s, written_wait_s) = std::thread::scope(|scope| {
         let (to_diff, diff_bands) = std::sync::mpsc::channel();
         let (to_variance, variance_bands) = std::sync::mpsc::channel();
         let (to_snr, snr_bands) = std::sync::mpsc::channel();
         let difference_written = scope.spawn(move || {
             let (diff, variance) = (BandQueue::new(diff_bands), BandQueue::new(variance_bands));
             let set = PlaneSet::Difference {
-                diff: &|| diff.next(),
-                variance: &|| variance.next(),
+                diff: &|sink| diff.next().map(|(row0, band)| sink(row0, band)),
+                variance: &|sink| variance.next().map(|(row0, band)| sink(row0, band)),
             };
             let result = on_planes(view, set);
             // A writer that stopped early (an error it reports) still lets the bands go.
@@ -873,40 +896,37 @@ pub fn subtract_streaming(
         });
         let significance_written = scope.spawn(move || {
             let snr = BandQueue::new(snr_bands);
-            let result = on_planes(view, PlaneSet::SignificanceRows(&|| snr.next()));
+            let next =
+                |sink: crate::fits_image::BandSink| snr.next().map(|(row0, band)| sink(row0, band));
+            let result = on_planes(view, PlaneSet::SignificanceRows(&next));
             snr.drain();
             result
         });
-        // The three planes for detection, put together from the bands on a thread of their own, which
-        // searches the significance's rows for peaks as they come (at 10k the search is 27 ms on the H200
-        // machine's 16 cores: after the last band, it would outlast the planes' writes).
-        let (to_assembly, bands) = std::sync::mpsc::channel::<(usize, usize, Arc<Vec<f32>>)>();
-        let assembled = scope.spawn(move || {
-            let mut planes = [(); 3].map(|_| Assembly::new(nx, ny));
-            let (mut peaks, mut searched) = (Vec::new(), 0);
-            for (plane, row0, band) in bands {
-                planes[plane].put(row0, band);
-                if plane == 2 {
-                    let snr = planes[2].rows();
-                    let reach = detect::rows_searchable(snr.len() / nx.max(1), ny);
-                    peaks.extend(detect::peaks_in_rows(
-                        snr,
-                        &view.mask,
-                        nx,
-                        ny,
-                        searched..reach,
-                        opts.threshold,
-                    ));
-                    searched = searched.max(reach);
-                }
+        let (to_search, searched_bands) = std::sync::mpsc::channel::<&[f32]>();
+        let searched = scope.spawn(move || {
+            let (mut rows, mut peaks, mut searched) = (Vec::with_capacity(ny), Vec::new(), 0);
+            for band in searched_bands {
+                rows.extend(band.chunks(nx.max(1)));
+                let reach = detect::rows_searchable(rows.len(), ny);
+                peaks.extend(detect::peaks_in_rows(
+                    &rows,
+                    &view.mask,
+                    nx,
+                    ny,
+                    searched..reach,
+                    opts.threshold,
+                ));
+                searched = searched.max(reach);
             }
-            (planes, peaks)
+            peaks
         });
         let senders = [to_diff, to_variance, to_snr];
-        let hand_over = |plane: usize, row0: usize, band: Arc<Vec<f32>>| {
+        let hand_over = |plane: usize, row0: usize, band| {
             // A writer gone (its error is reported when it is joined) takes no more bands.
-            let _ = senders[plane].send((row0, Arc::clone(&band)));
-            let _ = to_assembly.send((plane, row0, band));
+            let _ = senders[plane].send((row0, band));
+            if plane == 2 {
+                let _ = to_search.send(band);
+            }
         };
         let started = Instant::now();
         let times = match pass {
@@ -917,22 +937,21 @@ pub fn subtract_streaming(
                     corr,
                     taps: &filter_taps,
                 };
-                let on_difference = |row0, mut diff: Vec<f32>, variance| {
-                    if sign < 0.0 {
-                        diff.par_iter_mut().for_each(|d| *d = -*d);
-                    }
-                    hand_over(0, row0, Arc::new(diff));
-                    hand_over(1, row0, Arc::new(variance));
-                };
-                let on_significance = |row0, snr| hand_over(2, row0, Arc::new(snr));
                 let pipelined = problem
                     .difference_and_filter(
                         dev,
                         &kept,
                         &inputs,
                         band_rows,
-                        on_difference,
-                        on_significance,
+                        plane_refs,
+                        |row0, diff, variance| {
+                            if sign < 0.0 {
+                                diff.par_iter_mut().for_each(|d| *d = -*d);
+                            }
+                            hand_over(0, row0, diff);
+                            hand_over(1, row0, variance);
+                        },
+                        |row0, snr| hand_over(2, row0, snr),
                     )
                     .map_err(|e| format!("difference and matched filter on {}: {e}", dev.id()))?;
                 let wall_s = started.elapsed().as_secs_f64();
@@ -944,15 +963,13 @@ pub fn subtract_streaming(
                     pipelined_jobs: pipelined.jobs,
                 }
             }
-            Pass::FilterAfter {
-                diff,
-                variance,
-                filter,
-            } => {
+            Pass::FilterAfter { filter, .. } => {
+                let [diff, variance, _] = plane_refs;
                 hand_over(0, 0, diff);
                 hand_over(1, 0, variance);
                 let ([snr], filter_s) = run_planes(&filter, target, opts, "matched filter")?;
-                hand_over(2, 0, Arc::new(snr));
+                let snr = late_snr_ref.get_or_init(|| snr);
+                hand_over(2, 0, snr);
                 PassTimes {
                     difference_s: first_times.0,
                     difference_wall_s: first_times.1,
@@ -963,47 +980,54 @@ pub fn subtract_streaming(
             }
         };
         drop(senders);
-        drop(to_assembly);
+        drop(to_search);
         let passes_s = started.elapsed().as_secs_f64();
-        let ([diff, variance, snr], peaks) =
-            assembled.join().expect("the planes' assembly panicked");
-        let assembled_s = started.elapsed().as_secs_f64() - passes_s;
-        let host = Instant::now();
-        let halo = detect::SaturationHalo::new(&view.input_mask, view.fwhm.0.max(view.fwhm.1));
-        let planes = Planes {
-            nx,
-            ny,
-            diff: diff.plane()?,
-            variance: variance.plane()?,
-            mask: &view.mask,
-        };
-        let snr_plane = snr.plane()?;
-        let detections =
-            detect::measure(peaks, snr_plane, &planes, opts.threshold, &halo, &view.psf);
-        let detect_s = host.elapsed().as_secs_f64();
+        let peaks = searched.join().expect("the peak search panicked");
+        let search_wait_s = started.elapsed().as_secs_f64() - passes_s;
+        let joined = Instant::now();
         let written = [difference_written, significance_written]
             .map(|h| h.join().expect("the caller's plane writer panicked"));
         written.into_iter().collect::<Result<(), String>>()?;
         Ok::<_, String>((
-            [diff, variance, snr],
-            detections,
-            (times, passes_s, assembled_s),
-            detect_s,
+            peaks,
+            (times, passes_s),
+            search_wait_s,
+            joined.elapsed().as_secs_f64(),
         ))
     })?;
-    let (times, passes_s, assembled_s) = times;
+    if let Some(snr) = late_snr.into_inner() {
+        planes[2] = snr;
+    }
+    let (times, passes_s) = times;
     let pass = if times.pipelined_jobs > 0 {
         "difference_and_filter"
     } else {
         "filter"
     };
     clock.add(pass, passes_s);
-    clock.add("planes_assembled", assembled_s);
-    clock.add("detection", detect_s);
-    clock.done("waiting_for_caller");
+    clock.add("peaks_searched", search_wait_s);
+    clock.add("waiting_for_caller", written_wait_s);
+    // The candidates placed and measured once the planes are whole (70 at 10k: about a millisecond).
+    let host_detect = Instant::now();
+    let [diff, variance, snr] = planes;
+    let halo = detect::SaturationHalo::new(&sub.input_mask, sub.fwhm.0.max(sub.fwhm.1));
+    let detections = detect::measure(
+        peaks,
+        &snr,
+        &Planes {
+            nx,
+            ny,
+            diff: &diff,
+            variance: &variance,
+            mask: &sub.mask,
+        },
+        opts.threshold,
+        &halo,
+        &sub.psf,
+    );
+    let detect_s = host_detect.elapsed().as_secs_f64();
+    clock.done("detection");
     host_s += detect_s;
-    // The writers have let their bands go: a plane that came as one band is that band itself.
-    let [diff, variance, snr] = planes.map(Assembly::into_plane);
     (sub.diff, sub.variance, sub.snr) = (diff, variance, snr);
     sub.detections = detections;
     sub.timings = Timings {
@@ -1050,8 +1074,8 @@ enum Pass<'a> {
     },
     /// D (science minus reference) and VD known; the filter to run on its inputs.
     FilterAfter {
-        diff: Arc<Vec<f32>>,
-        variance: Arc<Vec<f32>>,
+        diff: Vec<f32>,
+        variance: Vec<f32>,
         filter: DifferenceProblem,
     },
 }
@@ -1067,106 +1091,18 @@ struct PassTimes {
 
 /// The bands of one plane as its writer takes them: the next band (first row, values) once it is home,
 /// `None` after the last.
-struct BandQueue(std::sync::Mutex<std::sync::mpsc::Receiver<(usize, Arc<Vec<f32>>)>>);
+struct BandQueue<'a>(std::sync::Mutex<std::sync::mpsc::Receiver<(usize, &'a [f32])>>);
 
-impl BandQueue {
-    fn new(bands: std::sync::mpsc::Receiver<(usize, Arc<Vec<f32>>)>) -> Self {
+impl<'a> BandQueue<'a> {
+    fn new(bands: std::sync::mpsc::Receiver<(usize, &'a [f32])>) -> Self {
         BandQueue(std::sync::Mutex::new(bands))
     }
-    fn next(&self) -> Option<(usize, Arc<Vec<f32>>)> {
+    fn next(&self) -> Option<(usize, &'a [f32])> {
         self.0.lock().unwrap().recv().ok()
     }
     /// Lets the bands the writer did not take go as they come, up to the last.
     fn drain(&self) {
         while self.next().is_some() {}
-    }
-}
-
-/// One nx × ny plane put together from its bands of whole rows, which come in order from row 0: a band
-/// that is the whole plane is kept as it is (shared with its writer until it lets it go); others are copied
-/// in on all cores as they come.
-enum Assembly {
-    Empty {
-        n: usize,
-        nx: usize,
-    },
-    Whole(Arc<Vec<f32>>),
-    /// The rows put so far (the vector's length is what has been written) of n values.
-    Rows {
-        plane: Vec<f32>,
-        nx: usize,
-        n: usize,
-    },
-}
-
-impl Assembly {
-    fn new(nx: usize, ny: usize) -> Self {
-        Assembly::Empty { n: nx * ny, nx }
-    }
-
-    fn put(&mut self, row0: usize, band: Arc<Vec<f32>>) {
-        match self {
-            Assembly::Empty { n, .. } if row0 == 0 && band.len() == *n => {
-                *self = Assembly::Whole(band);
-            }
-            &mut Assembly::Empty { n, nx } => {
-                *self = Assembly::Rows {
-                    plane: Vec::with_capacity(n),
-                    nx,
-                    n,
-                };
-                self.put(row0, band);
-            }
-            Assembly::Rows { plane, nx, n } => {
-                assert_eq!(row0 * *nx, plane.len(), "the bands come in order");
-                assert!(
-                    plane.len() + band.len() <= *n,
-                    "the bands stay within the plane"
-                );
-                let len = plane.len() + band.len();
-                let rest = &mut plane.spare_capacity_mut()[..band.len()];
-                rest.par_chunks_mut(1 << 18)
-                    .zip(band.par_chunks(1 << 18))
-                    .for_each(|(to, from)| {
-                        for (t, &f) in to.iter_mut().zip(from) {
-                            t.write(f);
-                        }
-                    });
-                // SAFETY: the band's values were just written past the initialised prefix, within capacity.
-                unsafe { plane.set_len(len) };
-            }
-            Assembly::Whole(_) => panic!("a band after the whole plane"),
-        }
-    }
-
-    /// The rows put so far, from row 0.
-    fn rows(&self) -> &[f32] {
-        match self {
-            Assembly::Whole(plane) => plane,
-            Assembly::Rows { plane, .. } => plane,
-            Assembly::Empty { .. } => &[],
-        }
-    }
-
-    /// The whole plane, or an error when its bands did not cover it (a pass that failed to give them).
-    fn plane(&self) -> Result<&[f32], String> {
-        match self {
-            Assembly::Whole(plane) => Ok(plane),
-            Assembly::Rows { plane, n, .. } if plane.len() == *n => Ok(plane),
-            _ => Err("a plane's bands did not cover it".into()),
-        }
-    }
-
-    /// The plane as a vector (checked whole by [`Assembly::plane`] before): without a copy once its
-    /// writer has let a whole band go.
-    fn into_plane(self) -> Vec<f32> {
-        match self {
-            Assembly::Whole(plane) => {
-                Arc::try_unwrap(plane).unwrap_or_else(|shared| shared.as_ref().clone())
-            }
-            Assembly::Rows { plane, .. } => plane,
-            Assembly::Empty { .. } => Vec::new(),
-        }
     }
 }
 
