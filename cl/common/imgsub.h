@@ -150,8 +150,8 @@ ASTRO_FN int imgsub_place(int x, int tile, int n)
 
 /* The matched filter's inputs from a band of the difference on the device (`subtract` on an accelerator): the
  * band's n pixels of D and VD begin at pixel `first` of the whole planes VI, fd, fv and the mask (pixel p's byte
- * is byte p & 3 of word p >> 2, little-endian: uploaded once for every band). fd = sign D and fv = VD + corr max(VD - VI, 0) where the mask is 0,
- * both 0 where it is not. VI is the unconvolved image's variance: VD - VI is the convolved image's share, scaled
+ * is byte p & 3 of word p >> 2, little-endian: uploaded once for every band). fd = sign D and
+ * fv = VD + corr max(VD - VI, 0) where the mask is 0, both 0 where it is not. VI is the unconvolved image's variance: VD - VI is the convolved image's share, scaled
  * for its correlated noise (subtract.rs forms the same on the host for the cpu model). fv may be VI itself (each
  * item reads its pixel of VI before it writes it there): not restrict-qualified. */
 ASTRO_FN void imgsub_filter_inputs_item(size_t gid, ASTRO_GLOBAL const float *ASTRO_RESTRICT diff,

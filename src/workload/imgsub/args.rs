@@ -328,18 +328,13 @@ fn timed_bands<'a>(
 ) -> impl Fn(crate::fits_image::BandSink) -> Option<std::io::Result<()>> + Sync + 'a {
     move |sink| {
         let asked = std::time::Instant::now();
-        // The wait ends when the band is handed over, before its write.
-        let mut waiting = Some(asked);
-        let record = |waiting: &mut Option<std::time::Instant>| {
-            if let Some(asked) = waiting.take() {
-                *waited.lock().unwrap() += asked.elapsed();
-            }
-        };
+        // The wait ends when the band is handed over (before its write), or when there is none.
+        let mut handed = None;
         let written = bands(&mut |row0, band| {
-            record(&mut waiting);
+            handed = Some(asked.elapsed());
             sink(row0, band)
         });
-        record(&mut waiting);
+        *waited.lock().unwrap() += handed.unwrap_or_else(|| asked.elapsed());
         written
     }
 }

@@ -192,8 +192,8 @@ pub struct DifferenceProblem {
 /// ([`DifferenceProblem::difference_and_filter`]): the buffers that stay there across the bands' jobs. The
 /// four images, uploaded once (beside the fit by [`KeptPlanes::upload_images`], else by the first job); the
 /// filter's two inputs are formed band by band over the image subtracted from and its variance, whose rows
-/// are spent once their band's difference is done. And a band's outputs, reused by every job (fresh host
-/// memory is dear on virtual machines). The caller releases them ([`KeptPlanes::ids`]).
+/// are spent once their band's difference is done; the mask; and a band's outputs, reused by every job
+/// (each read back into the caller's planes). The caller releases them ([`KeptPlanes::ids`]).
 #[derive(Debug, Clone, Copy)]
 pub struct KeptPlanes {
     pub nx: usize,
@@ -626,6 +626,17 @@ fn program_defines(gpu: bool) -> Vec<(String, String)> {
     )]
 }
 
+/// A resident float32 buffer `id` of `into`'s length whose contents the job reads back into `into`.
+fn read_into(id: u64, into: &mut [f32]) -> BufferSpec<'_> {
+    BufferSpec::Resident {
+        id,
+        dtype: DType::F32,
+        len: into.len(),
+        init: None,
+        read_back: ReadBack::Into(HostDestination::f32(into)),
+    }
+}
+
 /// Where a launch of the difference or the filter works in an nx × ny image: output rows [row0, row0 + rows),
 /// read from buffers whose first rows are `ref_row0` (the convolved image, or the filter's inputs) and
 /// `sci_row0` (the image subtracted from).
@@ -838,15 +849,6 @@ impl DifferenceProblem {
                 init: (k == 0 && !kept.images_on_device).then(|| HostSlice::F32(&self.images32[i])),
                 read_back: ReadBack::No,
             };
-            fn band(id: u64, into: &mut [f32]) -> BufferSpec<'_> {
-                BufferSpec::Resident {
-                    id,
-                    dtype: DType::F32,
-                    len: into.len(),
-                    init: None,
-                    read_back: ReadBack::Into(HostDestination::f32(into)),
-                }
-            }
             let diff = take(&mut diff_rows, rows * nx);
             let variance = take(&mut variance_rows, rows * nx);
             let mut buffers = vec![
@@ -863,8 +865,8 @@ impl DifferenceProblem {
                     read_back: ReadBack::No,
                 },
                 BufferSpec::Input(HostSlice::F32(&filter_terms)),
-                band(kept.bands[0], diff),
-                band(kept.bands[1], variance),
+                read_into(kept.bands[0], diff),
+                read_into(kept.bands[1], variance),
             ];
             let poison = |buffer| Step::Fill { buffer, byte: 0xFF };
             let whole_rows = |row0, rows| BandRows {
@@ -912,7 +914,7 @@ impl DifferenceProblem {
                 .collect();
             for (i, (row0, snr)) in filtered.iter_mut().enumerate() {
                 let (row0, rows) = (*row0, snr.len() / nx);
-                buffers.push(band(kept.bands[2 + i], snr));
+                buffers.push(read_into(kept.bands[2 + i], snr));
                 let snr = buffers.len() - 1;
                 steps.push(poison(snr));
                 steps.push(Step::Launch(filter_launch(

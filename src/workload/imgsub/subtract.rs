@@ -770,8 +770,16 @@ pub fn subtract_streaming(
     // The difference computed first is made science minus reference, another tool's put in its place,
     // and the filter's inputs formed from it in the convolved image's planes, spent (at 10k every fresh
     // plane is 400 MB of pages to map).
-    let (pass, first_times) = match route {
-        Route::Pipelined { dev, kept } => (Pass::Pipelined { dev, kept, problem }, (0.0, 0.0)),
+    // D, VD and the significance end up in `planes`: read back into them band by band when pipelined
+    // (allocated here, their pages mapped by the jobs' downloads), else the difference's two and the
+    // filter's plane made in the scope below.
+    let n = nx * ny;
+    let (mut planes, pass, first_times) = match route {
+        Route::Pipelined { dev, kept } => (
+            [(); 3].map(|_| vec![0.0f32; n]),
+            Pass::Pipelined { dev, kept, problem },
+            (0.0, 0.0),
+        ),
         Route::DifferenceFirst {
             mut diff,
             variance,
@@ -818,12 +826,11 @@ pub fn subtract_streaming(
                 &filter_taps,
             );
             filter.device_mem_cap = opts.device_mem_cap;
-            let pass = Pass::FilterAfter {
-                diff,
-                variance,
-                filter,
-            };
-            (pass, (difference_s, difference_wall_s))
+            (
+                [diff, variance, Vec::new()],
+                Pass::FilterAfter { filter },
+                (difference_s, difference_wall_s),
+            )
         }
     };
     host_s += host.elapsed().as_secs_f64();
@@ -856,22 +863,6 @@ pub fn subtract_streaming(
     // them back straight into the three planes); else each plane as one band. A thread beside searches the
     // significance's rows for peaks as they come (at 10k the search is 27 ms on the H200 machine's 16
     // cores: after the last band it would outlast the planes' writes).
-    let n = nx * ny;
-    let (mut planes, pass) = match pass {
-        Pass::Pipelined { .. } => ([(); 3].map(|_| vec![0.0f32; n]), pass),
-        Pass::FilterAfter {
-            diff,
-            variance,
-            filter,
-        } => (
-            [diff, variance, Vec::new()],
-            Pass::FilterAfter {
-                diff: Vec::new(),
-                variance: Vec::new(),
-                filter,
-            },
-        ),
-    };
     // The significance of the filter after the difference, made inside the scope and lent from here.
     let late_snr = std::sync::OnceLock::<Vec<f32>>::new();
     let late_snr_ref = &late_snr;
@@ -885,8 +876,8 @@ pub fn subtract_streaming(
         let difference_written = scope.spawn(move || {
             let (diff, variance) = (BandQueue::new(diff_bands), BandQueue::new(variance_bands));
             let set = PlaneSet::Difference {
-                diff: &|sink| diff.next().map(|(row0, band)| sink(row0, band)),
-                variance: &|sink| variance.next().map(|(row0, band)| sink(row0, band)),
+                diff: &|sink| diff.give(sink),
+                variance: &|sink| variance.give(sink),
             };
             let result = on_planes(view, set);
             // A writer that stopped early (an error it reports) still lets the bands go.
@@ -896,9 +887,7 @@ pub fn subtract_streaming(
         });
         let significance_written = scope.spawn(move || {
             let snr = BandQueue::new(snr_bands);
-            let next =
-                |sink: crate::fits_image::BandSink| snr.next().map(|(row0, band)| sink(row0, band));
-            let result = on_planes(view, PlaneSet::SignificanceRows(&next));
+            let result = on_planes(view, PlaneSet::SignificanceRows(&|sink| snr.give(sink)));
             snr.drain();
             result
         });
@@ -963,7 +952,7 @@ pub fn subtract_streaming(
                     pipelined_jobs: pipelined.jobs,
                 }
             }
-            Pass::FilterAfter { filter, .. } => {
+            Pass::FilterAfter { filter } => {
                 let [diff, variance, _] = plane_refs;
                 hand_over(0, 0, diff);
                 hand_over(1, 0, variance);
@@ -1072,12 +1061,8 @@ enum Pass<'a> {
         kept: KeptPlanes,
         problem: DifferenceProblem,
     },
-    /// D (science minus reference) and VD known; the filter to run on its inputs.
-    FilterAfter {
-        diff: Vec<f32>,
-        variance: Vec<f32>,
-        filter: DifferenceProblem,
-    },
+    /// D (science minus reference) and VD known, in the planes; the filter to run on its inputs.
+    FilterAfter { filter: DifferenceProblem },
 }
 
 /// The device time and wall clock of the difference and the filter.
@@ -1099,6 +1084,11 @@ impl<'a> BandQueue<'a> {
     }
     fn next(&self) -> Option<(usize, &'a [f32])> {
         self.0.lock().unwrap().recv().ok()
+    }
+    /// The next band to `sink` ([`crate::fits_image::RowBands`]'s way), what it returned; `None` after
+    /// the last.
+    fn give(&self, sink: crate::fits_image::BandSink) -> Option<std::io::Result<()>> {
+        self.next().map(|(row0, band)| sink(row0, band))
     }
     /// Lets the bands the writer did not take go as they come, up to the last.
     fn drain(&self) {
