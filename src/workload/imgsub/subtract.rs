@@ -539,147 +539,177 @@ pub fn subtract_streaming(
         }),
         _ => None,
     };
-    let (direction, fwhm, fitted, masks, psf_thread, uploaded) = std::thread::scope(|scope| {
-        // 1. Direction, from the stars the fit would use with the reference convolved.
-        let probe = select_stamps(&fit_images(&reference, &science, nx, ny), &opts.fit)
-            .map_err(|e| e.to_string())?;
-        clock.done("stamps");
-        let places: Vec<(usize, usize)> = probe
-            .iter()
-            .flatten()
-            .filter(|s| s.status == StampStatus::Fitted)
-            .map(|s| (s.x, s.y))
-            .collect();
-        let fwhm = (
-            median_fwhm(&reference.data, nx, &places),
-            median_fwhm(&science.data, nx, &places),
-        );
-        clock.done("fwhm");
-        let direction = opts.direction.unwrap_or(if fwhm.1 < fwhm.0 {
-            Direction::Science
-        } else {
-            Direction::Reference
-        });
-        let (conv, unconv) = match direction {
-            Direction::Reference => (&reference, &science),
-            Direction::Science => (&science, &reference),
-        };
-        // The PSF of D, measured on the unconvolved image from here to the difference's end: it needs no
-        // kernel, and beside the difference alone it outlasted the device pass (0.21-0.24 s against 0.20 s
-        // at 10k on the H200). Its thread is joined after the difference.
-        let psf_thread = {
-            let on_device = matches!(target, Target::Device(_));
-            let (data, variance, bad) = (
-                Arc::clone(&unconv.data),
-                Arc::clone(&unconv.variance),
-                Arc::clone(&unconv.mask),
+    let (direction, fwhm, fitted, masks, psf_thread, uploaded, pipeline_planes) =
+        std::thread::scope(|scope| {
+            // 1. Direction, from the stars the fit would use with the reference convolved.
+            let probe = select_stamps(&fit_images(&reference, &science, nx, ny), &opts.fit)
+                .map_err(|e| e.to_string())?;
+            clock.done("stamps");
+            let places: Vec<(usize, usize)> = probe
+                .iter()
+                .flatten()
+                .filter(|s| s.status == StampStatus::Fitted)
+                .map(|s| (s.x, s.y))
+                .collect();
+            let fwhm = (
+                median_fwhm(&reference.data, nx, &places),
+                median_fwhm(&science.data, nx, &places),
             );
-            let image = match direction {
-                Direction::Reference => "science",
-                Direction::Science => "reference",
+            clock.done("fwhm");
+            let direction = opts.direction.unwrap_or(if fwhm.1 < fwhm.0 {
+                Direction::Science
+            } else {
+                Direction::Reference
+            });
+            let (conv, unconv) = match direction {
+                Direction::Reference => (&reference, &science),
+                Direction::Science => (&science, &reference),
             };
-            crate::exec::JoinOnDrop::spawn(move || {
-                let started = Instant::now();
-                let measure = || {
-                    // PSF stars: bright local maxima over the whole unconvolved image (measure() keeps the
-                    // isolated ones).
-                    let stars = super::psf::candidates(&data, &bad, nx, ny);
-                    crate::exec::trace_event(|| {
-                        format!("psf: {} candidate stars found", stars.len())
-                    });
-                    let psf = PsfModel::measure(&data, &variance, &bad, nx, ny, &stars);
-                    crate::exec::trace_event(|| "psf: measured".into());
-                    psf.ok_or_else(|| {
+            // The PSF of D, measured on the unconvolved image from here to the difference's end: it needs no
+            // kernel, and beside the difference alone it outlasted the device pass (0.21-0.24 s against 0.20 s
+            // at 10k on the H200). Its thread is joined after the difference.
+            let psf_thread = {
+                let on_device = matches!(target, Target::Device(_));
+                let (data, variance, bad) = (
+                    Arc::clone(&unconv.data),
+                    Arc::clone(&unconv.variance),
+                    Arc::clone(&unconv.mask),
+                );
+                let image = match direction {
+                    Direction::Reference => "science",
+                    Direction::Science => "reference",
+                };
+                crate::exec::JoinOnDrop::spawn(move || {
+                    let started = Instant::now();
+                    let measure = || {
+                        // PSF stars: bright local maxima over the whole unconvolved image (measure() keeps the
+                        // isolated ones).
+                        let stars = super::psf::candidates(&data, &bad, nx, ny);
+                        crate::exec::trace_event(|| {
+                            format!("psf: {} candidate stars found", stars.len())
+                        });
+                        let psf = PsfModel::measure(&data, &variance, &bad, nx, ny, &stars);
+                        crate::exec::trace_event(|| "psf: measured".into());
+                        psf.ok_or_else(|| {
                         format!(
                             "PSF model: fewer than 3 of the {} candidate stars could be measured in the \
                              {image} image",
                             stars.len(),
                         )
                     })
+                    };
+                    // Beside an accelerator's jobs, at low priority: the fit's host work takes the cores first.
+                    // On `cpu` the difference needs every core: the PSF takes its share as before.
+                    let measured = if on_device {
+                        crate::exec::background_pool().install(measure)
+                    } else {
+                        measure()
+                    };
+                    measured.map(|p| (p, started.elapsed().as_secs_f64()))
+                })
+            };
+            // The difference's images go to the device beside the fit (1.6 GB, 37 ms at 10k on the H200), off
+            // the difference's own time, once the fit's first stamp sums are done: begun at once, they took the
+            // device as its context was made and held up that first job by 36 ms. Not begun when the fit
+            // fails before (`sums_done` gone unsent). `ASTROPORT_PROBE_UPLOAD_WITH_DIFFERENCE` (a probe for
+            // A/B timing, not a setting) leaves them to the difference's job.
+            let (sums_done, first_sums) = std::sync::mpsc::channel::<()>();
+            // The pipeline's three output planes (D, VD and the significance, 1.2 GB at 10k), made on a thread
+            // of their own and their pages mapped there once the fit's first stamp sums are back (the device's
+            // context is made by then: faulting pages while it was being made slowed it). Mapped by the jobs
+            // instead, beside their kernels, they held each job up by 5-14 ms on a slow host
+            // (docs/perf-notes.md); the thread is joined where the pipeline takes them.
+            let (map_now, map_signal) = std::sync::mpsc::channel::<()>();
+            let pipeline_planes =
+                matches!((kept, target), (Some(_), Target::Device(_))).then(|| {
+                    crate::exec::JoinOnDrop::spawn(move || {
+                        let mut planes = [(); 3].map(|_| vec![0.0f32; nx * ny]);
+                        let started = Instant::now();
+                        if map_signal.recv().is_ok() {
+                            map_pages(&mut planes);
+                            crate::exec::trace_event(|| {
+                                "subtract: the pipeline's planes mapped".into()
+                            });
+                        }
+                        (planes, started.elapsed().as_secs_f64())
+                    })
+                });
+            let uploading = match (kept, target) {
+                (Some(k), Target::Device(dev))
+                    if std::env::var_os("ASTROPORT_PROBE_UPLOAD_WITH_DIFFERENCE").is_none() =>
+                {
+                    let images = [&conv.data, &conv.variance, &unconv.data, &unconv.variance];
+                    Some(scope.spawn(move || {
+                        if first_sums.recv().is_err() {
+                            return Ok(None);
+                        }
+                        let uploaded = k
+                            .upload_images(dev.as_ref(), images.map(|v| v.as_slice()))
+                            .map_err(|e| format!("the difference's images on {}: {e}", dev.id()))?;
+                        crate::exec::trace_event(|| {
+                            "subtract: the difference's images uploaded".into()
+                        });
+                        Ok::<_, String>(Some(uploaded))
+                    }))
+                }
+                _ => None,
+            };
+            // 2. The fit, on the probe's stamps when the reference is convolved (they were chosen on it).
+            let images = fit_images(conv, unconv, nx, ny);
+            // 4. The masks that do not depend on the kernel, made beside the fit (whose stamp sums wait on the
+            // device): the inputs' OR, and the convolved image's mask grown by the kernel.
+            let masks = scope.spawn(|| {
+                let input_mask: Vec<u8> = conv
+                    .mask
+                    .par_iter()
+                    .zip(unconv.mask.as_slice())
+                    .map(|(&a, &b)| a | b)
+                    .collect();
+                let mut mask = grow(&conv.mask, nx, ny, HALF);
+                mask.par_iter_mut()
+                    .zip(unconv.mask.as_slice())
+                    .for_each(|(m, &u)| *m |= u);
+                let typical = |v: &[f32]| {
+                    let mut sample: Vec<f32> = v.iter().step_by(97).copied().collect();
+                    median(&mut sample)
                 };
-                // Beside an accelerator's jobs, at low priority: the fit's host work takes the cores first.
-                // On `cpu` the difference needs every core: the PSF takes its share as before.
-                let measured = if on_device {
-                    crate::exec::background_pool().install(measure)
-                } else {
-                    measure()
+                let (sky, noise) = (typical(&conv.data), typical(&unconv.variance).sqrt());
+                (input_mask, mask, sky, noise)
+            });
+            let fitted = (|| {
+                let stamps = match direction {
+                    Direction::Reference => probe,
+                    Direction::Science => select_stamps(&images, &opts.fit)?,
                 };
-                measured.map(|p| (p, started.elapsed().as_secs_f64()))
-            })
-        };
-        // The difference's images go to the device beside the fit (1.6 GB, 37 ms at 10k on the H200), off
-        // the difference's own time, once the fit's first stamp sums are done: begun at once, they took the
-        // device as its context was made and held up that first job by 36 ms. Not begun when the fit
-        // fails before (`sums_done` gone unsent). `ASTROPORT_PROBE_UPLOAD_WITH_DIFFERENCE` (a probe for
-        // A/B timing, not a setting) leaves them to the difference's job.
-        let (sums_done, first_sums) = std::sync::mpsc::channel::<()>();
-        let uploading = match (kept, target) {
-            (Some(k), Target::Device(dev))
-                if std::env::var_os("ASTROPORT_PROBE_UPLOAD_WITH_DIFFERENCE").is_none() =>
-            {
-                let images = [&conv.data, &conv.variance, &unconv.data, &unconv.variance];
-                Some(scope.spawn(move || {
-                    if first_sums.recv().is_err() {
-                        return Ok(None);
-                    }
-                    let uploaded = k
-                        .upload_images(dev.as_ref(), images.map(|v| v.as_slice()))
-                        .map_err(|e| format!("the difference's images on {}: {e}", dev.id()))?;
-                    crate::exec::trace_event(|| {
-                        "subtract: the difference's images uploaded".into()
-                    });
-                    Ok::<_, String>(Some(uploaded))
-                }))
-            }
-            _ => None,
-        };
-        // 2. The fit, on the probe's stamps when the reference is convolved (they were chosen on it).
-        let images = fit_images(conv, unconv, nx, ny);
-        // 4. The masks that do not depend on the kernel, made beside the fit (whose stamp sums wait on the
-        // device): the inputs' OR, and the convolved image's mask grown by the kernel.
-        let masks = scope.spawn(|| {
-            let input_mask: Vec<u8> = conv
-                .mask
-                .par_iter()
-                .zip(unconv.mask.as_slice())
-                .map(|(&a, &b)| a | b)
-                .collect();
-            let mut mask = grow(&conv.mask, nx, ny, HALF);
-            mask.par_iter_mut()
-                .zip(unconv.mask.as_slice())
-                .for_each(|(m, &u)| *m |= u);
-            let typical = |v: &[f32]| {
-                let mut sample: Vec<f32> = v.iter().step_by(97).copied().collect();
-                median(&mut sample)
-            };
-            let (sky, noise) = (typical(&conv.data), typical(&unconv.variance).sqrt());
-            (input_mask, mask, sky, noise)
-        });
-        let fitted = (|| {
-            let stamps = match direction {
-                Direction::Reference => probe,
-                Direction::Science => select_stamps(&images, &opts.fit)?,
-            };
-            let first_sums_done = move || {
-                let _ = sums_done.send(());
-            };
-            fit_stamps(
-                &images,
-                &opts.fit,
-                stamps,
-                target,
-                opts.device_mem_cap,
-                first_sums_done,
-            )
-        })()
-        .map_err(|e| e.to_string());
-        let masks = masks.join().expect("the masks' thread panicked");
-        let uploaded = uploading
-            .map(|u| u.join().expect("the images' upload panicked"))
-            .transpose()?
-            .flatten();
-        Ok::<_, String>((direction, fwhm, fitted?, masks, psf_thread, uploaded))
-    })?;
+                let first_sums_done = move || {
+                    let _ = sums_done.send(());
+                    let _ = map_now.send(());
+                };
+                fit_stamps(
+                    &images,
+                    &opts.fit,
+                    stamps,
+                    target,
+                    opts.device_mem_cap,
+                    first_sums_done,
+                )
+            })()
+            .map_err(|e| e.to_string());
+            let masks = masks.join().expect("the masks' thread panicked");
+            let uploaded = uploading
+                .map(|u| u.join().expect("the images' upload panicked"))
+                .transpose()?
+                .flatten();
+            Ok::<_, String>((
+                direction,
+                fwhm,
+                fitted?,
+                masks,
+                psf_thread,
+                uploaded,
+                pipeline_planes,
+            ))
+        })?;
     // The same planes, with the images on the device when they went there beside the fit.
     let kept = uploaded.or(kept);
     let (conv, unconv) = match direction {
@@ -775,11 +805,18 @@ pub fn subtract_streaming(
     // filter's plane made in the scope below.
     let n = nx * ny;
     let (mut planes, pass, first_times) = match route {
-        Route::Pipelined { dev, kept } => (
-            [(); 3].map(|_| vec![0.0f32; n]),
-            Pass::Pipelined { dev, kept, problem },
-            (0.0, 0.0),
-        ),
+        Route::Pipelined { dev, kept } => {
+            let planes = match pipeline_planes {
+                Some(thread) => {
+                    let (planes, mapping_s) = thread.join();
+                    clock.done("planes_wait");
+                    clock.beside("planes_mapped_beside_fit", mapping_s);
+                    planes
+                }
+                None => [(); 3].map(|_| vec![0.0f32; n]),
+            };
+            (planes, Pass::Pipelined { dev, kept, problem }, (0.0, 0.0))
+        }
         Route::DifferenceFirst {
             mut diff,
             variance,
@@ -1121,6 +1158,24 @@ impl SampleRow {
             k3: plane(2),
         }
     }
+}
+
+/// Maps every page of `planes` (first touch), on the background pool: fresh allocations are not mapped
+/// until written, and a device job reading a band back into unmapped pages faults them in as it copies.
+fn map_pages(planes: &mut [Vec<f32>; 3]) {
+    const PAGE_VALUES: usize = 4096 / std::mem::size_of::<f32>();
+    crate::exec::background_pool().install(|| {
+        planes
+            .par_iter_mut()
+            .flat_map(|p| p.par_chunks_mut(PAGE_VALUES * 512))
+            .for_each(|chunk| {
+                for page in chunk.chunks_mut(PAGE_VALUES) {
+                    // The zero the allocation holds already, written through black_box so that the store
+                    // (the page's first touch) is not elided as redundant.
+                    page[0] = std::hint::black_box(0.0);
+                }
+            });
+    });
 }
 
 /// (R ⊗ K)(x, y) for one pixel of a sample row, R taken as 0 outside the image. K is formed at x̂ for all
