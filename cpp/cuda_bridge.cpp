@@ -18,6 +18,8 @@ double cuda_prepare(int32_t device) { return astroport_cuda::prepare(static_cast
 
 bool cuda_staged_copies(int32_t device) { return astroport_cuda::staged_copies(static_cast<int>(device)); }
 
+void cuda_settle(int32_t device) { astroport_cuda::settle(static_cast<int>(device)); }
+
 void cuda_release(int32_t device, rust::Slice<const uint64_t> ids) {
     astroport_cuda::release(static_cast<int>(device), std::vector<uint64_t>(ids.begin(), ids.end()));
 }

@@ -11,6 +11,7 @@ uint64_t cuda_free_memory(int32_t device);       // cudaMemGetInfo's free bytes
 double cuda_prepare(int32_t device);             // context, stream and pool created; seconds taken
 bool cuda_staged_copies(int32_t device);         // large copies staged through page-locked lanes now
 void cuda_release(int32_t device, rust::Slice<const uint64_t> ids);  // frees resident buffers
+void cuda_settle(int32_t device);                // the last job's later read-backs landed
 NativeOutcome cuda_run_job(int32_t device, const NativeJob &job, rust::Slice<const NativeBuffer> buffers,
                            rust::Slice<const NativeStep> steps, rust::Slice<const NativeArg> args);
 }  // namespace astroport

@@ -17,7 +17,8 @@ inline astroport_native::Job to_plain(const NativeJob &j, rust::Slice<const Nati
     for (const auto &t : j.header_texts) p.header_texts.emplace_back(std::string(t));
     p.warmup = j.warmup;
     p.repeats = j.repeats;
-    for (const auto &b : buffers) p.buffers.push_back({b.role, b.dtype, b.count, b.host, b.resident_id, b.init_count, b.read_back});
+    for (const auto &b : buffers) p.buffers.push_back({b.role, b.dtype, b.count, b.host, b.resident_id, b.init_count, b.read_back,
+                                                 b.read_back_later});
     for (const auto &s : steps) {
         astroport_native::Step q;
         q.kernel = std::string(s.kernel);

@@ -10,7 +10,8 @@
 // repeats == 0 (single-shot: one iteration of an adaptive algorithm) that last run is the timed one.
 // Resident buffers (role kResident) outlive the job: each host keeps them per (device, resident_id) until
 // released, never poisons them, and (re)allocates one that is missing or smaller than the job's count. A
-// resident buffer with `read_back` is copied to its host address after the job, as an output is.
+// resident buffer with `read_back` is copied to its host address after the job, as an output is (with
+// `read_back_later`, possibly beside the next job).
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -35,6 +36,9 @@ struct Buffer {
     uint64_t resident_id = 0;
     uint64_t init_count = 0;  // resident: elements uploaded from `host` before the job (0: keep contents)
     bool read_back = false;   // resident: copied to `host` after the job (never with init_count)
+    // With read_back: the copy may land after the job returns, by the time the device's next job (or the
+    // host's settle call) returns; a host without that ability copies it as read_back alone.
+    bool read_back_later = false;
     size_t bytes() const { return static_cast<size_t>(count) * dtype_bytes(dtype); }
     size_t init_bytes() const { return static_cast<size_t>(init_count) * dtype_bytes(dtype); }
     // Outputs and read-back resident buffers: the last run's data go to `host`.
@@ -103,6 +107,7 @@ inline void validate(const Job &job, size_t max_alloc) {
             fail(name + ": resident initial data larger than the buffer, or missing");
         if (b.read_back && (b.role != kResident || b.init_count > 0))
             fail(name + ": only a resident buffer without initial data is read back");
+        if (b.read_back_later && !b.read_back) fail(name + ": read back later but not read back");
         if (b.dtype > kU64) fail(name + ": unknown dtype " + std::to_string(b.dtype));
         if (b.count > std::numeric_limits<size_t>::max() / dtype_bytes(b.dtype)) fail(name + ": count overflows");
         const size_t bytes = b.bytes();

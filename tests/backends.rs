@@ -5,7 +5,8 @@ mod common;
 
 use astroport::backend::{
     discover, resident_id, BufferSpec, Choice, DType, HostDestination, HostSlice, HostVec,
-    KernelArg, KernelJob, Launch, Local, Model, Program, ReadBack, Step, StepArg, Target,
+    KernelArg, KernelJob, LaterDestination, Launch, Local, Model, Program, ReadBack, Step, StepArg,
+    Target,
 };
 use astroport::bench;
 use astroport::exec::{DeviceBudget, RunOptions, SinglePass};
@@ -237,7 +238,8 @@ fn unwritten_outputs_stay_poisoned() {
 /// A resident buffer uploaded by one job stays on the device for the next, which reads it back unchanged
 /// through a kernel that writes nothing (resident buffers are not poisoned by the host), in buffer order
 /// between two outputs (which come back poisoned), or into the caller's memory (`ReadBack::Into`, of the
-/// buffer's size only); a resident buffer with both initial data and read_back is refused.
+/// buffer's size only), or there later (`ReadBack::IntoLater`: landed when the next job or `settle` is back);
+/// a resident buffer with both initial data and read_back is refused.
 #[test]
 fn resident_buffers_are_read_back_by_a_later_job() {
     let d = discover();
@@ -308,6 +310,40 @@ fn resident_buffers_are_read_back_by_a_later_job() {
             "{}: resident data read into the caller's memory",
             t.id()
         );
+        // Read back later: landed once the device's next job is back (one that reads it back again),
+        // or once settle() is back; the memory is not read before (LaterDestination's contract).
+        let (mut later, mut again) = (vec![f32::NAN; data.len()], vec![f32::NAN; data.len()]);
+        // SAFETY: `later` is read only after the next job has returned.
+        let later_into = unsafe { LaterDestination::new(HostDestination::f32(&mut later)) };
+        dev.run(&resident_job(
+            id,
+            &data,
+            false,
+            ReadBack::IntoLater(later_into),
+        ))
+        .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        dev.run(&resident_job(
+            id,
+            &data,
+            false,
+            ReadBack::Into(HostDestination::f32(&mut again)),
+        ))
+        .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        assert_eq!(later, data, "{}: read back later, next job back", t.id());
+        assert_eq!(again, data, "{}: read back by the next job", t.id());
+        let mut settled = vec![f32::NAN; data.len()];
+        // SAFETY: `settled` is read only after settle() has returned.
+        let settled_into = unsafe { LaterDestination::new(HostDestination::f32(&mut settled)) };
+        dev.run(&resident_job(
+            id,
+            &data,
+            false,
+            ReadBack::IntoLater(settled_into),
+        ))
+        .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        dev.settle()
+            .unwrap_or_else(|e| panic!("{}: settle: {e}", t.id()));
+        assert_eq!(settled, data, "{}: read back later, settled", t.id());
         let mut short = vec![0.0f32; 10];
         let refused = dev
             .run(&resident_job(

@@ -573,6 +573,64 @@ void touch_pages(const std::vector<StagedCopy> &copies, size_t threads) {
     });
 }
 
+// ---- Read-backs that land with the next job (Buffer::read_back_later) ----
+// A job's later read-backs are copied on a thread of their own once its kernels are done, beside the next
+// job's kernels: a pipeline over bands then downloads band k while band k + 1 is computed (at 10k each band's
+// three planes are 4-7 ms of copying). Every job waits for the one before's before it uses the staging
+// lanes and before it returns; so do settle() and release(). One per device, guarded by g_job_mutex.
+struct PendingReadBack {
+    std::thread worker;
+    std::string error;
+};
+std::map<int, PendingReadBack> g_pending;
+
+// Waits for `device`'s pending read-back, if any (g_job_mutex held); throws its error.
+void finish_pending(int device) {
+    auto it = g_pending.find(device);
+    if (it == g_pending.end()) return;
+    if (it->second.worker.joinable()) it->second.worker.join();
+    const std::string error = std::move(it->second.error);
+    g_pending.erase(it);
+    if (!error.empty()) throw std::runtime_error("the job before's read-back: " + error);
+}
+
+// finish_pending on a path that is failing already, or that has nobody to report to.
+void finish_pending_quietly(int device) {
+    try {
+        finish_pending(device);
+    } catch (const std::exception &) {
+    }
+}
+
+// A stream of its own for the later read-backs that do not go through the lanes (g_job_mutex held).
+cudaStream_t read_back_stream(int device) {
+    static std::map<int, cudaStream_t> streams;
+    auto it = streams.find(device);
+    if (it != streams.end()) return it->second;
+    cudaStream_t s = nullptr;
+    ASTRO_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    streams.emplace(device, s);
+    return s;
+}
+
+// Starts copying `staged` (through the lanes) and `plain` (the runtime's way) home on a thread; the
+// device's kernels that wrote them are done. The one before must be finished.
+void start_pending(int device, Staging *staging, std::vector<StagedCopy> staged, std::vector<StagedCopy> plain) {
+    const cudaStream_t stream = read_back_stream(device);
+    PendingReadBack &p = g_pending[device];
+    p.worker = std::thread([device, staging, stream, staged = std::move(staged), plain = std::move(plain), &p] {
+        try {
+            ASTRO_CUDA_CHECK(cudaSetDevice(device));
+            for (const StagedCopy &c : plain)
+                ASTRO_CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDeviceToHost, stream));
+            if (!staged.empty()) run_staged(device, *staging, staged, false);
+            ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream));
+        } catch (const std::exception &e) {
+            p.error = e.what();
+        }
+    });
+}
+
 // Declared after a job's PinnedUploads and buffers: on every path its stream's work ends before they go.
 struct StreamDrain {
     cudaStream_t s;
@@ -635,6 +693,8 @@ Outcome run_job_impl(int device, const Job &job, PhaseTrace &trace) {
         if (b.role == astroport_native::kInput && d.bytes > 0) upload(d.ptr, b.host_source(), d.bytes);
     }
     if (!staged_uploads.empty()) {
+        // The lanes are free once the job before's read-back is home.
+        finish_pending(device);
         // The pool's allocations are stream-ordered: the lanes' streams may use them once they are made.
         ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream));
         trace.mark("buffers+small_uploads_enqueued");
@@ -744,22 +804,33 @@ Outcome run_job_impl(int device, const Job &job, PhaseTrace &trace) {
     auto staged_home = [&](const astroport_native::Buffer &b) {
         return staging && b.copied_back() && b.bytes() >= kLargeCopy;
     };
-    std::vector<StagedCopy> staged_downloads;
+    // Later read-backs (read_back_later) are set aside, to be copied after the job returns.
+    std::vector<StagedCopy> staged_downloads, later_staged, later_plain;
     for (size_t i = 0; i < job.buffers.size(); ++i) {
         const astroport_native::Buffer &b = job.buffers[i];
-        if (staged_home(b)) staged_downloads.push_back(StagedCopy{b.host_destination(), ptrs[i], b.bytes()});
+        if (!b.copied_back() || b.bytes() == 0) continue;
+        const StagedCopy copy{b.host_destination(), ptrs[i], b.bytes()};
+        if (b.read_back_later)
+            (staged_home(b) ? later_staged : later_plain).push_back(copy);
+        else if (staged_home(b))
+            staged_downloads.push_back(copy);
     }
-    if (!staged_downloads.empty()) {
-        touch_pages(staged_downloads, staging->lanes.size());
+    if (!staged_downloads.empty() || !later_staged.empty()) {
+        std::vector<StagedCopy> all(staged_downloads);
+        all.insert(all.end(), later_staged.begin(), later_staged.end());
+        touch_pages(all, staging->lanes.size());
         trace.mark("runs+pages_touched");
     }
+    // The job before's read-back lands beside this job's runs.
+    finish_pending(device);
+    trace.mark("runs+read_back_before");
     ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (single_shot) record();
     trace.mark("uploads+runs");
     // The rest the runtime's way; the runs are done (synchronised above), so the lanes may read theirs.
     for (size_t i = 0; i < job.buffers.size(); ++i) {
         const astroport_native::Buffer &b = job.buffers[i];
-        if (!b.copied_back() || b.bytes() == 0 || staged_home(b)) continue;
+        if (!b.copied_back() || b.bytes() == 0 || staged_home(b) || b.read_back_later) continue;
         ASTRO_CUDA_CHECK(cudaMemcpyAsync(b.host_destination(), ptrs[i], b.bytes(), cudaMemcpyDeviceToHost, stream));
     }
     if (!staged_downloads.empty()) {
@@ -768,6 +839,8 @@ Outcome run_job_impl(int device, const Job &job, PhaseTrace &trace) {
     }
     ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream));
     trace.mark("downloads");
+    if (!later_staged.empty() || !later_plain.empty())
+        start_pending(device, staging, std::move(later_staged), std::move(later_plain));
     return out;
 }
 
@@ -833,7 +906,18 @@ uint64_t free_memory(int device) {
     return static_cast<uint64_t>(free_bytes);
 }
 
+void settle(int device) {
+    std::lock_guard<std::mutex> lock(g_job_mutex);
+    finish_pending(device);
+}
+
 void release(int device, const std::vector<uint64_t> &ids) {
+    {
+        // No read-back may still be copying out of what is freed (its error, if any, has no one to go to:
+        // whoever released without settling has given up on the data).
+        std::lock_guard<std::mutex> job_lock(g_job_mutex);
+        finish_pending_quietly(device);
+    }
     std::lock_guard<std::mutex> lock(g_resident_mutex);
     for (uint64_t id : ids) g_resident.erase({device, id});  // DeviceBuffer's destructor frees
 }
@@ -857,6 +941,11 @@ Outcome run_job(int device, const Job &job) {
         }
         return out;
     } catch (const std::runtime_error &e) {
+        {
+            // A failed job leaves no read-back of the job before behind it.
+            std::lock_guard<std::mutex> lock(g_job_mutex);
+            finish_pending_quietly(device);
+        }
         std::string kernels;
         for (const Step &s : job.steps)
             if (!s.is_fill()) kernels += (kernels.empty() ? "" : ",") + s.kernel;

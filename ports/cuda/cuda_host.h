@@ -59,7 +59,12 @@ double prepare(int device);
 // write the host's pages from several threads, so they need not be mapped beforehand.
 bool staged_copies(int device);
 
+// Waits until every read-back of `device`'s last job has landed (astroport_native::Buffer::read_back_later);
+// throws its error.
+void settle(int device);
+
 // Frees the resident buffers (astroport_native::kResident) of `device` with these ids; unknown ids are ignored.
+// A read-back still landing is waited for first.
 void release(int device, const std::vector<uint64_t> &ids);
 
 // Runs one job on `device` (semantics: cpp/native_job.h): inputs are uploaded from, and outputs copied

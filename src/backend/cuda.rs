@@ -20,6 +20,7 @@ mod ffi {
         fn cuda_prepare(device: i32) -> Result<f64>;
         fn cuda_staged_copies(device: i32) -> bool;
         fn cuda_release(device: i32, ids: &[u64]) -> Result<()>;
+        fn cuda_settle(device: i32) -> Result<()>;
         /// # Safety
         /// Every buffer's `host` address must be valid for its bytes (read for inputs and resident
         /// initial data, written for outputs) until the call returns.
@@ -53,6 +54,7 @@ pub fn discover() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
             free_memory: Some(ffi::cuda_free_memory),
             prepare: Some(ffi::cuda_prepare),
             parallel_downloads: Some(ffi::cuda_staged_copies),
+            settle: Some(ffi::cuda_settle),
         },
     )
 }

@@ -349,6 +349,27 @@ pub enum ReadBack<'a> {
     /// Copied into the caller's memory, not returned: rows of a plane the caller already holds, so that no
     /// vector is made and copied again per job (at 10k a band's three outputs are 200 MB of fresh pages).
     Into(HostDestination<'a>),
+    /// As `Into`, but the copy need only have landed by the time the device's next job returns, or
+    /// [`Accelerator::settle`] does: where [`Accelerator::read_backs_land_later`] says so, it runs beside
+    /// the next job's kernels (a pipeline over bands downloads band k while band k + 1 is computed).
+    /// Elsewhere it is `Into`.
+    IntoLater(LaterDestination<'a>),
+}
+
+/// A [`HostDestination`] whose copy may land after its job returns ([`ReadBack::IntoLater`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LaterDestination<'a>(HostDestination<'a>);
+
+impl<'a> LaterDestination<'a> {
+    /// # Safety
+    /// Nothing may read, write or free the memory until the device's next job, or
+    /// [`Accelerator::settle`], has returned: the borrow that lent it may end sooner.
+    pub unsafe fn new(into: HostDestination<'a>) -> Self {
+        LaterDestination(into)
+    }
+    pub fn destination(&self) -> HostDestination<'a> {
+        self.0
+    }
 }
 
 /// Caller memory a job's read-back lands in, lent to the job for `'a` ([`ReadBack::Into`]). Only an
@@ -622,7 +643,12 @@ impl<'a> KernelJob<'a> {
                         self.program.name, self.warmup, self.repeats
                     )));
                 }
-                if let ReadBack::Into(into) = read_back {
+                let into = match read_back {
+                    ReadBack::Into(into) => Some(*into),
+                    ReadBack::IntoLater(later) => Some(later.destination()),
+                    _ => None,
+                };
+                if let Some(into) = into {
                     if into.bytes() != b.bytes() {
                         return Err(BackendError::Runtime(format!(
                             "job of program {}: resident buffer {i} of {} bytes read back into {} bytes",
@@ -793,6 +819,15 @@ pub trait Accelerator: Send + Sync {
     /// device prepared before in this process).
     fn prepare(&self) -> Result<f64, BackendError> {
         Ok(0.0)
+    }
+    /// Whether [`ReadBack::IntoLater`] copies land after their job returns here (CUDA); elsewhere they
+    /// land with their job, as [`ReadBack::Into`] does.
+    fn read_backs_land_later(&self) -> bool {
+        false
+    }
+    /// Waits until the last job's [`ReadBack::IntoLater`] copies have landed; their error, if one failed.
+    fn settle(&self) -> Result<(), BackendError> {
+        Ok(())
     }
 }
 

@@ -27,6 +27,9 @@ pub mod ffi {
         pub init_count: u64,
         /// Resident buffers: copied to `host` after the job, as an output is (never with `init_count`).
         pub read_back: bool,
+        /// With `read_back`: the copy may land after the job returns, by the time the device's next job
+        /// or settle call returns (`ReadBack::IntoLater`).
+        pub read_back_later: bool,
     }
 
     /// One launch argument: a job buffer or a scalar.
@@ -145,6 +148,9 @@ pub type PrepareFn = fn(i32) -> Result<f64, cxx::Exception>;
 /// Whether one device's downloads now write the host's pages from several threads (CUDA's staged copies).
 pub type ParallelDownloadsFn = fn(i32) -> bool;
 
+/// Waits for one device's read-backs still landing (`Accelerator::settle`).
+pub type SettleFn = fn(i32) -> Result<(), cxx::Exception>;
+
 /// The entry points a C++-hosted model's bridge provides; the optional ones are `None` where the runtime has
 /// no such call.
 #[derive(Clone, Copy)]
@@ -155,6 +161,8 @@ pub struct NativeFns {
     pub prepare: Option<PrepareFn>,
     /// `Some` where a download may land in pages not yet mapped (see [`HostVec::room`]) when it says so.
     pub parallel_downloads: Option<ParallelDownloadsFn>,
+    /// `Some` where `ReadBack::IntoLater` copies land after their job returns.
+    pub settle: Option<SettleFn>,
 }
 
 /// A device of a C++-hosted model (CUDA or SYCL). The Rust half of the host plumbing, written once.
@@ -284,9 +292,20 @@ pub fn flatten<'a>(job: &'a KernelJob, source: &str, rooms: bool) -> BridgeJob<'
                     (Some(s), _) => (3, address(s), *id, s.len() as u64, false),
                     (None, ReadBack::Returned) => (3, output(), *id, 0, true),
                     (None, ReadBack::Into(into)) => (3, into.address(), *id, 0, true),
+                    (None, ReadBack::IntoLater(later)) => {
+                        (3, later.destination().address(), *id, 0, true)
+                    }
                     (None, ReadBack::No) => (3, 0, *id, 0, false),
                 },
             };
+            let read_back_later = matches!(
+                b,
+                BufferSpec::Resident {
+                    init: None,
+                    read_back: ReadBack::IntoLater(_),
+                    ..
+                }
+            );
             ffi::NativeBuffer {
                 role,
                 dtype: b.dtype() as u8,
@@ -295,6 +314,7 @@ pub fn flatten<'a>(job: &'a KernelJob, source: &str, rooms: bool) -> BridgeJob<'
                 resident_id,
                 init_count,
                 read_back,
+                read_back_later,
             }
         })
         .collect();
@@ -446,6 +466,15 @@ impl Accelerator for NativeAccelerator {
     fn release(&self, ids: &[u64]) {
         // Only fails when the runtime is already broken; the buffers go with the process then.
         let _ = (self.fns.release)(self.index, ids);
+    }
+    fn read_backs_land_later(&self) -> bool {
+        self.fns.settle.is_some()
+    }
+    fn settle(&self) -> Result<(), BackendError> {
+        match self.fns.settle {
+            Some(f) => f(self.index).map_err(|e| BackendError::Runtime(e.what().to_string())),
+            None => Ok(()),
+        }
     }
     fn run(&self, job: &KernelJob) -> Result<JobOutput, BackendError> {
         job.validate()?;

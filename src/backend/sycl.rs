@@ -43,6 +43,7 @@ pub fn discover() -> Result<Vec<Box<dyn Accelerator>>, Absent> {
             free_memory: None,
             prepare: None,
             parallel_downloads: None,
+            settle: None,
         },
     )
 }

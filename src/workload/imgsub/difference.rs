@@ -12,7 +12,7 @@ use super::convolve::{convolve, Kernel, Real};
 use super::field::{generate, FieldSpec, Image};
 use crate::backend::{
     resident_id, Accelerator, BufferSpec, DType, HostDestination, HostSlice, HostVec, KernelJob,
-    Launch, Local, Precision, Program, ReadBack, Step, StepArg, Target,
+    LaterDestination, Launch, Local, Precision, Program, ReadBack, Step, StepArg, Target,
 };
 use crate::exec::{self, DeviceBudget, Field, Measured, RunError, RunOptions, SinglePass};
 use crate::workload::{Accuracy, Verdict, Work, Workload};
@@ -192,16 +192,19 @@ pub struct DifferenceProblem {
 /// ([`DifferenceProblem::difference_and_filter`]): the buffers that stay there across the bands' jobs. The
 /// four images, uploaded once (beside the fit by [`KeptPlanes::upload_images`], else by the first job); the
 /// filter's two inputs are formed band by band over the image subtracted from and its variance, whose rows
-/// are spent once their band's difference is done; the mask; and a band's outputs, reused by every job
-/// (each read back into the caller's planes). The caller releases them ([`KeptPlanes::ids`]).
+/// are spent once their band's difference is done; the mask; and a band's outputs, reused by every other job
+/// (each read back into the caller's planes, beside the next job where the device can). The caller releases
+/// them ([`KeptPlanes::ids`]).
 #[derive(Debug, Clone, Copy)]
 pub struct KeptPlanes {
     pub nx: usize,
     pub ny: usize,
     /// Convolved image, its variance, the image it is subtracted from, its variance.
     pub images: [u64; 4],
-    /// A band's D and VD, and two bands' significance (the last job filters two).
-    pub bands: [u64; 4],
+    /// A band's D and VD, and two bands' significance (the last job filters two): two sets, taken by
+    /// turns where a job's read-back lands beside the next job ([`Accelerator::read_backs_land_later`]),
+    /// which must not overwrite what is still being copied; else the first only.
+    pub bands: [[u64; 4]; 2],
     /// The mask's words ([`KeptPlanes::mask_words`]), up with the first job for every band's filter inputs
     /// (a band's own upload, 17 MB of pageable copy at 10k, held each CUDA job up by 2-2.5 ms).
     pub mask: u64,
@@ -232,6 +235,26 @@ impl Drop for ReleaseOnDrop<'_> {
     }
 }
 
+/// Waits, when dropped, for read-backs still landing from the device's last job ([`Accelerator::settle`]):
+/// on every way out of a pipeline, so that no copy outlives the memory it lands in.
+struct SettleOnDrop<'a>(&'a dyn Accelerator);
+
+impl Drop for SettleOnDrop<'_> {
+    fn drop(&mut self) {
+        // The error, if any, is the job's after it, already on its way up; or there is no one to tell.
+        let _ = self.0.settle();
+    }
+}
+
+/// One job's rows of the three planes (D, VD and the significance of the bands it filtered), handed on to
+/// the caller once they have landed.
+struct BandsHome<'p> {
+    row0: usize,
+    diff: &'p mut [f32],
+    variance: &'p mut [f32],
+    filtered: Vec<(usize, &'p mut [f32])>,
+}
+
 /// The device time of [`DifferenceProblem::difference_and_filter`]'s jobs, by pass.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PipelineTimes {
@@ -245,7 +268,8 @@ pub struct PipelineTimes {
 impl KeptPlanes {
     /// Fresh ids for an nx × ny difference on `dev` run with its matched filter in bands of `band_rows`
     /// rows, when it fits: `opts` single-shot (resident buffers need it), and the four whole images, a
-    /// band's four outputs and the mask within 70 % of the device's memory (`cap` lowers it). `None`
+    /// band's four outputs (two sets of them where they are taken by turns) and the mask within 70 % of
+    /// the device's memory (`cap` lowers it). `None`
     /// otherwise: the planes then come home between the passes.
     pub fn for_device(
         dev: &dyn Accelerator,
@@ -259,14 +283,16 @@ impl KeptPlanes {
         let n = nx * ny;
         let plane = (n * DType::F32.bytes()) as u64;
         let band = (band_rows.clamp(1, ny.max(1)) * nx) as u64;
-        let bytes = 4 * plane + 4 * band * DType::F32.bytes() as u64 + n.next_multiple_of(4) as u64;
+        let sets = if dev.read_backs_land_later() { 2 } else { 1 };
+        let bytes =
+            4 * plane + sets * 4 * band * DType::F32.bytes() as u64 + n.next_multiple_of(4) as u64;
         let fits = bytes as f64 <= budget.mem as f64 * 0.7 && plane <= budget.max_alloc;
         let usable = opts.warmup == 0 && opts.repeats == 0 && n <= i32::MAX as usize && fits;
         usable.then(|| KeptPlanes {
             nx,
             ny,
             images: std::array::from_fn(|_| resident_id()),
-            bands: std::array::from_fn(|_| resident_id()),
+            bands: std::array::from_fn(|_| std::array::from_fn(|_| resident_id())),
             mask: resident_id(),
             images_on_device: false,
         })
@@ -313,7 +339,7 @@ impl KeptPlanes {
     /// Every resident buffer's id.
     pub fn ids(&self) -> Vec<u64> {
         let mut ids = self.images.to_vec();
-        ids.extend(self.bands);
+        ids.extend(self.bands.as_flattened());
         ids.push(self.mask);
         ids
     }
@@ -627,13 +653,20 @@ fn program_defines(gpu: bool) -> Vec<(String, String)> {
 }
 
 /// A resident float32 buffer `id` of `into`'s length whose contents the job reads back into `into`.
-fn read_into(id: u64, into: &mut [f32]) -> BufferSpec<'_> {
+fn read_into(id: u64, into: &mut [f32], later: bool) -> BufferSpec<'_> {
+    let len = into.len();
+    let into = HostDestination::f32(into);
     BufferSpec::Resident {
         id,
         dtype: DType::F32,
-        len: into.len(),
+        len,
         init: None,
-        read_back: ReadBack::Into(HostDestination::f32(into)),
+        read_back: match later {
+            // SAFETY: `difference_and_filter` hands a band on only once the next job has returned, and
+            // settles the device on every way out (SettleOnDrop) before the planes' borrow can end.
+            true => ReadBack::IntoLater(unsafe { LaterDestination::new(into) }),
+            false => ReadBack::Into(into),
+        },
     }
 }
 
@@ -839,8 +872,24 @@ impl DifferenceProblem {
             .collect();
         let words = KeptPlanes::mask_words(mask);
         let mut times = PipelineTimes::default();
+        // Where the device can, a job's bands are read back beside the next job's kernels (every job but
+        // the last), into the other set of band buffers by turns, and handed on once the next job is back.
+        // On every way out, nothing is left copying into the planes.
+        let later = dev.read_backs_land_later();
+        let _settled = SettleOnDrop(dev);
+        let mut landing: Option<BandsHome<'p>> = None;
+        let mut hand_on = |home: BandsHome<'p>| {
+            on_difference(home.row0, home.diff, home.variance);
+            for (row0, snr) in home.filtered {
+                on_significance(row0, snr);
+            }
+        };
         for (k, &(row0, rows)) in bands.iter().enumerate() {
             let last = k + 1 == bands.len();
+            let (set, this_later) = match later {
+                true => (&kept.bands[k % 2], !last),
+                false => (&kept.bands[0], false),
+            };
             // The images go up with the first job unless they are there already.
             let image = |i: usize| BufferSpec::Resident {
                 id: kept.images[i],
@@ -865,8 +914,8 @@ impl DifferenceProblem {
                     read_back: ReadBack::No,
                 },
                 BufferSpec::Input(HostSlice::F32(&filter_terms)),
-                read_into(kept.bands[0], diff),
-                read_into(kept.bands[1], variance),
+                read_into(set[0], diff, this_later),
+                read_into(set[1], variance, this_later),
             ];
             let poison = |buffer| Step::Fill { buffer, byte: 0xFF };
             let whole_rows = |row0, rows| BandRows {
@@ -914,7 +963,7 @@ impl DifferenceProblem {
                 .collect();
             for (i, (row0, snr)) in filtered.iter_mut().enumerate() {
                 let (row0, rows) = (*row0, snr.len() / nx);
-                buffers.push(read_into(kept.bands[2 + i], snr));
+                buffers.push(read_into(set[2 + i], snr, this_later));
                 let snr = buffers.len() - 1;
                 steps.push(poison(snr));
                 steps.push(Step::Launch(filter_launch(
@@ -933,9 +982,20 @@ impl DifferenceProblem {
                 }
             }
             times.jobs += 1;
-            on_difference(row0, diff, variance);
-            for (row0, snr) in filtered {
-                on_significance(row0, snr);
+            let home = BandsHome {
+                row0,
+                diff,
+                variance,
+                filtered,
+            };
+            // The job before's bands have landed now that this one is back; this one's too, unless they
+            // land beside the next.
+            if let Some(before) = landing.take() {
+                hand_on(before);
+            }
+            match this_later {
+                true => landing = Some(home),
+                false => hand_on(home),
             }
         }
         Ok(times)

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Issue 15, twenty-sixth session, one lending's worth: the CUDA subtraction tests, then `subtract` at 10240²
+# file to file with three binaries interleaved (scripts/gpu_subtract_ab.sh):
+#   direct  ba31a4a: the bands read back straight into the planes (the last lending's figure);
+#   premap  addb54e: that, with the planes' pages mapped beside the fit;
+#   later   this binary: that, with each band's read-back beside the next band's kernels (ReadBack::IntoLater);
+# then this binary's device time of the whole subtraction, warm (2 warm-ups, median of 10 by device events).
+# Carry: .carry/astroport.xz (this commit's `cargo build --release --features cuda --target-dir target/gpu
+# --bin astroport`, stripped, xz), .carry/astroport_direct.xz and .carry/astroport_premap.xz (the same build
+# of those commits), .carry/imgsub_subtract.xz (`cargo test --release --features cuda --target-dir target/gpu
+# --test imgsub_subtract --no-run`, stripped). The device tool's command, with carry [".carry"]:
+#   bash scripts/gpu_subtract_later.sh
+# Results under $OUT: tests.txt, ab/ab.txt (one line per run; every variant must print one outputs hash),
+# ab/ab.tgz (every run's timeline), warm/ (the device-timed run).
+set -uo pipefail
+final="${OUT:-out/gpu}"
+mkdir -p "$final"
+here=$(dirname "$0")
+for f in .carry/*.xz; do xz -d -f "$f"; done
+chmod +x .carry/astroport* .carry/imgsub_subtract 2>/dev/null
+if [ -x .carry/imgsub_subtract ]; then
+  icd=$(mktemp -d); echo libnvidia-opencl.so.1 > "$icd/nvidia.icd"
+  OCL_ICD_VENDORS=$icd timeout 150 .carry/imgsub_subtract --skip the_planes_written --skip subtract_writes_its_files \
+    --skip bad_pairs_are_refused --skip a_list_of_pairs --skip another_tools_difference > "$final/tests.txt" 2>&1
+  echo "tests: rc $? $(grep 'test result' "$final/tests.txt")"
+fi
+OUT="$final/ab" ASTROPORT_BIN=.carry/astroport timeout 330 bash "$here/gpu_subtract_ab.sh" "${REPS:-6}" \
+  "direct=BIN=.carry/astroport_direct" "premap=BIN=.carry/astroport_premap" "later=-"
+# The device time, warm: repeats take the route with the planes home between the passes (resident buffers
+# need single-shot jobs), which is what the issue's 50 ms is judged on.
+mkdir -p "$final/warm"
+w=$(mktemp -d)
+.carry/astroport field --size 10240 --seed 1 --out "$w" > /dev/null 2>&1
+timeout 100 .carry/astroport subtract --field "$w" --out "$final/warm/out" --backend cuda --no-fsync \
+  --warmup 2 --repeats 10 > "$final/warm/stdout.txt" 2> "$final/warm/stderr.txt"
+echo "warm: rc $?"; cut -c1-400 "$final/warm/stdout.txt"
+rm -f "$final/warm/out"/*.fits
