@@ -8,7 +8,7 @@
 # Carry: .carry/astroport.xz (this commit's `cargo build --release --features cuda --target-dir target/gpu
 # --bin astroport`, stripped, xz), .carry/astroport_direct.xz and .carry/astroport_premap.xz (the same build
 # of those commits), .carry/imgsub_subtract.xz (`cargo test --release --features cuda --target-dir target/gpu
-# --test imgsub_subtract --no-run`, stripped). The device tool's command, with carry [".carry"]:
+# --test imgsub_subtract --no-run`, stripped) and .carry/backends.xz (below). The device tool's command, with carry [".carry"]:
 #   bash scripts/gpu_subtract_later.sh
 # Results under $OUT: tests.txt, ab/ab.txt (one line per run; every variant must print one outputs hash),
 # ab/ab.tgz (every run's timeline), warm/ (the device-timed run).
@@ -17,12 +17,18 @@ final="${OUT:-out/gpu}"
 mkdir -p "$final"
 here=$(dirname "$0")
 for f in .carry/*.xz; do xz -d -f "$f"; done
-chmod +x .carry/astroport* .carry/imgsub_subtract 2>/dev/null
+chmod +x .carry/astroport* .carry/imgsub_subtract .carry/backends 2>/dev/null
 if [ -x .carry/imgsub_subtract ]; then
   icd=$(mktemp -d); echo libnvidia-opencl.so.1 > "$icd/nvidia.icd"
   OCL_ICD_VENDORS=$icd timeout 150 .carry/imgsub_subtract --skip the_planes_written --skip subtract_writes_its_files \
     --skip bad_pairs_are_refused --skip a_list_of_pairs --skip another_tools_difference > "$final/tests.txt" 2>&1
   echo "tests: rc $? $(grep 'test result' "$final/tests.txt")"
+fi
+# ReadBack::IntoLater on CUDA (the resident read-back test; .carry/backends.xz is `cargo test --release
+# --features cuda --target-dir target/gpu --test backends --no-run`, stripped).
+if [ -x .carry/backends ]; then
+  OCL_ICD_VENDORS=$icd timeout 60 .carry/backends resident > "$final/backends-resident.txt" 2>&1
+  echo "resident: rc $? $(grep 'test result' "$final/backends-resident.txt")"
 fi
 OUT="$final/ab" ASTROPORT_BIN=.carry/astroport timeout 330 bash "$here/gpu_subtract_ab.sh" "${REPS:-6}" \
   "direct=BIN=.carry/astroport_direct" "premap=BIN=.carry/astroport_premap" "later=-"
