@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 15, twenty-sixth session, one lending's worth: the CUDA subtraction tests, then `subtract` at 10240²
-# file to file with three binaries interleaved (scripts/gpu_subtract_ab.sh):
+# file to file with binaries interleaved (scripts/gpu_subtract_ab.sh); the variants are the arguments (as
+# gpu_subtract_ab.sh takes them), by default the first lending's three:
 #   direct  ba31a4a: the bands read back straight into the planes (the last lending's figure);
 #   premap  addb54e: that, with the planes' pages mapped beside the fit;
 #   later   this binary: that, with each band's read-back beside the next band's kernels (ReadBack::IntoLater);
@@ -9,7 +10,7 @@
 # --bin astroport`, stripped, xz), .carry/astroport_direct.xz and .carry/astroport_premap.xz (the same build
 # of those commits), .carry/imgsub_subtract.xz (`cargo test --release --features cuda --target-dir target/gpu
 # --test imgsub_subtract --no-run`, stripped) and .carry/backends.xz (below). The device tool's command, with carry [".carry"]:
-#   bash scripts/gpu_subtract_later.sh
+#   bash scripts/gpu_subtract_later.sh [VARIANT ...]
 # Results under $OUT: tests.txt, ab/ab.txt (one line per run; every variant must print one outputs hash),
 # ab/ab.tgz (every run's timeline), warm/ (the device-timed run).
 set -uo pipefail
@@ -20,21 +21,24 @@ for f in .carry/*.xz; do xz -d -f "$f"; done
 chmod +x .carry/astroport* .carry/imgsub_subtract .carry/backends 2>/dev/null
 if [ -x .carry/imgsub_subtract ]; then
   icd=$(mktemp -d); echo libnvidia-opencl.so.1 > "$icd/nvidia.icd"
-  OCL_ICD_VENDORS=$icd timeout 150 .carry/imgsub_subtract --skip the_planes_written --skip subtract_writes_its_files \
+  # NVIDIA's OpenCL only: the second lending's machine also listed its PoCL 5.0 through the loader, and PoCL
+  # aborted there at a program's release (pocl_release_dlhandle_cache's assertion); OCL_ICD_FILENAMES wins.
+  env | grep -i -E "ocl|opencl" > "$final/opencl-env.txt"; ls /etc/OpenCL/vendors >> "$final/opencl-env.txt" 2>&1
+  OCL_ICD_FILENAMES=libnvidia-opencl.so.1 OCL_ICD_VENDORS=$icd timeout 150 .carry/imgsub_subtract --skip the_planes_written --skip subtract_writes_its_files \
     --skip bad_pairs_are_refused --skip a_list_of_pairs --skip another_tools_difference > "$final/tests.txt" 2>&1
   echo "tests: rc $? $(grep 'test result' "$final/tests.txt")"
 fi
 # ReadBack::IntoLater on CUDA (the resident read-back test; .carry/backends.xz is `cargo test --release
 # --features cuda --target-dir target/gpu --test backends --no-run`, stripped).
 if [ -x .carry/backends ]; then
-  OCL_ICD_VENDORS=$icd timeout 60 .carry/backends resident > "$final/backends-resident.txt" 2>&1
+  OCL_ICD_FILENAMES=libnvidia-opencl.so.1 OCL_ICD_VENDORS=$icd timeout 60 .carry/backends resident > "$final/backends-resident.txt" 2>&1
   echo "resident: rc $? $(grep 'test result' "$final/backends-resident.txt")"
 fi
-OUT="$final/ab" ASTROPORT_BIN=.carry/astroport timeout 330 bash "$here/gpu_subtract_ab.sh" "${REPS:-6}" \
-  "direct=BIN=.carry/astroport_direct" "premap=BIN=.carry/astroport_premap" "later=-"
+[ $# -gt 0 ] || set -- "direct=BIN=.carry/astroport_direct" "premap=BIN=.carry/astroport_premap" "later=-"
+OUT="$final/ab" ASTROPORT_BIN=.carry/astroport timeout 330 bash "$here/gpu_subtract_ab.sh" "${REPS:-6}" "$@"
 # The device time, warm: repeats take the route with the planes home between the passes (resident buffers
 # need single-shot jobs), which is what the issue's 50 ms is judged on.
-mkdir -p "$final/warm"
+mkdir -p "$final/warm/out"
 w=$(mktemp -d)
 .carry/astroport field --size 10240 --seed 1 --out "$w" > /dev/null 2>&1
 timeout 100 .carry/astroport subtract --field "$w" --out "$final/warm/out" --backend cuda --no-fsync \

@@ -527,16 +527,18 @@ struct AheadState {
     stop: bool,
 }
 
-/// The subtraction's FITS planes written ahead as zeros into the staging folder by one thread of low
-/// priority while the subtraction runs ([`WrittenAhead`]), the significance first (its write is the
-/// subtraction's tail), then the others in order: [`write_planes`] then writes over cached pages. On an
-/// accelerator the host mostly waits for the device's jobs then. A file not ready when its plane comes is
-/// written new; the thread then skips it, or removes it if it was being written. Dropping this joins the
-/// thread.
+/// The subtraction's FITS planes written ahead as zeros into the staging folder by two threads of low
+/// priority while the subtraction runs ([`WrittenAhead`]), one the significance then the variance, the other
+/// the difference then the mask: [`write_planes`] then writes over cached pages. On an accelerator the host
+/// mostly waits for the device's jobs then. (One thread for all four had the variance's file ready too late
+/// once the difference and the filter were pipelined: that plane, written new, ended the subtraction 20-30
+/// ms after the others; four threads at once slowed the fit's basis images.) A file not ready when its
+/// plane comes is written new; its thread then skips it, or removes it if it was being written. Dropping
+/// this joins the threads.
 pub struct PlanesAhead {
     state: std::sync::Arc<std::sync::Mutex<AheadState>>,
     /// Joined when dropped.
-    _thread: Option<crate::exec::JoinOnDrop<()>>,
+    _threads: Vec<crate::exec::JoinOnDrop<()>>,
 }
 
 impl PlanesAhead {
@@ -548,7 +550,7 @@ impl PlanesAhead {
     pub fn none() -> PlanesAhead {
         PlanesAhead {
             state: Self::with([0, 1, 2, 3].map(|_| Ahead::Gone)),
-            _thread: None,
+            _threads: Vec::new(),
         }
     }
 
@@ -556,31 +558,17 @@ impl PlanesAhead {
     /// left for the plane's own write to report.
     pub fn start(dir: &Path, nx: usize, ny: usize) -> PlanesAhead {
         let state = Self::with([0, 1, 2, 3].map(|_| Ahead::Wanted));
-        let (dir, shared) = (dir.to_path_buf(), std::sync::Arc::clone(&state));
-        let thread = crate::exec::JoinOnDrop::spawn(move || {
-            crate::exec::lower_this_threads_priority();
-            let wanted = |s: &AheadState, k: usize| !s.stop && matches!(s.slots[k], Ahead::Wanted);
-            for k in [3, 0, 1, 2] {
-                if !wanted(&shared.lock().unwrap(), k) {
-                    continue;
-                }
-                let (file, _, bytes) = PLANES[k];
-                let path = dir.join(file);
-                let len = image_file_len(nx, ny, bytes, HEADER_BLOCKS_AHEAD);
-                let Ok(ahead) = WrittenAhead::new(&path, len) else {
-                    return;
-                };
-                let mut s = shared.lock().unwrap();
-                // A plane that came meanwhile was written new: this file is dropped (removed).
-                if matches!(s.slots[k], Ahead::Wanted) {
-                    s.slots[k] = Ahead::Ready(ahead);
-                    crate::exec::trace_event(|| format!("write {}: written ahead", path.display()));
-                }
-            }
-        });
+        let write_ahead = |order: [usize; 2]| {
+            let (dir, shared) = (dir.to_path_buf(), std::sync::Arc::clone(&state));
+            crate::exec::JoinOnDrop::spawn(move || {
+                crate::exec::lower_this_threads_priority();
+                write_ahead_in_order(&dir, nx, ny, &shared, order)
+            })
+        };
+        let threads = vec![write_ahead([3, 1]), write_ahead([0, 2])];
         PlanesAhead {
             state,
-            _thread: Some(thread),
+            _threads: threads,
         }
     }
 
@@ -594,9 +582,37 @@ impl PlanesAhead {
     }
 }
 
+/// Writes the files of `order`'s planes ahead, one after the other, each unless its plane came first.
+fn write_ahead_in_order(
+    dir: &Path,
+    nx: usize,
+    ny: usize,
+    shared: &std::sync::Mutex<AheadState>,
+    order: [usize; 2],
+) {
+    let wanted = |s: &AheadState, k: usize| !s.stop && matches!(s.slots[k], Ahead::Wanted);
+    for k in order {
+        if !wanted(&shared.lock().unwrap(), k) {
+            continue;
+        }
+        let (file, _, bytes) = PLANES[k];
+        let path = dir.join(file);
+        let len = image_file_len(nx, ny, bytes, HEADER_BLOCKS_AHEAD);
+        let Ok(ahead) = WrittenAhead::new(&path, len) else {
+            return;
+        };
+        let mut s = shared.lock().unwrap();
+        // A plane that came meanwhile was written new: this file is dropped (removed).
+        if matches!(s.slots[k], Ahead::Wanted) {
+            s.slots[k] = Ahead::Ready(ahead);
+            crate::exec::trace_event(|| format!("write {}: written ahead", path.display()));
+        }
+    }
+}
+
 impl Drop for PlanesAhead {
     fn drop(&mut self) {
-        // Before the thread is joined (it is declared last, so dropped after this).
+        // Before the threads are joined (declared last, so dropped after this).
         self.state.lock().unwrap().stop = true;
     }
 }
