@@ -619,21 +619,24 @@ pub fn subtract_streaming(
             // context is made by then: faulting pages while it was being made slowed it). Mapped by the jobs
             // instead, beside their kernels, they held each job up by 5-14 ms on a slow host
             // (docs/perf-notes.md); the thread is joined where the pipeline takes them.
+            // `ASTROPORT_PROBE_PLANES_MAPPED_BY_THE_JOBS` (a probe for A/B timing, not a setting) leaves
+            // them to the jobs.
             let (map_now, map_signal) = std::sync::mpsc::channel::<()>();
-            let pipeline_planes =
-                matches!((kept, target), (Some(_), Target::Device(_))).then(|| {
-                    crate::exec::JoinOnDrop::spawn(move || {
-                        let mut planes = [(); 3].map(|_| vec![0.0f32; nx * ny]);
-                        let started = Instant::now();
-                        if map_signal.recv().is_ok() {
-                            map_pages(&mut planes);
-                            crate::exec::trace_event(|| {
-                                "subtract: the pipeline's planes mapped".into()
-                            });
-                        }
-                        (planes, started.elapsed().as_secs_f64())
-                    })
-                });
+            let map_beside_fit = matches!((kept, target), (Some(_), Target::Device(_)))
+                && std::env::var_os("ASTROPORT_PROBE_PLANES_MAPPED_BY_THE_JOBS").is_none();
+            let pipeline_planes = map_beside_fit.then(|| {
+                crate::exec::JoinOnDrop::spawn(move || {
+                    let mut planes = [(); 3].map(|_| vec![0.0f32; nx * ny]);
+                    let started = Instant::now();
+                    if map_signal.recv().is_ok() {
+                        map_pages(&mut planes);
+                        crate::exec::trace_event(|| {
+                            "subtract: the pipeline's planes mapped".into()
+                        });
+                    }
+                    (planes, started.elapsed().as_secs_f64())
+                })
+            });
             let uploading = match (kept, target) {
                 (Some(k), Target::Device(dev))
                     if std::env::var_os("ASTROPORT_PROBE_UPLOAD_WITH_DIFFERENCE").is_none() =>
