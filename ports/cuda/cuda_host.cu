@@ -284,6 +284,13 @@ LaunchInfo launch_info(int device, const void *func, const Step &step, int max_t
     return info;
 }
 
+// A stream that does not synchronise with the legacy default stream.
+cudaStream_t new_stream() {
+    cudaStream_t s = nullptr;
+    ASTRO_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+}
+
 // One stream per device for every job (creating one per job cost more than small jobs' kernels), and one job
 // at a time per process so that jobs sharing it never interleave.
 std::mutex g_job_mutex;
@@ -291,8 +298,7 @@ cudaStream_t device_stream(int device) {
     static std::map<int, cudaStream_t> streams;
     auto it = streams.find(device);
     if (it != streams.end()) return it->second;
-    cudaStream_t s = nullptr;
-    ASTRO_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    const cudaStream_t s = new_stream();
     // Jobs' own buffers come from the device's stream-ordered pool (cudaMalloc/cudaFree per job synchronise
     // the device); the pool keeps up to 64 MiB between jobs, so free memory as the driver reports it stays
     // close to the truth.
@@ -577,12 +583,13 @@ void touch_pages(const std::vector<StagedCopy> &copies, size_t threads) {
 // A job's later read-backs are copied on a thread of their own once its kernels are done, beside the next
 // job's kernels: a pipeline over bands then downloads band k while band k + 1 is computed (at 10k each band's
 // three planes are 4-7 ms of copying). Every job waits for the one before's before it uses the staging
-// lanes and before it returns; so do settle() and release(). One per device, guarded by g_job_mutex.
+// lanes and before it returns; so do settle() and release(). One per device, guarded by g_job_mutex; kept for
+// the process (never destroyed: a joinable thread met by a static destructor at exit would abort it).
 struct PendingReadBack {
     std::thread worker;
     std::string error;
 };
-std::map<int, PendingReadBack> g_pending;
+std::map<int, PendingReadBack> &g_pending = *new std::map<int, PendingReadBack>();
 
 // Waits for `device`'s pending read-back, if any (g_job_mutex held); throws its error.
 void finish_pending(int device) {
@@ -606,11 +613,8 @@ void finish_pending_quietly(int device) {
 cudaStream_t read_back_stream(int device) {
     static std::map<int, cudaStream_t> streams;
     auto it = streams.find(device);
-    if (it != streams.end()) return it->second;
-    cudaStream_t s = nullptr;
-    ASTRO_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    streams.emplace(device, s);
-    return s;
+    if (it == streams.end()) it = streams.emplace(device, new_stream()).first;
+    return it->second;
 }
 
 // Starts copying `staged` (through the lanes) and `plain` (the runtime's way) home on a thread; the
