@@ -28,10 +28,12 @@ if [ -x .carry/imgsub_subtract ]; then
     --skip bad_pairs_are_refused --skip a_list_of_pairs --skip another_tools_difference > "$final/tests.txt" 2>&1
   echo "tests: rc $? $(grep 'test result' "$final/tests.txt")"
 fi
-# ReadBack::IntoLater on CUDA (the resident read-back test; .carry/backends.xz is `cargo test --release
-# --features cuda --target-dir target/gpu --test backends --no-run`, stripped).
+# ReadBack::IntoLater on CUDA (the resident read-back tests, a 36 MiB one through the staging lanes among
+# them; .carry/backends.xz is `cargo test --release --features cuda --target-dir target/gpu --test backends
+# --no-run`, stripped).
 if [ -x .carry/backends ]; then
-  OCL_ICD_FILENAMES=libnvidia-opencl.so.1 OCL_ICD_VENDORS=$icd timeout 60 .carry/backends resident > "$final/backends-resident.txt" 2>&1
+  OCL_ICD_FILENAMES=libnvidia-opencl.so.1 OCL_ICD_VENDORS=$icd timeout 60 .carry/backends resident a_large_read_back \
+    > "$final/backends-resident.txt" 2>&1
   echo "resident: rc $? $(grep 'test result' "$final/backends-resident.txt")"
 fi
 [ $# -gt 0 ] || set -- "direct=BIN=.carry/astroport_direct" "premap=BIN=.carry/astroport_premap" "later=-"

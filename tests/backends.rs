@@ -235,6 +235,87 @@ fn unwritten_outputs_stay_poisoned() {
     common::assert_ran(&devices, &ran);
 }
 
+/// A job on resident buffer `id` of `data`'s length (uploaded from it with `init`) between two outputs of 10
+/// and 20 values, through a kernel that writes nothing. A function, not a closure: the job borrows the
+/// destination a read-back lends it.
+fn resident_job<'a>(
+    id: u64,
+    data: &'a [f32],
+    init: bool,
+    read_back: ReadBack<'a>,
+) -> KernelJob<'a> {
+    let launch = Launch {
+        kernel: "writes_nothing".into(),
+        args: vec![StepArg::Buffer(1), StepArg::I32(data.len() as i32)],
+        global: data.len(),
+        local: Local::Auto,
+    };
+    let output = |len| BufferSpec::Output {
+        dtype: DType::F32,
+        len,
+    };
+    let resident = BufferSpec::Resident {
+        id,
+        dtype: DType::F32,
+        len: data.len(),
+        init: init.then_some(HostSlice::F32(data)),
+        read_back,
+    };
+    let buffers = vec![output(10), resident, output(20)];
+    RunOptions::single_shot().job(&NOOP, vec![], buffers, vec![Step::Launch(launch)])
+}
+
+/// A read-back landing later that is large (36 MiB: on CUDA it goes through the staging lanes on a thread
+/// beside the next job) is whole when the next job is back, and that job, uploading new data into the very
+/// buffer being copied out of (through the lanes too), waits for the copy first: the copy holds the old
+/// values, the buffer the new.
+#[test]
+fn a_large_read_back_landing_later_is_whole_and_not_overwritten() {
+    let d = discover();
+    let devices = common::devices(&d);
+    let n = 9 << 20;
+    let old: Vec<f32> = (0..n).map(|i| (i % 1_000_003) as f32).collect();
+    let new: Vec<f32> = old.iter().map(|v| -v - 1.0).collect();
+    let mut ran = Vec::new();
+    for t in &devices {
+        let Target::Device(dev) = t else {
+            unreachable!()
+        };
+        let id = resident_id();
+        dev.run(&resident_job(id, &old, true, ReadBack::No))
+            .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        let mut later = vec![f32::NAN; n];
+        // SAFETY: `later` is read only after the next job has returned.
+        let later_into = unsafe { LaterDestination::new(HostDestination::f32(&mut later)) };
+        dev.run(&resident_job(
+            id,
+            &old,
+            false,
+            ReadBack::IntoLater(later_into),
+        ))
+        .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        dev.run(&resident_job(id, &new, true, ReadBack::No))
+            .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        assert!(
+            later == old,
+            "{}: the copy landed later holds the old values",
+            t.id()
+        );
+        let mut now = vec![f32::NAN; n];
+        dev.run(&resident_job(
+            id,
+            &new,
+            false,
+            ReadBack::Into(HostDestination::f32(&mut now)),
+        ))
+        .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        assert!(now == new, "{}: the buffer holds the new values", t.id());
+        dev.release(&[id]);
+        ran.push(t.id());
+    }
+    common::assert_ran(&devices, &ran);
+}
+
 /// A resident buffer uploaded by one job stays on the device for the next, which reads it back unchanged
 /// through a kernel that writes nothing (resident buffers are not poisoned by the host), in buffer order
 /// between two outputs (which come back poisoned), or into the caller's memory (`ReadBack::Into`, of the
@@ -251,33 +332,6 @@ fn resident_buffers_are_read_back_by_a_later_job() {
             unreachable!()
         };
         let id = resident_id();
-        // A function, not a closure: the job borrows the destination a read-back lends it.
-        fn resident_job<'a>(
-            id: u64,
-            data: &'a [f32],
-            init: bool,
-            read_back: ReadBack<'a>,
-        ) -> KernelJob<'a> {
-            let launch = Launch {
-                kernel: "writes_nothing".into(),
-                args: vec![StepArg::Buffer(1), StepArg::I32(data.len() as i32)],
-                global: data.len(),
-                local: Local::Auto,
-            };
-            let output = |len| BufferSpec::Output {
-                dtype: DType::F32,
-                len,
-            };
-            let resident = BufferSpec::Resident {
-                id,
-                dtype: DType::F32,
-                len: data.len(),
-                init: init.then_some(HostSlice::F32(data)),
-                read_back,
-            };
-            let buffers = vec![output(10), resident, output(20)];
-            RunOptions::single_shot().job(&NOOP, vec![], buffers, vec![Step::Launch(launch)])
-        }
         let uploaded = dev
             .run(&resident_job(id, &data, true, ReadBack::No))
             .unwrap_or_else(|e| panic!("{}: {e}", t.id()));

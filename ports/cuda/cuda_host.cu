@@ -582,11 +582,14 @@ void touch_pages(const std::vector<StagedCopy> &copies, size_t threads) {
 // ---- Read-backs that land with the next job (Buffer::read_back_later) ----
 // A job's later read-backs are copied on a thread of their own once its kernels are done, beside the next
 // job's kernels: a pipeline over bands then downloads band k while band k + 1 is computed (at 10k each band's
-// three planes are 4-7 ms of copying). Every job waits for the one before's before it uses the staging
-// lanes and before it returns; so do settle() and release(). One per device, guarded by g_job_mutex; kept for
-// the process (never destroyed: a joinable thread met by a static destructor at exit would abort it).
+// three planes are 4-7 ms of copying). Every job that reaches the device waits for the one before's before
+// it uses the staging lanes or one of the resident buffers being copied, and before it returns (failing
+// too); so do settle() and release(). One per device, guarded by g_job_mutex; kept for the process (never
+// destroyed: a joinable thread met by a static destructor at exit would abort it).
 struct PendingReadBack {
     std::thread worker;
+    std::vector<uint64_t> resident_ids;  // the device buffers it copies out of
+    bool failed = false;
     std::string error;
 };
 std::map<int, PendingReadBack> &g_pending = *new std::map<int, PendingReadBack>();
@@ -596,17 +599,32 @@ void finish_pending(int device) {
     auto it = g_pending.find(device);
     if (it == g_pending.end()) return;
     if (it->second.worker.joinable()) it->second.worker.join();
+    const bool failed = it->second.failed;
     const std::string error = std::move(it->second.error);
     g_pending.erase(it);
-    if (!error.empty()) throw std::runtime_error("the job before's read-back: " + error);
+    if (failed) throw std::runtime_error("the job before's read-back: " + error);
+}
+
+// Whether `device`'s pending read-back copies out of resident buffer `id` (g_job_mutex held).
+bool pending_reads(int device, uint64_t id) {
+    auto it = g_pending.find(device);
+    if (it == g_pending.end()) return false;
+    const std::vector<uint64_t> &ids = it->second.resident_ids;
+    return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
 
 // finish_pending on a path that is failing already, or that has nobody to report to.
 void finish_pending_quietly(int device) {
     try {
         finish_pending(device);
-    } catch (const std::exception &) {
+    } catch (...) {
     }
+}
+
+// finish_pending_quietly for a job that failed with g_job_mutex released.
+void finish_pending_after_failure(int device) {
+    std::lock_guard<std::mutex> lock(g_job_mutex);
+    finish_pending_quietly(device);
 }
 
 // A stream of its own for the later read-backs that do not go through the lanes (g_job_mutex held).
@@ -617,11 +635,13 @@ cudaStream_t read_back_stream(int device) {
     return it->second;
 }
 
-// Starts copying `staged` (through the lanes) and `plain` (the runtime's way) home on a thread; the
-// device's kernels that wrote them are done. The one before must be finished.
-void start_pending(int device, Staging *staging, std::vector<StagedCopy> staged, std::vector<StagedCopy> plain) {
+// Starts copying `staged` (through the lanes) and `plain` (the runtime's way) home on a thread, out of the
+// resident buffers `ids`; the device's kernels that wrote them are done. The one before must be finished.
+void start_pending(int device, Staging *staging, std::vector<StagedCopy> staged, std::vector<StagedCopy> plain,
+                   std::vector<uint64_t> ids) {
     const cudaStream_t stream = read_back_stream(device);
     PendingReadBack &p = g_pending[device];
+    p.resident_ids = std::move(ids);
     p.worker = std::thread([device, staging, stream, staged = std::move(staged), plain = std::move(plain), &p] {
         try {
             ASTRO_CUDA_CHECK(cudaSetDevice(device));
@@ -630,7 +650,13 @@ void start_pending(int device, Staging *staging, std::vector<StagedCopy> staged,
             if (!staged.empty()) run_staged(device, *staging, staged, false);
             ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream));
         } catch (const std::exception &e) {
-            p.error = e.what();
+            p.failed = true;
+            try {
+                p.error = e.what();
+            } catch (...) {  // no memory for the message: failed says enough
+            }
+        } catch (...) {
+            p.failed = true;
         }
     });
 }
@@ -683,6 +709,8 @@ Outcome run_job_impl(int device, const Job &job, PhaseTrace &trace) {
         const astroport_native::Buffer &b = job.buffers[i];
         const size_t bytes = b.bytes();
         if (b.role == astroport_native::kResident) {
+            // Not reallocated, written or uploaded into while the job before still copies out of it.
+            if (pending_reads(device, b.resident_id)) finish_pending(device);
             ptrs[i] = resident_buffer(device, b.resident_id, bytes);
             if (b.init_count > 0) upload(ptrs[i], b.host_source(), b.init_bytes());
             continue;
@@ -810,13 +838,15 @@ Outcome run_job_impl(int device, const Job &job, PhaseTrace &trace) {
     };
     // Later read-backs (read_back_later) are set aside, to be copied after the job returns.
     std::vector<StagedCopy> staged_downloads, later_staged, later_plain;
+    std::vector<uint64_t> later_ids;
     for (size_t i = 0; i < job.buffers.size(); ++i) {
         const astroport_native::Buffer &b = job.buffers[i];
         if (!b.copied_back() || b.bytes() == 0) continue;
         const StagedCopy copy{b.host_destination(), ptrs[i], b.bytes()};
-        if (b.read_back_later)
+        if (b.read_back_later) {
             (staged_home(b) ? later_staged : later_plain).push_back(copy);
-        else if (staged_home(b))
+            later_ids.push_back(b.resident_id);
+        } else if (staged_home(b))
             staged_downloads.push_back(copy);
     }
     if (!staged_downloads.empty() || !later_staged.empty()) {
@@ -844,7 +874,7 @@ Outcome run_job_impl(int device, const Job &job, PhaseTrace &trace) {
     ASTRO_CUDA_CHECK(cudaStreamSynchronize(stream));
     trace.mark("downloads");
     if (!later_staged.empty() || !later_plain.empty())
-        start_pending(device, staging, std::move(later_staged), std::move(later_plain));
+        start_pending(device, staging, std::move(later_staged), std::move(later_plain), std::move(later_ids));
     return out;
 }
 
@@ -945,16 +975,16 @@ Outcome run_job(int device, const Job &job) {
         }
         return out;
     } catch (const std::runtime_error &e) {
-        {
-            // A failed job leaves no read-back of the job before behind it.
-            std::lock_guard<std::mutex> lock(g_job_mutex);
-            finish_pending_quietly(device);
-        }
+        // A failed job leaves no read-back of the job before behind it.
+        finish_pending_after_failure(device);
         std::string kernels;
         for (const Step &s : job.steps)
             if (!s.is_fill()) kernels += (kernels.empty() ? "" : ",") + s.kernel;
         throw std::runtime_error("CUDA job " + job.program + " [" + kernels + "] on device " + std::to_string(device) +
                                  ": " + e.what());
+    } catch (...) {
+        finish_pending_after_failure(device);
+        throw;
     }
 }
 

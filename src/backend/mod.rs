@@ -351,8 +351,8 @@ pub enum ReadBack<'a> {
     Into(HostDestination<'a>),
     /// As `Into`, but the copy need only have landed by the time the device's next job returns, or
     /// [`Accelerator::settle`] does: where [`Accelerator::read_backs_land_later`] says so, it runs beside
-    /// the next job's kernels (a pipeline over bands downloads band k while band k + 1 is computed).
-    /// Elsewhere it is `Into`.
+    /// the next job's kernels (a pipeline over bands downloads band k while band k + 1 is computed); a
+    /// job that uses the same resident buffer waits for the copy first. Elsewhere it is `Into`.
     IntoLater(LaterDestination<'a>),
 }
 

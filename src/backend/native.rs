@@ -477,7 +477,11 @@ impl Accelerator for NativeAccelerator {
         }
     }
     fn run(&self, job: &KernelJob) -> Result<JobOutput, BackendError> {
-        job.validate()?;
+        if let Err(e) = job.validate() {
+            // A job that returns has let the job before's later read-backs land (ReadBack::IntoLater).
+            let _ = self.settle();
+            return Err(e);
+        }
         let source = match self.model {
             Model::Sycl => job.program.sycl,
             _ => "",

@@ -235,6 +235,12 @@ impl Drop for ReleaseOnDrop<'_> {
     }
 }
 
+/// The rows of a band of [`DifferenceProblem::difference_and_filter`] asked for `band_rows` (at least the
+/// kernel's half-width, at most the image).
+fn pipeline_band_rows(band_rows: usize, ny: usize) -> usize {
+    band_rows.max(HALF).min(ny).max(1)
+}
+
 /// Waits, when dropped, for read-backs still landing from the device's last job ([`Accelerator::settle`]):
 /// on every way out of a pipeline, so that no copy outlives the memory it lands in.
 struct SettleOnDrop<'a>(&'a dyn Accelerator);
@@ -282,7 +288,7 @@ impl KeptPlanes {
         let budget = DeviceBudget::of(dev.info()).capped(cap);
         let n = nx * ny;
         let plane = (n * DType::F32.bytes()) as u64;
-        let band = (band_rows.clamp(1, ny.max(1)) * nx) as u64;
+        let band = (pipeline_band_rows(band_rows, ny) * nx) as u64;
         let sets = if dev.read_backs_land_later() { 2 } else { 1 };
         let bytes =
             4 * plane + sets * 4 * band * DType::F32.bytes() as u64 + n.next_multiple_of(4) as u64;
@@ -865,7 +871,7 @@ impl DifferenceProblem {
             .map(|&v| v as f32)
             .collect();
         let gpu = dev.info().is_gpu;
-        let band_rows = band_rows.max(HALF).min(ny).max(1);
+        let band_rows = pipeline_band_rows(band_rows, ny);
         let bands: Vec<(usize, usize)> = (0..ny)
             .step_by(band_rows)
             .map(|row0| (row0, band_rows.min(ny - row0)))

@@ -615,10 +615,11 @@ pub fn subtract_streaming(
             // A/B timing, not a setting) leaves them to the difference's job.
             let (sums_done, first_sums) = std::sync::mpsc::channel::<()>();
             // The pipeline's three output planes (D, VD and the significance, 1.2 GB at 10k), made on a thread
-            // of their own and their pages mapped there once the fit's first stamp sums are back (the device's
-            // context is made by then: faulting pages while it was being made slowed it). Mapped by the jobs
-            // instead, beside their kernels, they held each job up by 5-14 ms on a slow host
-            // (docs/perf-notes.md); the thread is joined where the pipeline takes them.
+            // of their own and their pages mapped on the background pool (beside the PSF, at low priority)
+            // once the fit's first stamp sums are back (the device's context is made by then: faulting pages
+            // while it was being made slowed it). Mapped by the jobs instead, beside their kernels, they held
+            // each job up by 5-14 ms on a slow host; mapped here they lengthen the fit by 8-36 ms
+            // (docs/perf-notes.md). The thread is joined where the pipeline takes them.
             // `ASTROPORT_PROBE_PLANES_MAPPED_BY_THE_JOBS` (a probe for A/B timing, not a setting) leaves
             // them to the jobs.
             let (map_now, map_signal) = std::sync::mpsc::channel::<()>();
