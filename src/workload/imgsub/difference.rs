@@ -306,17 +306,21 @@ impl KeptPlanes {
 
     /// Uploads `images` (convolved image, its variance, the image it is subtracted from, its variance) into
     /// their resident buffers ahead of the difference: the planes it returns have them there, and the
-    /// difference's first job keeps them. Made beside the fit, whose jobs are small: one job per image, so
-    /// that a fit job queued behind one waits for a quarter of the 1.6 GB at 10k.
+    /// difference's first job keeps them. Made beside the fit, whose jobs are small: one job per image, each
+    /// after `turn` returns (not before the first), so that the caller can fit them between the fit's jobs.
     pub fn upload_images(
         self,
         dev: &dyn Accelerator,
         images: [&[f32]; 4],
+        mut turn: impl FnMut(),
     ) -> Result<KeptPlanes, RunError> {
         let n = self.nx * self.ny;
         let gpu = dev.info().is_gpu;
-        for (&id, image) in self.images.iter().zip(images) {
+        for (k, (&id, image)) in self.images.iter().zip(images).enumerate() {
             assert_eq!(image.len(), n, "one value per pixel");
+            if k > 0 {
+                turn();
+            }
             let buffers = vec![
                 BufferSpec::Resident {
                     id,

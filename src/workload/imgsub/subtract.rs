@@ -613,7 +613,7 @@ pub fn subtract_streaming(
             // device as its context was made and held up that first job by 36 ms. Not begun when the fit
             // fails before (`sums_done` gone unsent). `ASTROPORT_PROBE_UPLOAD_WITH_DIFFERENCE` (a probe for
             // A/B timing, not a setting) leaves them to the difference's job.
-            let (sums_done, first_sums) = std::sync::mpsc::channel::<()>();
+            let (sums_done, sums_back) = std::sync::mpsc::channel::<()>();
             // The pipeline's three output planes (D, VD and the significance, 1.2 GB at 10k), made on a thread
             // of their own and their pages mapped on the background pool (beside the PSF, at low priority)
             // once the fit's first stamp sums are back (the device's context is made by then: faulting pages
@@ -643,12 +643,23 @@ pub fn subtract_streaming(
                     if std::env::var_os("ASTROPORT_PROBE_UPLOAD_WITH_DIFFERENCE").is_none() =>
                 {
                     let images = [&conv.data, &conv.variance, &unconv.data, &unconv.variance];
+                    // One image after each of the fit's stamp-sums jobs: the host then forms and solves the
+                    // normal equations (3-15 ms at 10k) while an image's job (about 10 ms) holds the device;
+                    // sent all at once, they held the fit's next two jobs up by about 10 ms each
+                    // (docs/perf-notes.md). Those left when the fit is done go at once.
+                    // `ASTROPORT_PROBE_UPLOAD_AT_ONCE` (a probe for A/B timing) sends them all at once.
+                    let at_once = std::env::var_os("ASTROPORT_PROBE_UPLOAD_AT_ONCE").is_some();
                     Some(scope.spawn(move || {
-                        if first_sums.recv().is_err() {
+                        if sums_back.recv().is_err() {
                             return Ok(None);
                         }
+                        let turn = || {
+                            if !at_once {
+                                let _ = sums_back.recv();
+                            }
+                        };
                         let uploaded = k
-                            .upload_images(dev.as_ref(), images.map(|v| v.as_slice()))
+                            .upload_images(dev.as_ref(), images.map(|v| v.as_slice()), turn)
                             .map_err(|e| format!("the difference's images on {}: {e}", dev.id()))?;
                         crate::exec::trace_event(|| {
                             "subtract: the difference's images uploaded".into()
@@ -685,7 +696,7 @@ pub fn subtract_streaming(
                     Direction::Reference => probe,
                     Direction::Science => select_stamps(&images, &opts.fit)?,
                 };
-                let first_sums_done = move || {
+                let each_sums_done = move || {
                     let _ = sums_done.send(());
                     let _ = map_now.send(());
                 };
@@ -695,7 +706,7 @@ pub fn subtract_streaming(
                     stamps,
                     target,
                     opts.device_mem_cap,
-                    first_sums_done,
+                    each_sums_done,
                 )
             })()
             .map_err(|e| e.to_string());
