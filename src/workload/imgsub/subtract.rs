@@ -609,9 +609,9 @@ pub fn subtract_streaming(
                 })
             };
             // The difference's images go to the device beside the fit (1.6 GB, 37 ms at 10k on the H200), off
-            // the difference's own time, once the fit's first stamp sums are done: begun at once, they took the
-            // device as its context was made and held up that first job by 36 ms. Not begun when the fit
-            // fails before (`sums_done` gone unsent). `ASTROPORT_PROBE_UPLOAD_WITH_DIFFERENCE` (a probe for
+            // the difference's own time, from when the fit's first stamp sums are done: begun at once, they
+            // took the device as its context was made and held up that first job by 36 ms. Not begun when the
+            // fit fails before (`sums_done` gone unsent). `ASTROPORT_PROBE_UPLOAD_WITH_DIFFERENCE` (a probe for
             // A/B timing, not a setting) leaves them to the difference's job.
             let (sums_done, sums_back) = std::sync::mpsc::channel::<()>();
             // The pipeline's three output planes (D, VD and the significance, 1.2 GB at 10k), made on a thread
