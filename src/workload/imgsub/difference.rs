@@ -256,9 +256,43 @@ impl Drop for SettleOnDrop<'_> {
 /// the caller once they have landed.
 struct BandsHome<'p> {
     row0: usize,
-    diff: &'p mut [f32],
-    variance: &'p mut [f32],
-    filtered: Vec<(usize, &'p mut [f32])>,
+    diff: LentRows<'p>,
+    variance: LentRows<'p>,
+    filtered: Vec<(usize, LentRows<'p>)>,
+}
+
+/// Rows of a plane lent to a job's read-back, kept as an address until the copy has landed: no reference to
+/// them is made, moved or used while a device's copy that lands after its job may still be writing them.
+struct LentRows<'p> {
+    address: *mut f32,
+    len: usize,
+    lent: std::marker::PhantomData<&'p mut [f32]>,
+}
+
+impl<'p> LentRows<'p> {
+    fn new(rows: &'p mut [f32]) -> Self {
+        LentRows {
+            address: rows.as_mut_ptr(),
+            len: rows.len(),
+            lent: std::marker::PhantomData,
+        }
+    }
+    fn rows(&self) -> usize {
+        self.len
+    }
+    /// Where the job's read-back lands.
+    fn destination(&mut self) -> HostDestination<'_> {
+        // SAFETY: the rows of an exclusive borrow of `'p` (new), lent here to one job for the borrow of self.
+        HostDestination::f32(unsafe { std::slice::from_raw_parts_mut(self.address, self.len) })
+    }
+    /// The rows, once the read-back into them has landed.
+    ///
+    /// # Safety
+    /// The job's copy into them has landed (its job has returned, or the next one, for a later read-back).
+    unsafe fn landed(self) -> &'p mut [f32] {
+        // SAFETY: the rows of an exclusive borrow of `'p` (new), no longer written by anyone (the caller).
+        unsafe { std::slice::from_raw_parts_mut(self.address, self.len) }
+    }
 }
 
 /// The device time of [`DifferenceProblem::difference_and_filter`]'s jobs, by pass.
@@ -662,10 +696,11 @@ fn program_defines(gpu: bool) -> Vec<(String, String)> {
     )]
 }
 
-/// A resident float32 buffer `id` of `into`'s length whose contents the job reads back into `into`.
-fn read_into(id: u64, into: &mut [f32], later: bool) -> BufferSpec<'_> {
-    let len = into.len();
-    let into = HostDestination::f32(into);
+/// A resident float32 buffer `id` of `rows`' length whose contents the job reads back into `rows` (`later`:
+/// possibly after the job returns, [`ReadBack::IntoLater`]).
+fn read_into<'a>(id: u64, rows: &'a mut LentRows, later: bool) -> BufferSpec<'a> {
+    let len = rows.rows();
+    let into = rows.destination();
     BufferSpec::Resident {
         id,
         dtype: DType::F32,
@@ -888,10 +923,14 @@ impl DifferenceProblem {
         let later = dev.read_backs_land_later();
         let _settled = SettleOnDrop(dev);
         let mut landing: Option<BandsHome<'p>> = None;
+        // SAFETY (every `landed`): a band is handed on once its job has returned, and for a later read-back
+        // the next job too.
         let mut hand_on = |home: BandsHome<'p>| {
-            on_difference(home.row0, home.diff, home.variance);
+            on_difference(home.row0, unsafe { home.diff.landed() }, unsafe {
+                home.variance.landed()
+            });
             for (row0, snr) in home.filtered {
-                on_significance(row0, snr);
+                on_significance(row0, unsafe { snr.landed() });
             }
         };
         for (k, &(row0, rows)) in bands.iter().enumerate() {
@@ -908,8 +947,8 @@ impl DifferenceProblem {
                 init: (k == 0 && !kept.images_on_device).then(|| HostSlice::F32(&self.images32[i])),
                 read_back: ReadBack::No,
             };
-            let diff = take(&mut diff_rows, rows * nx);
-            let variance = take(&mut variance_rows, rows * nx);
+            let mut diff = LentRows::new(take(&mut diff_rows, rows * nx));
+            let mut variance = LentRows::new(take(&mut variance_rows, rows * nx));
             let mut buffers = vec![
                 BufferSpec::Input(HostSlice::F32(&self.terms32)),
                 image(0),
@@ -924,8 +963,8 @@ impl DifferenceProblem {
                     read_back: ReadBack::No,
                 },
                 BufferSpec::Input(HostSlice::F32(&filter_terms)),
-                read_into(set[0], diff, this_later),
-                read_into(set[1], variance, this_later),
+                read_into(set[0], &mut diff, this_later),
+                read_into(set[1], &mut variance, this_later),
             ];
             let poison = |buffer| Step::Fill { buffer, byte: 0xFF };
             let whole_rows = |row0, rows| BandRows {
@@ -965,14 +1004,14 @@ impl DifferenceProblem {
                     local: Local::Prefer(256),
                 }),
             ];
-            let mut filtered: Vec<(usize, &'p mut [f32])> = (k > 0)
+            let mut filtered: Vec<(usize, LentRows<'p>)> = (k > 0)
                 .then(|| bands[k - 1])
                 .into_iter()
                 .chain(last.then_some((row0, rows)))
-                .map(|(row0, rows)| (row0, take(&mut snr_rows, rows * nx)))
+                .map(|(row0, rows)| (row0, LentRows::new(take(&mut snr_rows, rows * nx))))
                 .collect();
             for (i, (row0, snr)) in filtered.iter_mut().enumerate() {
-                let (row0, rows) = (*row0, snr.len() / nx);
+                let (row0, rows) = (*row0, snr.rows() / nx);
                 buffers.push(read_into(set[2 + i], snr, this_later));
                 let snr = buffers.len() - 1;
                 steps.push(poison(snr));
