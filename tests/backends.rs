@@ -4,9 +4,9 @@
 mod common;
 
 use astroport::backend::{
-    discover, resident_id, BufferSpec, Choice, DType, HostDestination, HostSlice, HostVec,
-    KernelArg, KernelJob, LaterDestination, Launch, Local, Model, Program, ReadBack, Step, StepArg,
-    Target,
+    discover, resident_id, Accelerator, BufferSpec, Choice, DType, HostDestination, HostSlice,
+    HostVec, JobOutput, KernelArg, KernelJob, LaterDestination, Launch, Local, Model, Program,
+    ReadBack, Step, StepArg, Target,
 };
 use astroport::bench;
 use astroport::exec::{DeviceBudget, RunOptions, SinglePass};
@@ -265,6 +265,18 @@ fn resident_job<'a>(
     RunOptions::single_shot().job(&NOOP, vec![], buffers, vec![Step::Launch(launch)])
 }
 
+/// [`resident_job`] run on `dev`; a failure panics with the device's id.
+fn run_resident(
+    dev: &dyn Accelerator,
+    id: u64,
+    data: &[f32],
+    init: bool,
+    read_back: ReadBack,
+) -> JobOutput {
+    dev.run(&resident_job(id, data, init, read_back))
+        .unwrap_or_else(|e| panic!("{}: {e}", dev.id()))
+}
+
 /// A read-back landing later that is large (36 MiB: on CUDA it goes through the staging lanes on a thread
 /// beside the next job) is whole when the next job is back, and that job, uploading new data into the very
 /// buffer being copied out of (through the lanes too), waits for the copy first: the copy holds the old
@@ -282,33 +294,31 @@ fn a_large_read_back_landing_later_is_whole_and_not_overwritten() {
             unreachable!()
         };
         let id = resident_id();
-        dev.run(&resident_job(id, &old, true, ReadBack::No))
-            .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        run_resident(dev.as_ref(), id, &old, true, ReadBack::No);
         let mut later = vec![f32::NAN; n];
         // SAFETY: `later` is read only after the next job has returned.
         let later_into = unsafe { LaterDestination::new(HostDestination::f32(&mut later)) };
-        dev.run(&resident_job(
+        run_resident(
+            dev.as_ref(),
             id,
             &old,
             false,
             ReadBack::IntoLater(later_into),
-        ))
-        .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
-        dev.run(&resident_job(id, &new, true, ReadBack::No))
-            .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        );
+        run_resident(dev.as_ref(), id, &new, true, ReadBack::No);
         assert!(
             later == old,
             "{}: the copy landed later holds the old values",
             t.id()
         );
         let mut now = vec![f32::NAN; n];
-        dev.run(&resident_job(
+        run_resident(
+            dev.as_ref(),
             id,
             &new,
             false,
             ReadBack::Into(HostDestination::f32(&mut now)),
-        ))
-        .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        );
         assert!(now == new, "{}: the buffer holds the new values", t.id());
         dev.release(&[id]);
         ran.push(t.id());
@@ -332,13 +342,9 @@ fn resident_buffers_are_read_back_by_a_later_job() {
             unreachable!()
         };
         let id = resident_id();
-        let uploaded = dev
-            .run(&resident_job(id, &data, true, ReadBack::No))
-            .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        let uploaded = run_resident(dev.as_ref(), id, &data, true, ReadBack::No);
         assert_eq!(uploaded.outputs.len(), 2, "{}: the two outputs", t.id());
-        let out = dev
-            .run(&resident_job(id, &data, false, ReadBack::Returned))
-            .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        let out = run_resident(dev.as_ref(), id, &data, false, ReadBack::Returned);
         let poisoned = |v: &[f32], len| v.len() == len && v.iter().all(|x| x.is_nan());
         match &out.outputs[..] {
             [HostVec::F32(a), HostVec::F32(v), HostVec::F32(b)] => {
@@ -349,14 +355,13 @@ fn resident_buffers_are_read_back_by_a_later_job() {
         }
         // Read back into the caller's memory instead: not among the outputs, every value there.
         let mut into = vec![f32::NAN; data.len()];
-        let out = dev
-            .run(&resident_job(
-                id,
-                &data,
-                false,
-                ReadBack::Into(HostDestination::f32(&mut into)),
-            ))
-            .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        let out = run_resident(
+            dev.as_ref(),
+            id,
+            &data,
+            false,
+            ReadBack::Into(HostDestination::f32(&mut into)),
+        );
         assert_eq!(out.outputs.len(), 2, "{}: the two outputs only", t.id());
         assert_eq!(
             into,
@@ -369,32 +374,32 @@ fn resident_buffers_are_read_back_by_a_later_job() {
         let (mut later, mut again) = (vec![f32::NAN; data.len()], vec![f32::NAN; data.len()]);
         // SAFETY: `later` is read only after the next job has returned.
         let later_into = unsafe { LaterDestination::new(HostDestination::f32(&mut later)) };
-        dev.run(&resident_job(
+        run_resident(
+            dev.as_ref(),
             id,
             &data,
             false,
             ReadBack::IntoLater(later_into),
-        ))
-        .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
-        dev.run(&resident_job(
+        );
+        run_resident(
+            dev.as_ref(),
             id,
             &data,
             false,
             ReadBack::Into(HostDestination::f32(&mut again)),
-        ))
-        .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        );
         assert_eq!(later, data, "{}: read back later, next job back", t.id());
         assert_eq!(again, data, "{}: read back by the next job", t.id());
         let mut settled = vec![f32::NAN; data.len()];
         // SAFETY: `settled` is read only after settle() has returned.
         let settled_into = unsafe { LaterDestination::new(HostDestination::f32(&mut settled)) };
-        dev.run(&resident_job(
+        run_resident(
+            dev.as_ref(),
             id,
             &data,
             false,
             ReadBack::IntoLater(settled_into),
-        ))
-        .unwrap_or_else(|e| panic!("{}: {e}", t.id()));
+        );
         dev.settle()
             .unwrap_or_else(|e| panic!("{}: settle: {e}", t.id()));
         assert_eq!(settled, data, "{}: read back later, settled", t.id());

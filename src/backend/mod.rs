@@ -356,6 +356,17 @@ pub enum ReadBack<'a> {
     IntoLater(LaterDestination<'a>),
 }
 
+impl<'a> ReadBack<'a> {
+    /// The caller's memory the contents are copied into (`Into` and `IntoLater`).
+    pub fn destination(&self) -> Option<HostDestination<'a>> {
+        match self {
+            ReadBack::Into(into) => Some(*into),
+            ReadBack::IntoLater(later) => Some(later.0),
+            ReadBack::No | ReadBack::Returned => None,
+        }
+    }
+}
+
 /// A [`HostDestination`] whose copy may land after its job returns ([`ReadBack::IntoLater`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LaterDestination<'a>(HostDestination<'a>);
@@ -366,9 +377,6 @@ impl<'a> LaterDestination<'a> {
     /// [`Accelerator::settle`], has returned: the borrow that lent it may end sooner.
     pub unsafe fn new(into: HostDestination<'a>) -> Self {
         LaterDestination(into)
-    }
-    pub fn destination(&self) -> HostDestination<'a> {
-        self.0
     }
 }
 
@@ -643,12 +651,7 @@ impl<'a> KernelJob<'a> {
                         self.program.name, self.warmup, self.repeats
                     )));
                 }
-                let into = match read_back {
-                    ReadBack::Into(into) => Some(*into),
-                    ReadBack::IntoLater(later) => Some(later.destination()),
-                    _ => None,
-                };
-                if let Some(into) = into {
+                if let Some(into) = read_back.destination() {
                     if into.bytes() != b.bytes() {
                         return Err(BackendError::Runtime(format!(
                             "job of program {}: resident buffer {i} of {} bytes read back into {} bytes",

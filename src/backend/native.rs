@@ -291,11 +291,11 @@ pub fn flatten<'a>(job: &'a KernelJob, source: &str, rooms: bool) -> BridgeJob<'
                 } => match (init, read_back) {
                     (Some(s), _) => (3, address(s), *id, s.len() as u64, false),
                     (None, ReadBack::Returned) => (3, output(), *id, 0, true),
-                    (None, ReadBack::Into(into)) => (3, into.address(), *id, 0, true),
-                    (None, ReadBack::IntoLater(later)) => {
-                        (3, later.destination().address(), *id, 0, true)
-                    }
                     (None, ReadBack::No) => (3, 0, *id, 0, false),
+                    (None, into) => {
+                        let address = into.destination().map_or(0, |d| d.address());
+                        (3, address, *id, 0, true)
+                    }
                 },
             };
             let read_back_later = matches!(

@@ -522,23 +522,14 @@ impl OpenClDevice {
         let mut outputs = Vec::new();
         for (buf, spec) in buffers.iter().zip(&job.buffers) {
             // A later read-back lands with its job here (OpenCL reads on the job's queue).
-            let into = match spec {
-                BufferSpec::Resident {
-                    read_back: ReadBack::Into(into),
-                    ..
-                } => Some(*into),
-                BufferSpec::Resident {
-                    read_back: ReadBack::IntoLater(later),
-                    ..
-                } => Some(later.destination()),
-                _ => None,
-            };
-            if let Some(into) = into {
-                let ev: &[cl_event] = &[];
-                if into.bytes() > 0 {
-                    // SAFETY: the job lends this memory (validated to the buffer's size); read once here.
-                    unsafe { q.enqueue_read_buffer(buf, CL_BLOCKING, 0, into.bytes_mut(), ev) }
-                        .map_err(cl_err("clEnqueueReadBuffer"))?;
+            if let BufferSpec::Resident { read_back, .. } = spec {
+                if let Some(into) = read_back.destination() {
+                    let ev: &[cl_event] = &[];
+                    if into.bytes() > 0 {
+                        // SAFETY: the job lends this memory (validated to the buffer's size); read once here.
+                        unsafe { q.enqueue_read_buffer(buf, CL_BLOCKING, 0, into.bytes_mut(), ev) }
+                            .map_err(cl_err("clEnqueueReadBuffer"))?;
+                    }
                 }
             }
             if let BufferSpec::Output { dtype, len }

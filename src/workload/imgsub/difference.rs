@@ -277,7 +277,7 @@ impl<'p> LentRows<'p> {
             lent: std::marker::PhantomData,
         }
     }
-    fn rows(&self) -> usize {
+    fn len(&self) -> usize {
         self.len
     }
     /// Where the job's read-back lands.
@@ -699,7 +699,7 @@ fn program_defines(gpu: bool) -> Vec<(String, String)> {
 /// A resident float32 buffer `id` of `rows`' length whose contents the job reads back into `rows` (`later`:
 /// possibly after the job returns, [`ReadBack::IntoLater`]).
 fn read_into<'a>(id: u64, rows: &'a mut LentRows, later: bool) -> BufferSpec<'a> {
-    let len = rows.rows();
+    let len = rows.len();
     let into = rows.destination();
     BufferSpec::Resident {
         id,
@@ -1011,7 +1011,7 @@ impl DifferenceProblem {
                 .map(|(row0, rows)| (row0, LentRows::new(take(&mut snr_rows, rows * nx))))
                 .collect();
             for (i, (row0, snr)) in filtered.iter_mut().enumerate() {
-                let (row0, rows) = (*row0, snr.rows() / nx);
+                let (row0, rows) = (*row0, snr.len() / nx);
                 buffers.push(read_into(set[2 + i], snr, this_later));
                 let snr = buffers.len() - 1;
                 steps.push(poison(snr));

@@ -816,7 +816,7 @@ pub fn subtract_streaming(
     // and the filter's inputs formed from it in the convolved image's planes, spent (at 10k every fresh
     // plane is 400 MB of pages to map).
     // D, VD and the significance end up in `planes`: read back into them band by band when pipelined
-    // (allocated here, their pages mapped by the jobs' downloads), else the difference's two and the
+    // (made and mapped beside the fit, or here under the probe), else the difference's two and the
     // filter's plane made in the scope below.
     let n = nx * ny;
     let (mut planes, pass, first_times) = match route {
