@@ -46,4 +46,10 @@ __kernel void imgsub_lag_f64(__global const double *restrict window, __global co
 {
     imgsub_lag_item(get_global_id(0), window, weight, stamps, side, lag);
 }
+__kernel void imgsub_sky_f64(__global const double *restrict kbar, __global const float *restrict ref,
+                             __global const float *restrict sci, const int nx, const int ny, const int stride,
+                             const int across, const int samples, __global double *restrict sky)
+{
+    imgsub_sky_item(get_global_id(0), kbar, ref, sci, nx, ny, stride, across, samples, sky);
+}
 #endif

@@ -12,7 +12,8 @@
 # --test imgsub_subtract --no-run`, stripped) and .carry/backends.xz (below). The device tool's command, with carry [".carry"]:
 #   bash scripts/gpu_subtract_later.sh [VARIANT ...]
 # Results under $OUT: tests.txt, ab/ab.txt (one line per run; every variant must print one outputs hash),
-# ab/ab.tgz (every run's timeline), warm/ (the device-timed run).
+# ab/ab.tgz (every run's timeline), warm/ (the device-timed run); with PAIRS=N also pairs/ (a list of N pairs
+# in one process against single processes, twice: scripts/gpu_subtract_pairs.sh).
 set -uo pipefail
 final="${OUT:-out/gpu}"
 mkdir -p "$final"
@@ -38,6 +39,9 @@ if [ -x .carry/backends ]; then
 fi
 [ $# -gt 0 ] || set -- "direct=BIN=.carry/astroport_direct" "premap=BIN=.carry/astroport_premap" "later=-"
 OUT="$final/ab" ASTROPORT_BIN=.carry/astroport timeout 330 bash "$here/gpu_subtract_ab.sh" "${REPS:-6}" "$@"
+if [ -n "${PAIRS:-}" ]; then
+  OUT="$final/pairs" ASTROPORT_BIN=.carry/astroport timeout 200 bash "$here/gpu_subtract_pairs.sh" "$PAIRS" 2
+fi
 # The device time, warm: repeats take the route with the planes home between the passes (resident buffers
 # need single-shot jobs), which is what the 50 ms is judged on.
 mkdir -p "$final/warm/out"

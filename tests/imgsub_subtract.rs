@@ -329,6 +329,24 @@ fn every_backend_subtracts_as_the_cpu_model_does() {
             target.id()
         );
         let label = format!("{} (cap {cap:?})", target.id());
+        // The background correction's sky samples: on the device when the images are kept there, and the
+        // same correction as the cpu model's to a millionth of an electron (a wrong or unwritten sample
+        // moves it by tenths, or makes it NaN).
+        assert_eq!(
+            sub.sky_on_device,
+            cap.is_none(),
+            "{label}: sky samples on the device"
+        );
+        for (a, b) in sub
+            .background_correction
+            .iter()
+            .zip(&reference.background_correction)
+        {
+            assert!(
+                (a - b).abs() <= 1e-6,
+                "{label}: background correction {a} against {b}"
+            );
+        }
         let (d, v) = planes_errors(&sub, &reference64, &unconvolved, 1.0);
         errors.push((label.clone(), d, v));
         assert_same_detection(&sub, &reference, &label);

@@ -215,6 +215,41 @@ ASTRO_FN void imgsub_lag_item(size_t gid, ASTRO_GLOBAL const double *ASTRO_RESTR
     }
     lag[gid] = sum;
 }
+
+/* The sky left in D by the fitted background (src/workload/imgsub/subtract.rs, `residual_background`): D = I -
+ * R (x) K - B in float64 at every `stride`-th pixel of every `stride`-th row, from the float32 images on the
+ * device and the float64 kernel and background (kbar as above, B after it). Sample i is pixel ((i % across)
+ * stride, (i / across) stride); each kernel row's taps in u order, then the row sums. One work-item per
+ * sample; masked samples are computed too and left out by the host. */
+ASTRO_FN void imgsub_sky_item(size_t gid, ASTRO_GLOBAL const double *ASTRO_RESTRICT kbar,
+                              ASTRO_GLOBAL const float *ASTRO_RESTRICT ref,
+                              ASTRO_GLOBAL const float *ASTRO_RESTRICT sci, int nx, int ny, int stride,
+                              int across, int samples, ASTRO_GLOBAL double *ASTRO_RESTRICT sky)
+{
+    if (gid >= (size_t)samples) return;
+    const int x = (int)(gid % (size_t)across) * stride, y = (int)(gid / (size_t)across) * stride;
+    const double xh = 2.0 * (double)x / (double)(nx > 1 ? nx - 1 : 1) - 1.0;
+    const double yh = 2.0 * (double)y / (double)(ny > 1 ? ny - 1 : 1) - 1.0;
+    double c = 0.0;
+    for (int v = -IMG_HALF; v <= IMG_HALF; ++v) {
+        const int yy = y - v;
+        if (yy < 0 || yy >= ny) continue;
+        ASTRO_GLOBAL const float *r_row = ref + (size_t)yy * (size_t)nx;
+        ASTRO_GLOBAL const double *k_row = kbar + (size_t)((v + IMG_HALF) * IMG_SIDE) * IMG_TERMS;
+        double c_row = 0.0;
+        for (int u = -IMG_HALF; u <= IMG_HALF; ++u) {
+            const int xx = x - u;
+            if (xx < 0 || xx >= nx) continue;
+            ASTRO_GLOBAL const double *k = k_row + (size_t)(u + IMG_HALF) * IMG_TERMS;
+            const double a = k[0] + yh * (k[2] + yh * k[5]);
+            const double b = k[1] + yh * k[4];
+            c_row += (a + xh * (b + xh * k[3])) * (double)r_row[xx];
+        }
+        c += c_row;
+    }
+    ASTRO_GLOBAL const double *bg = kbar + IMG_SIDE * IMG_SIDE * IMG_TERMS;
+    sky[gid] = (double)sci[(size_t)y * (size_t)nx + (size_t)x] - c - (bg[0] + bg[1] * xh + bg[2] * yh);
+}
 #endif
 
 IMGSUB_DIFFERENCE(float, f32, IMG_PIXELS_F32)

@@ -45,13 +45,20 @@ __global__ void imgsub_lag_f64(const double *__restrict__ window, const double *
 {
     imgsub_lag_item(global_id(), window, weight, stamps, side, lag);
 }
+__global__ void imgsub_sky_f64(const double *__restrict__ kbar, const float *__restrict__ ref,
+                               const float *__restrict__ sci, int nx, int ny, int stride, int across, int samples,
+                               double *__restrict__ sky)
+{
+    imgsub_sky_item(global_id(), kbar, ref, sci, nx, ny, stride, across, samples, sky);
+}
 
 namespace astroport_cuda {
 #define IMGSUB_ENTRY(k) {#k, reinterpret_cast<const void *>(&k)}
 extern const KernelEntry imgsub_kernels[] = {IMGSUB_ENTRY(imgsub_difference_f32), IMGSUB_ENTRY(imgsub_difference_f64),
                                              IMGSUB_ENTRY(imgsub_filter_f32), IMGSUB_ENTRY(imgsub_filter_f64),
                                              IMGSUB_ENTRY(imgsub_filter_inputs_f32),
-                                             IMGSUB_ENTRY(imgsub_gram_f64), IMGSUB_ENTRY(imgsub_lag_f64)};
+                                             IMGSUB_ENTRY(imgsub_gram_f64), IMGSUB_ENTRY(imgsub_lag_f64),
+                                             IMGSUB_ENTRY(imgsub_sky_f64)};
 #undef IMGSUB_ENTRY
 extern const int imgsub_kernel_count = sizeof(imgsub_kernels) / sizeof(imgsub_kernels[0]);
 }  // namespace astroport_cuda

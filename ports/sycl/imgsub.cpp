@@ -41,3 +41,8 @@ IMGSUB_ENTRY imgsub_lag_f64(const double *window, const double *weight, int stam
 {
     imgsub_lag_item(global_id(), window, weight, stamps, side, lag);
 }
+IMGSUB_ENTRY imgsub_sky_f64(const double *kbar, const float *ref, const float *sci, int nx, int ny, int stride,
+                            int across, int samples, double *sky)
+{
+    imgsub_sky_item(global_id(), kbar, ref, sci, nx, ny, stride, across, samples, sky);
+}

@@ -532,7 +532,13 @@ impl SubtractArgs {
                 // files are synced: the disk is then the bound (1.3 GB at 1.5-1.6 GB/s at 10k), and zeros
                 // flushed before the planes replace them would be written twice.
                 let ahead = match target {
-                    Target::Device(_) if self.no_fsync => PlanesAhead::start(staging, nx, ny),
+                    // `ASTROPORT_PROBE_NO_WRITE_AHEAD`: a probe for A/B timing, not a setting.
+                    Target::Device(_)
+                        if self.no_fsync
+                            && std::env::var_os("ASTROPORT_PROBE_NO_WRITE_AHEAD").is_none() =>
+                    {
+                        PlanesAhead::start(staging, nx, ny)
+                    }
                     _ => PlanesAhead::none(),
                 };
                 let planes_s = std::sync::Mutex::new(0.0);

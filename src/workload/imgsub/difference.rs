@@ -380,6 +380,70 @@ impl KeptPlanes {
         })
     }
 
+    /// D = I - R ⊗ K - B in float64 at every `stride`-th pixel of every `stride`-th row, row by row
+    /// (`imgsub_sky_item`), from the images already on `dev` ([`KeptPlanes::upload_images`]) and
+    /// `kbar_and_background` (Kbar tap-major, then B's three terms): the sky samples of subtract.rs's
+    /// background correction. `None` where the images are not there or the device has no float64.
+    pub fn sky_samples(
+        &self,
+        dev: &dyn Accelerator,
+        kbar_and_background: &[f64],
+        stride: usize,
+    ) -> Result<Option<Vec<f64>>, RunError> {
+        if !self.images_on_device || !dev.info().fp64 {
+            return Ok(None);
+        }
+        let n = self.nx * self.ny;
+        let (across, down) = (self.nx.div_ceil(stride), self.ny.div_ceil(stride));
+        let samples = across * down;
+        let image = |i: usize| BufferSpec::Resident {
+            id: self.images[i],
+            dtype: DType::F32,
+            len: n,
+            init: None,
+            read_back: ReadBack::No,
+        };
+        let buffers = vec![
+            BufferSpec::Input(HostSlice::F64(kbar_and_background)),
+            image(0),
+            image(2),
+            BufferSpec::Output {
+                dtype: DType::F64,
+                len: samples,
+            },
+        ];
+        let sky = Launch {
+            kernel: "imgsub_sky_f64".into(),
+            args: vec![
+                StepArg::Buffer(0),
+                StepArg::Buffer(1),
+                StepArg::Buffer(2),
+                StepArg::I32(self.nx as i32),
+                StepArg::I32(self.ny as i32),
+                StepArg::I32(stride as i32),
+                StepArg::I32(across as i32),
+                StepArg::I32(samples as i32),
+                StepArg::Buffer(3),
+            ],
+            global: samples,
+            local: Local::Prefer(128),
+        };
+        let gpu = dev.info().is_gpu;
+        let job = RunOptions::single_shot().job(
+            &PROGRAM,
+            program_defines(gpu),
+            buffers,
+            vec![Step::Launch(sky)],
+        );
+        let mut run = exec::run_plan(dev, &[job], 0)?;
+        match run.outputs.pop().and_then(|mut o| o.pop()) {
+            Some(HostVec::F64(sky)) if sky.len() == samples => Ok(Some(sky)),
+            _ => Err(RunError::Failed(
+                "the sky samples came back in an unexpected form".into(),
+            )),
+        }
+    }
+
     /// Every resident buffer's id.
     pub fn ids(&self) -> Vec<u64> {
         let mut ids = self.images.to_vec();

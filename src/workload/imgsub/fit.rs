@@ -567,6 +567,8 @@ fn any_bad(bad: &[u8], nx: usize, x: usize, y: usize, half: usize) -> bool {
 struct StampSums {
     /// (nbasis + 3)² Gram matrix, row-major.
     gram: Vec<f64>,
+    /// Its upper triangle (i ≤ j) row by row: what [`normal_equations`] gathers, contiguous.
+    upper: Vec<f64>,
     /// S(u) = Σ_p w_p VR(p − u) for every tap u: the convolved image's noise term (see [`rescale`]).
     lag: Vec<f64>,
     rhs: Vec<f64>,
@@ -699,17 +701,23 @@ pub fn fit_stamps(
             let (batch_sums, seconds) =
                 batch.sums_on(target, mem_cap).map_err(FitError::Backend)?;
             sums_done();
+            crate::exec::trace_event(|| "fit: stamp sums back".into());
             sums_job_seconds += job_start.elapsed().as_secs_f64();
             sums_seconds += seconds;
             stamp_sums_made += unsummed.len();
-            for (i, p) in unsummed.iter().enumerate() {
-                summed.insert(*p, std::sync::Arc::new(unpack(&batch, &batch_sums, i, nb)));
+            let unpacked: Vec<StampSums> = (0..unsummed.len())
+                .into_par_iter()
+                .map(|i| unpack(&batch, &batch_sums, i, nb))
+                .collect();
+            for (p, stamp) in unsummed.iter().zip(unpacked) {
+                summed.insert(*p, std::sync::Arc::new(stamp));
             }
             sums_wall_seconds += sums_start.elapsed().as_secs_f64();
             last_batch = Some((unsummed.clone(), batch));
         }
         let sums: Vec<std::sync::Arc<StampSums>> =
             places_xy.iter().map(|p| summed[p].clone()).collect();
+        crate::exec::trace_event(|| "fit: stamp sums unpacked".into());
         // The global normal equations.
         let places: Vec<[f64; TERMS]> = fitted
             .iter()
@@ -854,13 +862,12 @@ fn normal_equations(
     let stamps = sums.len();
     // G is symmetric, and so is A: the products take G's upper triangle (i ≤ j) alone, half the work.
     let upper = |i: usize, j: usize| i * cols - i * (i + 1) / 2 + j;
-    let grams = DMatrix::from_iterator(
-        cols * (cols + 1) / 2,
-        stamps,
-        sums.iter().flat_map(|s| {
-            (0..cols).flat_map(move |i| (i..cols).map(move |j| s.gram[i * cols + j]))
-        }),
-    );
+    let triangle = cols * (cols + 1) / 2;
+    let mut gathered = Vec::with_capacity(triangle * stamps);
+    for s in sums {
+        gathered.extend_from_slice(&s.upper[..triangle]);
+    }
+    let grams = DMatrix::from_vec(triangle, stamps, gathered);
     let rhs = DMatrix::from_iterator(
         cols,
         stamps,
@@ -1068,6 +1075,9 @@ fn unpack(batch: &StampBatch, sums: &BatchSums, i: usize, nb: usize) -> StampSum
     StampSums {
         gram: (0..cols * cols)
             .map(|e| g[(e / cols) * m + e % cols])
+            .collect(),
+        upper: (0..cols)
+            .flat_map(|a| g[a * m + a..a * m + cols].iter().copied())
             .collect(),
         lag: sums.lag[i * TAPS..][..TAPS].to_vec(),
         rhs: (0..cols).map(|a| g[a * m + cols]).collect(),

@@ -182,6 +182,8 @@ pub struct Subtraction {
     /// The background subtracted: the fit's plus the correction measured on sky samples.
     pub background: [f64; 3],
     pub background_correction: [f64; 3],
+    /// The correction's sky samples were computed on the device (the images there already, float64).
+    pub sky_on_device: bool,
     pub detections: Vec<Detection>,
     pub timings: Timings,
     pub backend: String,
@@ -382,43 +384,30 @@ const SKY_BLOCK: usize = 16;
 
 /// The plane (b0 + b1 x̂ + b2 ŷ) left in D by the fitted background: the fit sees only the stamps, bright
 /// stars whose far wings (beyond the 21 × 21 kernel) it takes for sky, so B came out 2.3 e- too high on the
-/// 10k field (the whole significance image at −0.44 σ, and 120 negative false positives). D is computed on
-/// the host at every 16th pixel of every 16th row (unmasked), the median taken over blocks of 16 × 16
-/// samples (sources are few in D, so the median is the sky; SExtractor's mode estimate changed the false
-/// positives by ±1 at 1k, 2k and 10k), and a plane fitted to the blocks' medians.
-fn residual_background(
-    conv: &[f32],
-    unconv: &[f32],
-    mask: &[u8],
-    nx: usize,
-    ny: usize,
-    kernel: &VaryingKernel,
-) -> [f64; 3] {
+/// 10k field (the whole significance image at −0.44 σ, and 120 negative false positives). D is sampled at
+/// every 16th pixel of every 16th row ([`sky_samples`]), the median of the unmasked ones taken over blocks of
+/// 16 × 16 samples (sources are few in D, so the median is the sky; SExtractor's mode estimate changed the
+/// false positives by ±1 at 1k, 2k and 10k), and a plane fitted to the blocks' medians.
+fn residual_background(samples: &[f64], mask: &[u8], nx: usize, ny: usize) -> [f64; 3] {
     let block = SKY_STRIDE * SKY_BLOCK;
     let (bx, by) = (nx.div_ceil(block), ny.div_ceil(block));
+    let across = nx.div_ceil(SKY_STRIDE);
     let medians: Vec<Option<(f64, f64, f64)>> = (0..bx * by)
         .into_par_iter()
         .map(|b| {
             let (i, j) = (b % bx, b / bx);
-            let mut samples = Vec::new();
-            let mut taps = vec![0.0; SIDE * SIDE];
+            let mut unmasked = Vec::new();
             for y in (j * block..((j + 1) * block).min(ny)).step_by(SKY_STRIDE) {
-                let yh = normalised(y as f64, ny);
-                let row = SampleRow::new(kernel, yh);
                 for x in (i * block..((i + 1) * block).min(nx)).step_by(SKY_STRIDE) {
-                    if mask[y * nx + x] != 0 {
-                        continue;
+                    if mask[y * nx + x] == 0 {
+                        unmasked.push(samples[(y / SKY_STRIDE) * across + x / SKY_STRIDE]);
                     }
-                    let xh = normalised(x as f64, nx);
-                    let c = convolved_at(conv, nx, ny, x, y, &row, xh, &mut taps);
-                    let bg = &kernel.background;
-                    samples.push(unconv[y * nx + x] as f64 - c - (bg[0] + bg[1] * xh + bg[2] * yh));
                 }
             }
-            if samples.len() < 16 {
+            if unmasked.len() < 16 {
                 return None;
             }
-            let sky = median(&mut samples);
+            let sky = median(&mut unmasked);
             let centre = |k: usize, n: usize| {
                 normalised(
                     ((k * block + ((k + 1) * block).min(n)) as f64 - 1.0) / 2.0,
@@ -447,6 +436,52 @@ fn residual_background(
         }
         None => [0.0; 3],
     }
+}
+
+/// D = I − R ⊗ K − B in float64 at every [`SKY_STRIDE`]-th pixel of every [`SKY_STRIDE`]-th row, row by row
+/// (NaN where masked: [`residual_background`] leaves those out): on the device when the images are there
+/// already (0.1 ms of kernels for 400,000 samples at 10k, against 14-25 ms of the host's 16 cores on its
+/// path), else here. Also says whether the device made them.
+fn sky_samples(
+    on_device: Option<(&dyn crate::backend::Accelerator, &KeptPlanes)>,
+    conv: &[f32],
+    unconv: &[f32],
+    mask: &[u8],
+    (nx, ny): (usize, usize),
+    kernel: &VaryingKernel,
+) -> Result<(Vec<f64>, bool), String> {
+    if let Some((dev, kept)) = on_device {
+        let mut kbar_and_background = kernel.kbar.clone();
+        kbar_and_background.extend_from_slice(&kernel.background);
+        let found = kept
+            .sky_samples(dev, &kbar_and_background, SKY_STRIDE)
+            .map_err(|e| format!("the background's sky samples on {}: {e}", dev.id()))?;
+        if let Some(samples) = found {
+            return Ok((samples, true));
+        }
+    }
+    let across = nx.div_ceil(SKY_STRIDE);
+    let mut samples = vec![f64::NAN; across * ny.div_ceil(SKY_STRIDE)];
+    samples
+        .par_chunks_mut(across)
+        .enumerate()
+        .for_each(|(j, out)| {
+            let y = j * SKY_STRIDE;
+            let yh = normalised(y as f64, ny);
+            let row = SampleRow::new(kernel, yh);
+            let mut taps = vec![0.0; SIDE * SIDE];
+            let bg = &kernel.background;
+            for (i, sample) in out.iter_mut().enumerate() {
+                let x = i * SKY_STRIDE;
+                if mask[y * nx + x] != 0 {
+                    continue;
+                }
+                let xh = normalised(x as f64, nx);
+                let c = convolved_at(conv, nx, ny, x, y, &row, xh, &mut taps);
+                *sample = unconv[y * nx + x] as f64 - c - (bg[0] + bg[1] * xh + bg[2] * yh);
+            }
+        });
+    Ok((samples, false))
 }
 
 /// One pass on `target` in the options' precision: its planes as float32 (D and VD, or the matched filter's
@@ -609,9 +644,9 @@ pub fn subtract_streaming(
                 })
             };
             // The difference's images go to the device beside the fit (1.6 GB, 37 ms at 10k on the H200), off
-            // the difference's own time, from when the fit's first stamp sums are done: begun at once, they
+            // the difference's own time, from when the fit's second stamp sums are done: begun at once, they
             // took the device as its context was made and held up that first job by 36 ms. Not begun when the
-            // fit fails before (`sums_done` gone unsent). `ASTROPORT_PROBE_UPLOAD_WITH_DIFFERENCE` (a probe for
+            // fit fails before its first (`sums_done` gone unsent). `ASTROPORT_PROBE_UPLOAD_WITH_DIFFERENCE` (a probe for
             // A/B timing, not a setting) leaves them to the difference's job.
             let (sums_done, sums_back) = std::sync::mpsc::channel::<()>();
             // The pipeline's three output planes (D, VD and the significance, 1.2 GB at 10k), made on a thread
@@ -643,15 +678,25 @@ pub fn subtract_streaming(
                     if std::env::var_os("ASTROPORT_PROBE_UPLOAD_WITH_DIFFERENCE").is_none() =>
                 {
                     let images = [&conv.data, &conv.variance, &unconv.data, &unconv.variance];
-                    // One image after each of the fit's stamp-sums jobs: the host then forms and solves the
-                    // normal equations (3-15 ms at 10k) while an image's job (about 10 ms) holds the device;
-                    // sent all at once, they held the fit's next two jobs up by about 10 ms each
-                    // (docs/perf-notes.md). Those left when the fit is done go at once.
-                    // `ASTROPORT_PROBE_UPLOAD_AT_ONCE` (a probe for A/B timing) sends them all at once.
+                    // One image after each of the fit's stamp-sums jobs from the second on: the host then
+                    // forms and solves the normal equations (3-15 ms at 10k) while an image's job (10-29 ms)
+                    // holds the device. Sent all at once, they held the fit's next two jobs up by about 10
+                    // ms each; begun after the first sums, the first image (the slowest) still held up the
+                    // second, which sums every stamp again (docs/perf-notes.md). Those left when the fit
+                    // is done go at once. Probes for A/B timing, not settings:
+                    // `ASTROPORT_PROBE_UPLOAD_AT_ONCE` sends them all at once, and
+                    // `ASTROPORT_PROBE_UPLOAD_FROM_SUMS=k` sends the first after the k-th sums (default 2).
                     let at_once = std::env::var_os("ASTROPORT_PROBE_UPLOAD_AT_ONCE").is_some();
+                    let from_sums: usize = std::env::var("ASTROPORT_PROBE_UPLOAD_FROM_SUMS")
+                        .ok()
+                        .and_then(|k| k.parse().ok())
+                        .unwrap_or(2);
                     Some(scope.spawn(move || {
                         if sums_back.recv().is_err() {
                             return Ok(None);
+                        }
+                        for _ in 1..from_sums {
+                            let _ = sums_back.recv();
                         }
                         let turn = || {
                             if !at_once {
@@ -755,7 +800,24 @@ pub fn subtract_streaming(
     // 3. The difference on the device, with the background the stamps left corrected on sky samples.
     let mut kernel = fitted.kernel.clone();
     kernel.background = fitted.background;
-    let correction = residual_background(&conv.data, &unconv.data, &mask, nx, ny, &kernel);
+    // `ASTROPORT_PROBE_SKY_ON_HOST`: a probe for A/B timing, not a setting.
+    let on_device = match (&kept, target) {
+        (Some(k), Target::Device(dev))
+            if std::env::var_os("ASTROPORT_PROBE_SKY_ON_HOST").is_none() =>
+        {
+            Some((dev.as_ref(), k))
+        }
+        _ => None,
+    };
+    let (samples, sky_on_device) = sky_samples(
+        on_device,
+        &conv.data,
+        &unconv.data,
+        &mask,
+        (nx, ny),
+        &kernel,
+    )?;
+    let correction = residual_background(&samples, &mask, nx, ny);
     for (b, c) in kernel.background.iter_mut().zip(correction) {
         *b += c;
     }
@@ -903,6 +965,7 @@ pub fn subtract_streaming(
         correlation,
         background,
         background_correction: correction,
+        sky_on_device,
         detections: Vec::new(),
         timings: Timings::default(),
         backend: target.id(),
@@ -1257,6 +1320,8 @@ pub struct Diagnostics<'a> {
     /// after the fit.
     pub background: [f64; 3],
     pub background_correction: [f64; 3],
+    /// The correction's sky samples were computed on the device.
+    pub sky_samples_on_device: bool,
     pub psf: PsfSummary,
     /// Factor on the convolved image's share of VD in the matched filter's variance (correlated noise).
     pub filter_noise_correlation: f64,
@@ -1313,6 +1378,7 @@ impl Subtraction {
             kernel_sum_grid: grid,
             background: self.background,
             background_correction: self.background_correction,
+            sky_samples_on_device: self.sky_on_device,
             psf: self.psf.summary(),
             filter_noise_correlation: self.correlation,
             detections: self.detections.len(),
