@@ -614,7 +614,7 @@ pub fn fit(img: &FitImages, cfg: &FitConfig) -> Result<KernelFit, FitError> {
 
 /// [`fit`] on stamps already selected (by [`select_stamps`] on the same images and settings), with the
 /// stamp sums on `target` (in groups that fit `mem_cap` bytes, when given). `sums_done` is called each time
-/// stamp sums are back: the device is then free for other work until the fit's next job, which comes after
+/// stamp sums are back and unpacked: the device is then free for other work until the fit's next job, which comes after
 /// the host has formed and solved the normal equations (3-15 ms at 10k).
 pub fn fit_stamps(
     img: &FitImages,
@@ -700,7 +700,6 @@ pub fn fit_stamps(
             let job_start = std::time::Instant::now();
             let (batch_sums, seconds) =
                 batch.sums_on(target, mem_cap).map_err(FitError::Backend)?;
-            sums_done();
             crate::exec::trace_event(|| "fit: stamp sums back".into());
             sums_job_seconds += job_start.elapsed().as_secs_f64();
             sums_seconds += seconds;
@@ -712,6 +711,8 @@ pub fn fit_stamps(
             for (p, stamp) in unsummed.iter().zip(unpacked) {
                 summed.insert(*p, std::sync::Arc::new(stamp));
             }
+            // After the unpacking (1 ms), whose fresh pages faulted slowly beside work this signal starts.
+            sums_done();
             sums_wall_seconds += sums_start.elapsed().as_secs_f64();
             last_batch = Some((unsummed.clone(), batch));
         }

@@ -661,10 +661,15 @@ pub fn subtract_streaming(
             let map_beside_fit = matches!((kept, target), (Some(_), Target::Device(_)))
                 && std::env::var_os("ASTROPORT_PROBE_PLANES_MAPPED_BY_THE_JOBS").is_none();
             let pipeline_planes = map_beside_fit.then(|| {
+                // `ASTROPORT_PROBE_MAP_FROM_SUMS=k` (a probe for A/B timing): mapped after the k-th sums.
+                let from_sums: usize = std::env::var("ASTROPORT_PROBE_MAP_FROM_SUMS")
+                    .ok()
+                    .and_then(|k| k.parse().ok())
+                    .unwrap_or(1);
                 crate::exec::JoinOnDrop::spawn(move || {
                     let mut planes = [(); 3].map(|_| vec![0.0f32; nx * ny]);
                     let started = Instant::now();
-                    if map_signal.recv().is_ok() {
+                    if (0..from_sums.max(1)).all(|_| map_signal.recv().is_ok()) {
                         map_pages(&mut planes);
                         crate::exec::trace_event(|| {
                             "subtract: the pipeline's planes mapped".into()
