@@ -381,13 +381,13 @@ impl KeptPlanes {
     }
 
     /// D = I - R ⊗ K - B in float64 at every `stride`-th pixel of every `stride`-th row, row by row
-    /// (`imgsub_sky_item`), from the images already on `dev` ([`KeptPlanes::upload_images`]) and
-    /// `kbar_and_background` (Kbar tap-major, then B's three terms): the sky samples of subtract.rs's
-    /// background correction. `None` where the images are not there or the device has no float64.
+    /// (`imgsub_sky_item`), from the images already on `dev` ([`KeptPlanes::upload_images`]) and the
+    /// kernel's `terms` ([`VaryingKernel::device_terms`]): the sky samples of subtract.rs's background
+    /// correction. `None` where the images are not there or the device has no float64.
     pub fn sky_samples(
         &self,
         dev: &dyn Accelerator,
-        kbar_and_background: &[f64],
+        terms: &[f64],
         stride: usize,
     ) -> Result<Option<Vec<f64>>, RunError> {
         if !self.images_on_device || !dev.info().fp64 {
@@ -404,7 +404,7 @@ impl KeptPlanes {
             read_back: ReadBack::No,
         };
         let buffers = vec![
-            BufferSpec::Input(HostSlice::F64(kbar_and_background)),
+            BufferSpec::Input(HostSlice::F64(terms)),
             image(0),
             image(2),
             BufferSpec::Output {

@@ -567,8 +567,6 @@ fn any_bad(bad: &[u8], nx: usize, x: usize, y: usize, half: usize) -> bool {
 struct StampSums {
     /// (nbasis + 3)² Gram matrix, row-major.
     gram: Vec<f64>,
-    /// Its upper triangle (i ≤ j) row by row: what [`normal_equations`] gathers, contiguous.
-    upper: Vec<f64>,
     /// S(u) = Σ_p w_p VR(p − u) for every tap u: the convolved image's noise term (see [`rescale`]).
     lag: Vec<f64>,
     rhs: Vec<f64>,
@@ -863,10 +861,13 @@ fn normal_equations(
     let stamps = sums.len();
     // G is symmetric, and so is A: the products take G's upper triangle (i ≤ j) alone, half the work.
     let upper = |i: usize, j: usize| i * cols - i * (i + 1) / 2 + j;
+    // Each stamp's column: its rows' upper parts, each a contiguous slice of G.
     let triangle = cols * (cols + 1) / 2;
     let mut gathered = Vec::with_capacity(triangle * stamps);
     for s in sums {
-        gathered.extend_from_slice(&s.upper[..triangle]);
+        for i in 0..cols {
+            gathered.extend_from_slice(&s.gram[i * cols + i..(i + 1) * cols]);
+        }
     }
     let grams = DMatrix::from_vec(triangle, stamps, gathered);
     let rhs = DMatrix::from_iterator(
@@ -1076,9 +1077,6 @@ fn unpack(batch: &StampBatch, sums: &BatchSums, i: usize, nb: usize) -> StampSum
     StampSums {
         gram: (0..cols * cols)
             .map(|e| g[(e / cols) * m + e % cols])
-            .collect(),
-        upper: (0..cols)
-            .flat_map(|a| g[a * m + a..a * m + cols].iter().copied())
             .collect(),
         lag: sums.lag[i * TAPS..][..TAPS].to_vec(),
         rhs: (0..cols).map(|a| g[a * m + cols]).collect(),

@@ -451,10 +451,8 @@ fn sky_samples(
     kernel: &VaryingKernel,
 ) -> Result<(Vec<f64>, bool), String> {
     if let Some((dev, kept)) = on_device {
-        let mut kbar_and_background = kernel.kbar.clone();
-        kbar_and_background.extend_from_slice(&kernel.background);
         let found = kept
-            .sky_samples(dev, &kbar_and_background, SKY_STRIDE)
+            .sky_samples(dev, &kernel.device_terms(), SKY_STRIDE)
             .map_err(|e| format!("the background's sky samples on {}: {e}", dev.id()))?;
         if let Some(samples) = found {
             return Ok((samples, true));
