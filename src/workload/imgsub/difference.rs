@@ -752,8 +752,9 @@ impl DifferenceProblem {
     }
 }
 
-/// The build defines of the program's jobs: float32 pixels per work-item for this kind of device.
-fn program_defines(gpu: bool) -> Vec<(String, String)> {
+/// The build defines of the program's jobs: float32 pixels per work-item for this kind of device. Every
+/// job of the program takes the same (the fit's stamp sums too), so a process builds it once per device.
+pub(super) fn program_defines(gpu: bool) -> Vec<(String, String)> {
     vec![(
         "IMG_PIXELS_F32".into(),
         pixels_per_item(Precision::F32, gpu).to_string(),

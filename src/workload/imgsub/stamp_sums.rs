@@ -3,7 +3,7 @@
 //! (cl/common/imgsub.h, `imgsub_gram_item` and `imgsub_lag_item`). fit.rs makes the columns; this module sums
 //! them on the `cpu` model or on a device, in float64.
 
-use super::difference::{HALF, PROGRAM, SIDE};
+use super::difference::{program_defines, HALF, PROGRAM, SIDE};
 use crate::backend::{BufferSpec, DType, HostSlice, HostVec, Local, Step, StepArg, Target};
 use crate::exec::{self, DeviceBudget, RunOptions};
 use nalgebra::{DMatrix, DMatrixView};
@@ -185,7 +185,12 @@ impl StampBatch {
                 local: Local::Prefer(128),
             };
             let steps = vec![Step::Launch(gram), Step::Launch(lag)];
-            jobs.push(RunOptions::single_shot().job(&PROGRAM, Vec::new(), buffers, steps));
+            jobs.push(RunOptions::single_shot().job(
+                &PROGRAM,
+                program_defines(dev.info().is_gpu),
+                buffers,
+                steps,
+            ));
             first += n;
         }
         let run = exec::run_plan(dev.as_ref(), &jobs, 0)?;
