@@ -254,6 +254,19 @@ pub fn trace_event(what: impl FnOnce() -> String) {
     }
 }
 
+/// Whether a probe for A/B timing (an environment variable, not a setting) is set.
+pub fn probe_on(name: &str) -> bool {
+    std::env::var_os(name).is_some()
+}
+
+/// A count a probe for A/B timing sets through the environment (not a setting), else `default`.
+pub fn probe_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(default)
+}
+
 /// A thread joined when it is dropped, so that an early return (an error) never leaves it running with what
 /// it holds (`subtract`'s PSF thread: 900 MB of planes at 10k) or leaves the process while it is inside a
 /// runtime (a device's context being made).

@@ -40,6 +40,12 @@
 #endif
 #define IMG_PIXELS_F64 4
 
+/* Tap k's kernel value at (x^, y^) from its row terms, by Horner (the module comment): a and b are the row's,
+ * found once per tap and row, K = a + x^ (b + x^ k3) per pixel. Every kernel that forms K uses these. */
+#define IMGSUB_ROW_A(k, yh) ((k)[0] + (yh) * ((k)[2] + (yh) * (k)[5]))
+#define IMGSUB_ROW_B(k, yh) ((k)[1] + (yh) * (k)[4])
+#define IMGSUB_TAP(a, b, k3, xh) ((a) + (xh) * ((b) + (xh) * (k3)))
+
 /* Where the kernel of pixel x is evaluated: x itself, or the centre of its tile (the last pixel at most). */
 ASTRO_FN int imgsub_place(int x, int tile, int n)
 {
@@ -80,12 +86,12 @@ ASTRO_FN int imgsub_place(int x, int tile, int n)
         ASTRO_UNROLL                                                                                             \
         for (int u = -IMG_HALF; u <= IMG_HALF; ++u) {                                                            \
             ASTRO_GLOBAL const T *k = k_row + (size_t)(u + IMG_HALF) * IMG_TERMS;                                \
-            const T a = VARYING ? k[0] + yh * (k[2] + yh * k[5]) : k[0];                                         \
-            const T b = VARYING ? k[1] + yh * k[4] : (T)0;                                                       \
+            const T a = VARYING ? IMGSUB_ROW_A(k, yh) : k[0];                                                    \
+            const T b = VARYING ? IMGSUB_ROW_B(k, yh) : (T)0;                                                    \
             const T k3 = VARYING ? k[3] : (T)0;                                                                  \
             ASTRO_UNROLL                                                                                         \
             for (int p = 0; p < P; ++p) {                                                                        \
-                const T kv = VARYING ? a + xh[p] * (b + xh[p] * k3) : a;                                         \
+                const T kv = VARYING ? IMGSUB_TAP(a, b, k3, xh[p]) : a;                                          \
                 c_row[p] += kv * r_win[p - u + IMG_HALF];                                                        \
                 w_row[p] += kv * kv * vr_win[p - u + IMG_HALF];                                                  \
             }                                                                                                    \
@@ -241,9 +247,7 @@ ASTRO_FN void imgsub_sky_item(size_t gid, ASTRO_GLOBAL const double *ASTRO_RESTR
             const int xx = x - u;
             if (xx < 0 || xx >= nx) continue;
             ASTRO_GLOBAL const double *k = k_row + (size_t)(u + IMG_HALF) * IMG_TERMS;
-            const double a = k[0] + yh * (k[2] + yh * k[5]);
-            const double b = k[1] + yh * k[4];
-            c_row += (a + xh * (b + xh * k[3])) * (double)r_row[xx];
+            c_row += IMGSUB_TAP(IMGSUB_ROW_A(k, yh), IMGSUB_ROW_B(k, yh), k[3], xh) * (double)r_row[xx];
         }
         c += c_row;
     }

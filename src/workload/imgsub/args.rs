@@ -363,12 +363,11 @@ impl SubtractArgs {
         crate::exec::trace_event(|| "command: starts".into());
         let (preparing, discovered) = start_backend(&self.backend);
         // A probe of the start's contention, not a setting: the read waits until the context is made.
-        let preparing = match std::env::var_os("ASTROPORT_PROBE_READ_AFTER_PREPARE") {
-            Some(_) => {
-                preparing.join();
-                None
-            }
-            None => Some(preparing),
+        let preparing = if crate::exec::probe_on("ASTROPORT_PROBE_READ_AFTER_PREPARE") {
+            preparing.join();
+            None
+        } else {
+            Some(preparing)
         };
         let first = read_pair(first);
         crate::exec::trace_event(|| "command: first pair read".into());
@@ -535,7 +534,7 @@ impl SubtractArgs {
                     // `ASTROPORT_PROBE_NO_WRITE_AHEAD`: a probe for A/B timing, not a setting.
                     Target::Device(_)
                         if self.no_fsync
-                            && std::env::var_os("ASTROPORT_PROBE_NO_WRITE_AHEAD").is_none() =>
+                            && !crate::exec::probe_on("ASTROPORT_PROBE_NO_WRITE_AHEAD") =>
                     {
                         PlanesAhead::start(staging, nx, ny)
                     }

@@ -482,14 +482,6 @@ fn sky_samples(
     Ok((samples, false))
 }
 
-/// A count a probe for A/B timing sets through the environment (not a setting), else `default`.
-fn probe_count(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|k| k.parse().ok())
-        .unwrap_or(default)
-}
-
 /// One pass on `target` in the options' precision: its planes as float32 (D and VD, or the matched filter's
 /// significance) and the median time of its timed runs.
 fn run_planes<const N: usize>(
@@ -665,10 +657,10 @@ pub fn subtract_streaming(
             // them to the jobs.
             let (map_now, map_signal) = std::sync::mpsc::channel::<()>();
             let map_beside_fit = matches!((kept, target), (Some(_), Target::Device(_)))
-                && std::env::var_os("ASTROPORT_PROBE_PLANES_MAPPED_BY_THE_JOBS").is_none();
+                && !crate::exec::probe_on("ASTROPORT_PROBE_PLANES_MAPPED_BY_THE_JOBS");
             let pipeline_planes = map_beside_fit.then(|| {
                 // `ASTROPORT_PROBE_MAP_FROM_SUMS=k` (a probe for A/B timing): mapped after the k-th sums.
-                let from_sums = probe_count("ASTROPORT_PROBE_MAP_FROM_SUMS", 1);
+                let from_sums = crate::exec::probe_count("ASTROPORT_PROBE_MAP_FROM_SUMS", 1);
                 crate::exec::JoinOnDrop::spawn(move || {
                     let mut planes = [(); 3].map(|_| vec![0.0f32; nx * ny]);
                     let started = Instant::now();
@@ -683,7 +675,7 @@ pub fn subtract_streaming(
             });
             let uploading = match (kept, target) {
                 (Some(k), Target::Device(dev))
-                    if std::env::var_os("ASTROPORT_PROBE_UPLOAD_WITH_DIFFERENCE").is_none() =>
+                    if !crate::exec::probe_on("ASTROPORT_PROBE_UPLOAD_WITH_DIFFERENCE") =>
                 {
                     let images = [&conv.data, &conv.variance, &unconv.data, &unconv.variance];
                     // One image after each of the fit's stamp-sums jobs from the second on: the host then
@@ -694,8 +686,8 @@ pub fn subtract_streaming(
                     // is done go at once. Probes for A/B timing, not settings:
                     // `ASTROPORT_PROBE_UPLOAD_AT_ONCE` sends them all at once, and
                     // `ASTROPORT_PROBE_UPLOAD_FROM_SUMS=k` sends the first after the k-th sums (default 2).
-                    let at_once = std::env::var_os("ASTROPORT_PROBE_UPLOAD_AT_ONCE").is_some();
-                    let from_sums = probe_count("ASTROPORT_PROBE_UPLOAD_FROM_SUMS", 2);
+                    let at_once = crate::exec::probe_on("ASTROPORT_PROBE_UPLOAD_AT_ONCE");
+                    let from_sums = crate::exec::probe_count("ASTROPORT_PROBE_UPLOAD_FROM_SUMS", 2);
                     Some(scope.spawn(move || {
                         if sums_back.recv().is_err() {
                             return Ok(None);
@@ -807,9 +799,7 @@ pub fn subtract_streaming(
     kernel.background = fitted.background;
     // `ASTROPORT_PROBE_SKY_ON_HOST`: a probe for A/B timing, not a setting.
     let on_device = match (&kept, target) {
-        (Some(k), Target::Device(dev))
-            if std::env::var_os("ASTROPORT_PROBE_SKY_ON_HOST").is_none() =>
-        {
+        (Some(k), Target::Device(dev)) if !crate::exec::probe_on("ASTROPORT_PROBE_SKY_ON_HOST") => {
             Some((dev.as_ref(), k))
         }
         _ => None,
