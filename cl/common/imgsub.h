@@ -46,6 +46,11 @@
 #define IMGSUB_ROW_B(k, yh) ((k)[1] + (yh) * (k)[4])
 #define IMGSUB_TAP(a, b, k3, xh) ((a) + (xh) * ((b) + (xh) * (k3)))
 
+/* Place i of n normalised to [-1, 1] (fit.rs `normalised`), in type T. */
+#define IMGSUB_NORMALISED(T, i, n) ((T)2 * (T)(i) / (T)((n) > 1 ? (n) - 1 : 1) - (T)1)
+/* The fitted background B = b0 + b1 x^ + b2 y^ (the host's `background_at`, summed in this order). */
+#define IMGSUB_BACKGROUND(bg, xh, yh) ((bg)[0] + ((bg)[1] * (xh) + (bg)[2] * (yh)))
+
 /* Where the kernel of pixel x is evaluated: x itself, or the centre of its tile (the last pixel at most). */
 ASTRO_FN int imgsub_place(int x, int tile, int n)
 {
@@ -59,7 +64,7 @@ ASTRO_FN int imgsub_place(int x, int tile, int n)
 #define IMGSUB_SUMS(T, P, VARYING)                                                                               \
     T xh[P], c[P], w[P];                                                                                         \
     for (int p = 0; p < P; ++p) {                                                                                \
-        xh[p] = (T)2 * (T)imgsub_place(x0 + p, tile, nx) / (T)(nx > 1 ? nx - 1 : 1) - (T)1;                      \
+        xh[p] = IMGSUB_NORMALISED(T, imgsub_place(x0 + p, tile, nx), nx);                                        \
         c[p] = 0;                                                                                                \
         w[p] = 0;                                                                                                \
     }                                                                                                            \
@@ -108,7 +113,7 @@ ASTRO_FN int imgsub_place(int x, int tile, int n)
     if (gid >= (size_t)rows * per_row) return;                                                                   \
     const int x0 = (int)(gid % per_row) * P;                                                                     \
     const int y = row0 + (int)(gid / per_row);                                                                   \
-    const T yh = (T)2 * (T)imgsub_place(y, tile, ny) / (T)(ny > 1 ? ny - 1 : 1) - (T)1;
+    const T yh = IMGSUB_NORMALISED(T, imgsub_place(y, tile, ny), ny);
 
 #define IMGSUB_DIFFERENCE(T, S, P)                                                                               \
     ASTRO_FN void imgsub_difference_item_##S(size_t gid, ASTRO_GLOBAL const T *ASTRO_RESTRICT kbar,              \
@@ -127,7 +132,7 @@ ASTRO_FN int imgsub_place(int x, int tile, int n)
             if (x0 + p >= nx) break;                                                                             \
             const size_t at = (size_t)(y - row0) * (size_t)nx + (size_t)(x0 + p);                                \
             const size_t in = (size_t)(y - sci_row0) * (size_t)nx + (size_t)(x0 + p);                            \
-            const T background = bg[0] + (bg[1] * xh[p] + bg[2] * yh);                                           \
+            const T background = IMGSUB_BACKGROUND(bg, xh[p], yh);                                               \
             diff[at] = sci[in] - c[p] - background;                                                              \
             diff_var[at] = sci_var[in] + w[p];                                                                   \
         }                                                                                                        \
@@ -234,8 +239,7 @@ ASTRO_FN void imgsub_sky_item(size_t gid, ASTRO_GLOBAL const double *ASTRO_RESTR
 {
     if (gid >= (size_t)samples) return;
     const int x = (int)(gid % (size_t)across) * stride, y = (int)(gid / (size_t)across) * stride;
-    const double xh = 2.0 * (double)x / (double)(nx > 1 ? nx - 1 : 1) - 1.0;
-    const double yh = 2.0 * (double)y / (double)(ny > 1 ? ny - 1 : 1) - 1.0;
+    const double xh = IMGSUB_NORMALISED(double, x, nx), yh = IMGSUB_NORMALISED(double, y, ny);
     double c = 0.0;
     for (int v = -IMG_HALF; v <= IMG_HALF; ++v) {
         const int yy = y - v;
@@ -252,7 +256,7 @@ ASTRO_FN void imgsub_sky_item(size_t gid, ASTRO_GLOBAL const double *ASTRO_RESTR
         c += c_row;
     }
     ASTRO_GLOBAL const double *bg = kbar + IMG_SIDE * IMG_SIDE * IMG_TERMS;
-    sky[gid] = (double)sci[(size_t)y * (size_t)nx + (size_t)x] - c - (bg[0] + bg[1] * xh + bg[2] * yh);
+    sky[gid] = (double)sci[(size_t)y * (size_t)nx + (size_t)x] - c - IMGSUB_BACKGROUND(bg, xh, yh);
 }
 #endif
 

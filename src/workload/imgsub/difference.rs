@@ -160,6 +160,13 @@ pub fn tap_row_terms<T: Real>(k: &[T], yh: T) -> [T; 3] {
     [k[0] + yh * (k[2] + yh * k[5]), k[1] + yh * k[4], k[3]]
 }
 
+/// The fitted background B = b0 + b1 x̂ + b2 ŷ at (x̂, ŷ), summed in the order cl/common/imgsub.h's
+/// `IMGSUB_BACKGROUND` sums it.
+#[inline(always)]
+pub fn background_at<T: Real>(bg: &[T], xh: T, yh: T) -> T {
+    bg[0] + (bg[1] * xh + bg[2] * yh)
+}
+
 /// The six monomials of degree ≤ 2 in the order of cl/common/imgsub.h.
 pub fn spatial_terms(xh: f64, yh: f64) -> [f64; TERMS] {
     [1.0, xh, yh, xh * xh, xh * yh, yh * yh]
@@ -678,7 +685,7 @@ impl DifferenceProblem {
                 |y, c, w, [d_row, v_row]| {
                     for x in 0..nx {
                         let at = y * nx + x;
-                        let background = bg[0] + (bg[1] * xh[x] + bg[2] * yh[y]);
+                        let background = background_at(bg, xh[x], yh[y]);
                         d_row[x] =
                             O::from_f64(sci[at].to_f64() - c[x].to_f64() - background.to_f64());
                         v_row[x] = O::from_f64(vsci[at].to_f64() + w[x].to_f64());

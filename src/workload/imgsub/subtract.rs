@@ -17,8 +17,8 @@
 
 use super::detect::{self, Detection};
 use super::difference::{
-    tap_row_terms, DifferenceProblem, KeptPlanes, MatchedFilter, ReleaseOnDrop, VaryingKernel,
-    HALF, SIDE, TERMS,
+    background_at, tap_row_terms, DifferenceProblem, KeptPlanes, MatchedFilter, ReleaseOnDrop,
+    VaryingKernel, HALF, SIDE, TERMS,
 };
 use super::fit::{
     fit_stamps, normalised, select_stamps, FitConfig, FitImages, KernelFit, StampStatus,
@@ -476,7 +476,7 @@ fn sky_samples(
                 }
                 let xh = normalised(x as f64, nx);
                 let c = convolved_at(conv, nx, ny, x, y, &row, xh, &mut taps);
-                *sample = unconv[y * nx + x] as f64 - c - (bg[0] + bg[1] * xh + bg[2] * yh);
+                *sample = unconv[y * nx + x] as f64 - c - background_at(bg, xh, yh);
             }
         });
     Ok((samples, false))
